@@ -15,11 +15,14 @@ from typing import Any, Iterable, Iterator
 from dsdr_eval.errors import DsdrError
 
 
-def iter_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False) -> Iterator[dict[str, Any]]:
-    """Yield one dict per non-empty line; raise DsdrError naming file and line on bad JSON."""
+def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False,
+                        context: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` per non-empty line; DsdrError naming file and line on bad JSON.
+
+    ``context`` prefixes error messages (e.g. ``"benchmark aime24: "``)."""
     path = Path(path)
     if not path.exists():
-        raise DsdrError(f"{path}: file not found")
+        raise DsdrError(f"{context}{path}: file not found")
     with path.open("rb") as fh:
         raw = fh.read()
     ends_with_newline = raw.endswith(b"\n")
@@ -33,9 +36,15 @@ def iter_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False) -> It
             is_last = lineno == len(lines) and not ends_with_newline
             if tolerate_truncated_tail and is_last:
                 return  # a partial record from an interrupted append: it will be redone
-            raise DsdrError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+            raise DsdrError(f"{context}{path}:{lineno}: invalid JSON ({exc})") from None
         if not isinstance(record, dict):
-            raise DsdrError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+            raise DsdrError(f"{context}{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        yield lineno, record
+
+
+def iter_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield one dict per non-empty line; raise DsdrError naming file and line on bad JSON."""
+    for _, record in iter_jsonl_numbered(path, tolerate_truncated_tail=tolerate_truncated_tail):
         yield record
 
 

@@ -10,6 +10,7 @@ Evaluation run (``dsdr-eval run`` / ``dsdr-eval score``)::
       diversity_per_problem.jsonl per-problem diversity values (dsdr-eval diversity)
       diversity_per_sample.jsonl  per-rollout diversity values (dsdr-eval diversity)
       judge.jsonl                 per-problem LLM-judge results (dsdr-eval judge)
+      failures.jsonl              requests that failed after every retry (rerun to retry them)
 
 Training run (``dsdr-train``)::
 
@@ -41,6 +42,7 @@ METRICS = "metrics.json"
 DIVERSITY_PER_PROBLEM = "diversity_per_problem.jsonl"
 DIVERSITY_PER_SAMPLE = "diversity_per_sample.jsonl"
 JUDGE = "judge.jsonl"
+FAILURES = "failures.jsonl"
 TRAIN_METRICS = "metrics.jsonl"
 
 _TRACKED_LIBRARIES = (

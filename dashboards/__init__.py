@@ -1,0 +1,1 @@
+"""The dsdr Streamlit dashboard (`dsdr-dashboard`): training dynamics, evaluation, samples."""

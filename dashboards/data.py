@@ -1,0 +1,217 @@
+"""Safe, read-only access to a runs directory for the dashboard (no Streamlit import here).
+
+Rules this module enforces (and tests/test_dashboard_data.py checks):
+
+* Every path the dashboard opens is inside the runs directory it was started with. A run named
+  in a query parameter (``?run=../../etc``) is resolved (symlinks too) and refused unless the
+  result is inside that directory; the same check guards directory discovery.
+* Nothing is ever written: files are opened for reading only.
+* One malformed or half-written run never breaks the others: every loader returns a `Loaded`
+  with either the data or an error message naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from dsdr_eval import rundir
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.jsonl import iter_jsonl, read_json
+
+T = TypeVar("T")
+MAX_DEPTH = 4  # runs/<group>/<experiment>/<run> is as deep as the project nests
+# HF checkpoints have a config.json too; never mistake them (or caches) for runs.
+_SKIP_DIRS = {"checkpoints", "final", "__pycache__", "node_modules", "plots"}
+_RUN_FILES = (rundir.CONFIG, rundir.METRICS, rundir.TRAIN_METRICS, rundir.GRADED, rundir.SAMPLES)
+
+
+class UnsafePath(DsdrError):
+    """A requested path is outside the runs directory."""
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    name: str  # path relative to the runs root, POSIX separators: the id used in the UI and URLs
+    path: Path  # resolved absolute path (inside the root)
+    kind: str  # "eval", "train" or "unknown"
+    files: frozenset[str]
+    label: str
+    error: str | None = None  # why config.json could not be read (the run is still listed)
+
+    def has(self, name: str) -> bool:
+        return name in self.files
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[T]):
+    value: T | None = None
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def runs_root(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def resolve_inside(root: Path, name: str) -> Path:
+    """The run directory `name` (relative to root) resolved; UnsafePath unless it is inside root."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise UnsafePath(f"invalid run name {name!r}")
+    candidate = Path(name)
+    if candidate.is_absolute():
+        raise UnsafePath(f"run {name!r}: absolute paths are not accepted, only names inside the runs directory")
+    resolved = (root / candidate).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UnsafePath(f"run {name!r} is outside the runs directory {root}")
+    return resolved
+
+
+def _classify(path: Path, files: set[str]) -> tuple[str, str, str | None]:
+    """(kind, label, error) of a directory that holds run files."""
+    label = path.name
+    kind = "unknown"
+    error = None
+    if rundir.CONFIG in files:
+        try:
+            config = read_json(path / rundir.CONFIG)
+            if isinstance(config, dict):
+                kind = str(config.get("kind") or "unknown")
+                label = str(config.get("label") or label)
+            else:
+                error = f"{path / rundir.CONFIG}: expected a JSON object"
+        except DsdrError as exc:
+            error = str(exc)
+    if kind not in ("eval", "train"):
+        if rundir.TRAIN_METRICS in files:
+            kind = "train"
+        elif files & {rundir.METRICS, rundir.GRADED, rundir.SAMPLES}:
+            kind = "eval"
+    return kind, label, error
+
+
+def _is_run(files: set[str], path: Path) -> bool:
+    if files & {rundir.METRICS, rundir.TRAIN_METRICS, rundir.GRADED, rundir.SAMPLES}:
+        return True
+    if rundir.CONFIG in files:  # an HF model dir has config.json too, but no "kind"
+        try:
+            config = json.loads((path / rundir.CONFIG).read_text(encoding="utf-8"))
+            return isinstance(config, dict) and "kind" in config
+        except (OSError, ValueError):
+            return True  # a broken run config: list it so its error is shown
+    return False
+
+
+def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
+    """Every run directory under root (not descending into a run), sorted by name."""
+    root = runs_root(root)
+    if not root.is_dir():
+        return []
+    found: list[RunEntry] = []
+
+    def walk(directory: Path, depth: int) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return
+        files = {e.name for e in entries if e.is_file()}
+        if _is_run(files, directory):
+            # The root itself may be one run (``--runs runs/demo``): it is then named ".".
+            kind, label, error = _classify(directory, files)
+            found.append(RunEntry(directory.relative_to(root).as_posix(), directory.resolve(), kind,
+                                  frozenset(files & set(_RUN_FILES) | {f for f in files if f.endswith(".jsonl")}),
+                                  label, error))
+            return
+        if depth >= max_depth:
+            return
+        for entry in sorted(entries, key=lambda e: e.name):
+            if not entry.is_dir() or entry.name.startswith(".") or entry.name in _SKIP_DIRS:
+                continue
+            target = Path(entry.path).resolve()
+            if target != root and root not in target.parents:
+                continue  # a symlink out of the runs directory: never followed
+            walk(Path(entry.path), depth + 1)
+
+    walk(root, 0)
+    # Names are the un-resolved relative paths (a symlinked run keeps its link name); the stored
+    # path is resolved and was checked to be inside root.
+    return sorted(found, key=lambda r: r.name)
+
+
+def file_stamp(path: Path) -> tuple[int, int]:
+    """(mtime_ns, size): the cache key that changes when a run writes more."""
+    try:
+        st = path.stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return 0, -1
+
+
+def load_eval_run(entry: RunEntry) -> Loaded:
+    """The report's EvalRun (metrics.json + config.json) or the reason it cannot be shown."""
+    from dsdr_eval.report.runs import load_eval_run as _load
+
+    if not entry.has(rundir.METRICS):
+        what = "samples.jsonl only: not scored yet (run `dsdr-eval score " + entry.name + "`)" \
+            if entry.has(rundir.SAMPLES) else "no metrics.json"
+        return Loaded(error=f"{entry.name}: {what}")
+    try:
+        return Loaded(_load(entry.path, label=entry.label))
+    except DsdrError as exc:
+        return Loaded(error=f"{entry.name}: {exc}")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return Loaded(error=f"{entry.name}: malformed run ({type(exc).__name__}: {exc})")
+
+
+def load_jsonl(path: Path, *, tolerate_truncated_tail: bool = True, limit: int | None = None) -> Loaded:
+    """Rows of a JSONL file; a run still being written may end in a partial line (skipped, with a note)."""
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    try:
+        raw_tail_partial = _ends_mid_line(path)
+        for row in iter_jsonl(path, tolerate_truncated_tail=tolerate_truncated_tail):
+            rows.append(row)
+            if limit is not None and len(rows) >= limit:
+                warnings.append(f"showing the first {limit} lines of {path.name}")
+                break
+        if raw_tail_partial:
+            warnings.append(f"{path.parent.name}/{path.name}: the last line is incomplete (still being written); skipped")
+    except DsdrError as exc:
+        return Loaded(error=str(exc))
+    except OSError as exc:
+        return Loaded(error=f"{path}: {exc}")
+    return Loaded(rows, warnings=warnings)
+
+
+def _ends_mid_line(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def load_train_metrics(entry: RunEntry) -> Loaded:
+    if not entry.has(rundir.TRAIN_METRICS):
+        return Loaded(error=f"{entry.name}: no metrics.jsonl yet (the trainer writes one line per step)")
+    loaded = load_jsonl(entry.path / rundir.TRAIN_METRICS)
+    if loaded.ok and not loaded.value:
+        return Loaded(error=f"{entry.name}: metrics.jsonl is empty (no optimizer step logged yet)")
+    if loaded.ok:
+        bad = [i for i, row in enumerate(loaded.value, start=1) if not isinstance(row.get("step"), (int, float))]
+        if bad:
+            return Loaded(loaded.value, warnings=loaded.warnings + [
+                f"{entry.name}/metrics.jsonl: {len(bad)} line(s) without a numeric 'step' (first: line {bad[0]}); "
+                "their line number is used as the step"])
+    return loaded

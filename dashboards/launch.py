@@ -1,0 +1,54 @@
+"""``dsdr-dashboard [--runs DIR] [--port N] [--host 127.0.0.1]``: start the Streamlit app headless.
+
+Equivalent to ``streamlit run dashboards/app.py --server.address 127.0.0.1 --server.headless true
+-- --runs DIR``. Binds to loopback unless --host says otherwise (the app shows local files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent / "app.py"
+
+
+def build_command(args: argparse.Namespace) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(APP),
+            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--", "--runs", str(Path(args.runs).resolve())]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="dsdr-dashboard", description=(
+        "Start the dsdr Streamlit dashboard (training dynamics, evaluation, samples) headless, bound to "
+        "127.0.0.1 by default. It only reads the runs directory."))
+    parser.add_argument("--runs", default=os.environ.get("DSDR_RUNS_DIR", "runs"),
+                        help="directory holding run directories (default: $DSDR_RUNS_DIR or ./runs)")
+    parser.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; anything else exposes your runs to the network)")
+    parser.add_argument("--print-command", action="store_true", help="print the streamlit command and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = build_command(args)
+    if args.print_command:
+        print(" ".join(command))
+        return 0
+    if not Path(args.runs).is_dir():
+        print(f"note: runs directory {args.runs} does not exist yet; the dashboard will say how to make a run",
+              file=sys.stderr)
+    print(f"dsdr dashboard on http://{args.host}:{args.port} (runs: {Path(args.runs).resolve()})", file=sys.stderr)
+    try:
+        return subprocess.call(command)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Cached, read-only loaders shared by the pages (cache keys include each file's mtime and size,
+so a run that is still writing is re-read as soon as it changes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dashboards import data
+from dsdr_eval import rundir
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _jsonl(path: str, stamp: tuple[int, int]) -> data.Loaded:
+    return data.load_jsonl(Path(path))
+
+
+def jsonl(path: Path) -> data.Loaded:
+    return _jsonl(str(path), data.file_stamp(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _eval_run(entry: data.RunEntry, stamps: tuple) -> data.Loaded:
+    return data.load_eval_run(entry)
+
+
+def eval_run(entry: data.RunEntry) -> data.Loaded:
+    """The run's EvalRun (metrics.json + config.json) or the error to show for it."""
+    stamps = tuple(data.file_stamp(entry.path / f) for f in (rundir.METRICS, rundir.CONFIG, rundir.GRADED))
+    return _eval_run(entry, stamps)
+
+
+def train_frame(entry: data.RunEntry) -> data.Loaded:
+    """metrics.jsonl as a DataFrame (numeric columns; a partial last line is skipped with a note)."""
+    if not (entry.path / rundir.TRAIN_METRICS).exists():
+        return data.Loaded(error=f"{entry.name}: no metrics.jsonl yet (the trainer writes one line per step)")
+    loaded = jsonl(entry.path / rundir.TRAIN_METRICS)
+    if not loaded.ok:
+        return loaded
+    if not loaded.value:
+        return data.Loaded(error=f"{entry.name}: metrics.jsonl is empty (no optimizer step logged yet)")
+    frame = pd.DataFrame(loaded.value)
+    warnings = list(loaded.warnings)
+    steps = pd.to_numeric(frame["step"], errors="coerce") if "step" in frame else pd.Series(float("nan"), index=frame.index)
+    if steps.isna().any():
+        warnings.append(f"{entry.name}/metrics.jsonl: {int(steps.isna().sum())} line(s) without a numeric 'step'; "
+                        "their line number is used instead")
+        steps = steps.fillna(pd.Series(range(1, len(frame) + 1), index=frame.index, dtype=float))
+    frame["step"] = steps
+    if "time/total_s" in frame:  # per-step wall time -> elapsed wall time, for the x axis
+        frame["time/elapsed_s"] = pd.to_numeric(frame["time/total_s"], errors="coerce").fillna(0).cumsum()
+    # Numeric columns only: a string in a metric column becomes NaN instead of breaking a chart.
+    for column in frame.columns:
+        if column != "step" and not pd.api.types.is_numeric_dtype(frame[column]):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return data.Loaded(frame, warnings=warnings)
+
+
+def display_labels(entries: list[data.RunEntry]) -> dict[str, str]:
+    """entry.name -> display label (the config label, plus the directory when labels collide)."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.label] = counts.get(e.label, 0) + 1
+    return {e.name: (e.label if counts[e.label] == 1 else f"{e.label} ({e.name})") for e in entries}
+
+
+def pick_runs(title: str, entries: list[data.RunEntry], requested: list[data.RunEntry], *, key: str,
+              default_count: int = 4) -> list[data.RunEntry]:
+    labels = display_labels(entries)
+    names = [e.name for e in entries]
+    wanted = [e.name for e in requested if e.name in names] or names[:default_count]
+    chosen = st.multiselect(title, names, default=wanted, format_func=lambda n: f"{labels[n]} — {n}"
+                            if labels[n] != n else n, key=key)
+    by_name = {e.name: e for e in entries}
+    return [by_name[n] for n in chosen]

@@ -1,0 +1,172 @@
+"""Samples: per benchmark and problem, the problem, the gold answer and every rollout with its
+extracted answer, grading status, per-rollout diversity (diversity_per_sample.jsonl) and formulas.
+
+Model outputs are untrusted text: completions are shown in code blocks (never as HTML or
+Markdown), and the formula chips are HTML-escaped before they are put in the page.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboards import data
+from dashboards.views.common import display_labels, jsonl
+from dsdr_eval import rundir
+from dsdr_eval.diversity.formula import formula_set  # the one formula extractor (DSDR §3.1)
+from dsdr_eval.report.runs import benchmark_title, order_benchmarks
+
+STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error", "ungraded")
+# Coloured status words (Streamlit markdown), not emoji: headless browsers often lack an emoji font.
+ICONS = {"correct": ":green[●]", "incorrect": ":red[●]", "no_answer": ":orange[○]", "timeout": ":violet[◷]",
+         "error": ":red[■]", "ungraded": ":gray[·]"}
+MAX_ROLLOUTS_SHOWN = 64
+_KEY_FIELDS = {"benchmark", "problem_id", "sample_idx", "phase", "correct", "answer_class"}
+# diversity_per_sample.jsonl (dsdr-eval diversity): DSDR d = (d_emb + d_eq)/2 within the problem's
+# rollouts, DARLING div; the same with suffix _correct within the correct rollouts only.
+HEADER_DIVERSITY = ("d", "d_emb", "d_eq", "div")
+
+
+def _status(row: dict[str, Any]) -> str:
+    status = row.get("status")
+    return status if status in STATUSES else "ungraded"
+
+
+def _diversity_index(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, float]]:
+    index = {}
+    for row in rows:
+        values = {k: v for k, v in row.items() if k not in _KEY_FIELDS and isinstance(v, (int, float))
+                  and not isinstance(v, bool)}
+        key = (str(row.get("benchmark") or "default"), str(row.get("phase") or "sampling"),
+               str(row.get("problem_id")), row.get("sample_idx"))
+        index[key] = values
+    return index
+
+
+def _formula_chips(own: frozenset[str], holders: Counter) -> str:
+    """Formulas of one rollout: green = no other rollout of the group has it (counts toward D_eq)."""
+    chips = []
+    for formula in sorted(own, key=lambda f: (holders[f] > 1, f))[:40]:
+        unique = holders[formula] == 1
+        style = ("background:#d4f7d4;border:1px solid #5cb85c" if unique
+                 else "background:#eee;border:1px solid #ccc")
+        chips.append(f'<code style="{style};border-radius:4px;padding:1px 4px;margin:2px;display:inline-block">'
+                     f"{html.escape(formula[:200])}</code>")
+    more = f" … and {len(own) - 40} more" if len(own) > 40 else ""
+    return " ".join(chips) + more
+
+
+def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]) -> None:
+    st.title("Samples")
+    evals = [r for r in runs if r.kind == "eval" and (r.has(rundir.GRADED) or r.has(rundir.SAMPLES))]
+    if not evals:
+        st.info(f"No evaluation run with samples under `{root}`. `dsdr-eval run ... --out {root}/NAME` writes "
+                "samples.jsonl; `dsdr-eval score` adds graded.jsonl (extracted answers and statuses).")
+        return
+    labels = display_labels(evals)
+    names = [e.name for e in evals]
+    default = next((names.index(e.name) for e in requested if e.name in names), 0)
+    name = st.selectbox("Run", names, index=default, format_func=lambda n: f"{labels[n]} — {n}", key="samples_run")
+    entry = next(e for e in evals if e.name == name)
+    graded = entry.has(rundir.GRADED)
+    loaded = jsonl(entry.path / (rundir.GRADED if graded else rundir.SAMPLES))
+    if not loaded.ok:
+        st.error(loaded.error, icon=":material/error:")
+        return
+    for warning in loaded.warnings:
+        st.caption(f"Warning: {warning}")
+    rows = [r for r in loaded.value if isinstance(r, dict)]
+    if not graded:
+        st.warning("Not graded yet (samples.jsonl only): run `dsdr-eval score` to see extracted answers and statuses.")
+    if not rows:
+        st.info("This run has no samples yet.")
+        return
+    diversity: dict[tuple, dict[str, float]] = {}
+    if entry.has(rundir.DIVERSITY_PER_SAMPLE):
+        div_loaded = jsonl(entry.path / rundir.DIVERSITY_PER_SAMPLE)
+        if div_loaded.ok:
+            diversity = _diversity_index(div_loaded.value)
+        else:
+            st.caption(f"Warning: per-rollout diversity not shown: {div_loaded.error}")
+
+    benchmarks = order_benchmarks({str(r.get("benchmark") or "default") for r in rows})
+    c1, c2 = st.columns([1, 3])
+    benchmark = c1.selectbox("Benchmark", benchmarks, format_func=benchmark_title, key="samples_benchmark")
+    in_bench = [r for r in rows if str(r.get("benchmark") or "default") == benchmark]
+    by_problem: dict[str, list[dict[str, Any]]] = {}
+    for r in in_bench:
+        by_problem.setdefault(str(r.get("problem_id")), []).append(r)
+    problem_ids = list(by_problem)
+
+    def describe(pid: str) -> str:
+        group = by_problem[pid]
+        n_correct = sum(bool(r.get("correct")) for r in group)
+        return f"{pid} — {n_correct}/{len(group)} correct" if graded else f"{pid} — {len(group)} rollouts"
+
+    problem_id = c2.selectbox("Problem", problem_ids, format_func=describe, key="samples_problem")
+    group = sorted(by_problem[problem_id], key=lambda r: (str(r.get("phase") or "sampling"), r.get("sample_idx") or 0))
+
+    f1, f2, f3 = st.columns([3, 2, 1])
+    present_statuses = [s for s in STATUSES if any(_status(r) == s for r in group)]
+    statuses = f1.multiselect("Status", present_statuses, default=present_statuses, key="samples_status",
+                              help="e.g. keep only 'correct', or only 'timeout' / 'no_answer'")
+    phases = sorted({str(r.get("phase") or "sampling") for r in group})
+    chosen_phases = f2.multiselect("Phase", phases, default=phases, key="samples_phase")
+    show_formulas = f3.toggle("Formulas", value=True, key="samples_formulas")
+
+    first = group[0]
+    st.markdown(f"**Problem** ({benchmark_title(benchmark)} / `{problem_id}`)")
+    st.markdown(str(first.get("problem") or "_(no problem text in the sample lines)_"))
+    st.markdown("**Gold answer**")
+    st.code(str(first.get("gold")), language=None)
+    counts = Counter(_status(r) for r in group)
+    st.caption(" · ".join(f"{ICONS[s]} {s}: {counts[s]}" for s in STATUSES if counts[s]))
+
+    # D_eq view: which formulas each rollout shares with the others of its phase group.
+    sets = {(str(r.get("phase") or "sampling"), r.get("sample_idx")): formula_set(str(r.get("completion") or ""))
+            for r in group} if show_formulas else {}
+    holders_by_phase: dict[str, Counter] = {}
+    for (phase, _), s in sets.items():
+        holders_by_phase.setdefault(phase, Counter()).update(s)
+
+    shown = [r for r in group if _status(r) in statuses and str(r.get("phase") or "sampling") in chosen_phases]
+    if not shown:
+        st.info("No rollout matches the filters.")
+        return
+    if len(shown) > MAX_ROLLOUTS_SHOWN:
+        st.caption(f"Showing the first {MAX_ROLLOUTS_SHOWN} of {len(shown)} rollouts.")
+    table = []
+    for r in shown[:MAX_ROLLOUTS_SHOWN]:
+        phase = str(r.get("phase") or "sampling")
+        status = _status(r)
+        div = diversity.get((benchmark, phase, problem_id, r.get("sample_idx")), {})
+        div_text = " · ".join(f"{k}={div[k]:.3f}" for k in HEADER_DIVERSITY if div.get(k) is not None)
+        header = (f"{ICONS[status]} #{r.get('sample_idx')} [{phase}] {status} · extracted: "
+                  f"{str(r.get('extracted'))[:60] if r.get('extracted') is not None else '—'}"
+                  + (f" · {div_text}" if div_text else "")
+                  + (f" · {r.get('n_completion_tokens')} tok" if r.get("n_completion_tokens") is not None else "")
+                  + (" · truncated" if r.get("finish_reason") == "length" else ""))
+        with st.expander(header, expanded=False):
+            if div:
+                st.caption("Per-rollout diversity: " + ", ".join(
+                    f"{k} = {v}" if isinstance(v, int) else f"{k} = {v:.4f}" for k, v in div.items()))
+            if show_formulas:
+                own = sets.get((phase, r.get("sample_idx")), frozenset())
+                if own:
+                    st.markdown("Formulas (green: in no other rollout of this problem → counts toward D_eq): "
+                                + _formula_chips(own, holders_by_phase[phase]), unsafe_allow_html=True)
+                else:
+                    st.caption("No formulas extracted.")
+            st.code(str(r.get("completion") or ""), language=None, wrap_lines=True)
+        table.append({"benchmark": benchmark, "problem_id": problem_id, "phase": phase,
+                      "sample_idx": r.get("sample_idx"), "status": status, "extracted": r.get("extracted"),
+                      "finish_reason": r.get("finish_reason"), "n_completion_tokens": r.get("n_completion_tokens"),
+                      **div, "completion": r.get("completion")})
+    st.download_button("Download these rollouts (CSV)", pd.DataFrame(table).to_csv(index=False),
+                       file_name=f"samples_{benchmark}_{problem_id}.csv".replace("/", "_"), mime="text/csv",
+                       key="samples_download")

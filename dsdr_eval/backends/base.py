@@ -1,0 +1,114 @@
+"""The one interface every generation backend (transformers, vLLM, OpenAI endpoint) implements.
+
+The runner owns the plan (which samples exist, which are done, what is written); a backend only
+turns ``GenerationRequest``s into completions. Requests come in *batches* that the runner forms
+from the whole run's plan (not from what is still missing), so a batch is the same on a resumed
+run as on an uninterrupted one and seeded engines regenerate the same text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from dsdr_eval.prompts import PromptTemplate, render_prompt
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """``n`` rollouts of one rendered prompt with one set of sampling settings.
+
+    ``prompt`` is the text the model continues (chat template applied when ``chat``);
+    ``user_message`` is the un-templated user turn (what a chat API receives)."""
+
+    prompt: str
+    user_message: str
+    n: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish_reason: str | None  # "stop" (EOS / stop string) or "length" (hit max_tokens)
+    n_prompt_tokens: int | None
+    n_completion_tokens: int | None
+    seed: int | None = None  # the seed the engine actually used for this rollout
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    """Either ``n`` completions or an error after every retry."""
+
+    completions: tuple[Completion, ...] | None
+    error: str | None = None
+    attempts: int = 1
+    where: str | None = None  # e.g. the base URL that answered last
+
+    @property
+    def ok(self) -> bool:
+        return self.completions is not None
+
+
+# Called by a backend with (index into the request list, result) pairs as results become final;
+# the runner appends them to samples.jsonl right away.
+OnResults = Callable[[list[tuple[int, RequestResult]]], None]
+
+
+class Backend(ABC):
+    name: str = "base"
+
+    @abstractmethod
+    def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:
+        """(prompt text stored per sample, user message) for one problem."""
+
+    @abstractmethod
+    def batch_capacity(self) -> int:
+        """How many rollouts (prompts x n) one batch should hold; the runner packs batches to it."""
+
+    def max_prompts_per_batch(self) -> int:
+        """How many requests one batch may hold (default: bounded by rollouts only)."""
+        return self.batch_capacity()
+
+    def max_n_per_request(self) -> int:
+        """Largest ``n`` of one request; the runner splits a phase's ``n`` into pieces no larger."""
+        return self.batch_capacity()
+
+    @abstractmethod
+    def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
+                 on_results: OnResults) -> None:
+        """Generate the listed batches (lists of indices into ``requests``), calling ``on_results``
+        as soon as results are final. Per-request failures are reported as ``RequestResult.error``;
+        only unrecoverable engine errors raise."""
+
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """name, version and every option that can change an output (recorded in config.json)."""
+
+    @property
+    def chat(self) -> bool:
+        """Whether prompts go through a chat template (recorded with the template)."""
+        return False
+
+    def close(self) -> None:
+        """Release engines/threads (best effort)."""
+
+
+class LocalTokenizerBackend(Backend):
+    """A backend that renders prompts with its own tokenizer's chat template (hf, vllm).
+
+    Subclasses set ``self.tokenizer`` and ``self._chat`` (from ``resolve_chat_mode``)."""
+
+    tokenizer: Any
+    _chat: bool
+
+    @property
+    def chat(self) -> bool:
+        return self._chat
+
+    def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:
+        return render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat), template.user_message(problem)

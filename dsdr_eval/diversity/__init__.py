@@ -1,0 +1,53 @@
+"""Diversity metrics: DSDR's d = (D_emb + D_eq)/2 (arXiv 2602.19895; ALGORITHMS.md §3.1), DARLING partitions
+(arXiv 2509.02534), Vendi scores, Coverage@N, distinct-n, self-BLEU and answer diversity.
+
+Group-level functions (imported by the trainer) load no heavy library at import time;
+torch / sentence-transformers / transformers are imported inside the functions that need them.
+"""
+
+from dsdr_eval.diversity.combined import (
+    DsdrDiversity,
+    dsdr_diversity,
+    dsdr_diversity_batch,
+    dsdr_from_parts,
+)
+from dsdr_eval.diversity.formula import (
+    EXTRACTION_RULE,
+    extract_formulas,
+    formula_set,
+    formula_uniqueness,
+    normalize_formula,
+)
+from dsdr_eval.diversity.partition import (
+    DEFAULT_COSINE_THRESHOLD,
+    coverage_at_n,
+    EQUIVALENCES,
+    AnswerFormulaEquivalence,
+    EmbeddingThresholdEquivalence,
+    Equivalence,
+    GroupView,
+    PairClassifierEquivalence,
+    darling_div,
+    darling_partition,
+    gini_simpson,
+    make_equivalence,
+    register_equivalence,
+)
+from dsdr_eval.diversity.run import compute_run_diversity
+from dsdr_eval.diversity.semantic import (
+    DEFAULT_ENCODER,
+    Encoder,
+    embed_texts,
+    load_encoder,
+    semantic_diversity,
+)
+
+__all__ = [
+    "DEFAULT_COSINE_THRESHOLD", "DEFAULT_ENCODER", "EQUIVALENCES", "EXTRACTION_RULE",
+    "AnswerFormulaEquivalence", "DsdrDiversity", "EmbeddingThresholdEquivalence", "Encoder",
+    "Equivalence", "GroupView", "PairClassifierEquivalence", "compute_run_diversity", "coverage_at_n",
+    "darling_div", "darling_partition", "dsdr_diversity", "dsdr_diversity_batch", "dsdr_from_parts",
+    "embed_texts", "extract_formulas", "formula_set", "formula_uniqueness", "gini_simpson",
+    "load_encoder", "make_equivalence", "normalize_formula", "register_equivalence",
+    "semantic_diversity",
+]

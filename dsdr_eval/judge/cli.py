@@ -1,0 +1,116 @@
+"""`dsdr-eval judge RUN_DIR`: LLM-as-judge diversity of a run's rollouts (ALGORITHMS.md §5)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def add_endpoint_arguments(parser: argparse.ArgumentParser, prefix: str = "judge-") -> None:
+    """The OpenAI-compatible endpoint options (shared shape with other OpenAI-backed commands)."""
+    group = parser.add_argument_group("judge endpoint (any OpenAI-compatible server)")
+    group.add_argument(f"--{prefix}model", required=True, help="model name served by the endpoint")
+    group.add_argument(f"--{prefix}base-url", action="append", default=None, metavar="URL",
+                       help="base URL ending in /v1; repeat it or give a comma list to spread requests over "
+                            "several servers (e.g. a fleet of `vllm serve` nodes). Default: $OPENAI_BASE_URL, "
+                            f"else {DEFAULT_BASE_URL}")
+    group.add_argument(f"--{prefix}api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                       help="environment variable holding the API key (default OPENAI_API_KEY; 'EMPTY' is sent "
+                            "when it is unset, which local servers accept). The key is never written or logged.")
+    group.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+    group.add_argument("--max-retries", type=int, default=5,
+                       help="retries per request on 408/409/429/5xx/timeouts/connection errors (default 5)")
+    group.add_argument("--request-timeout", type=float, default=120.0, help="seconds per attempt (default 120)")
+    group.add_argument("--backoff-base", type=float, default=0.5,
+                       help="first retry delay in seconds; doubles each retry, jittered, capped at 30 s; "
+                            "a server's Retry-After is honoured (default 0.5)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Score the diversity of each problem's rollouts with an LLM judge (logic, formula, "
+                          "semantic, overall; 0-10). Writes RUN_DIR/judge.jsonl and a 'judge' key per benchmark "
+                          "in metrics.json.")
+    parser.add_argument("run_dir", help="run directory with graded.jsonl (or samples.jsonl)")
+    add_endpoint_arguments(parser)
+    sel = parser.add_argument_group("which rollouts")
+    sel.add_argument("--benchmarks", default=None,
+                     help="comma list of benchmarks to judge (default: all in the run; the paper judged "
+                          "aime24,aime25,minerva,olympiadbench)")
+    sel.add_argument("--limit", type=int, default=None, help="judge only the first N problems of each benchmark")
+    sel.add_argument("--max-rollouts", type=int, default=32,
+                     help="rollouts per judge call: the first N by sample_idx (default 32, as in the paper)")
+    sel.add_argument("--correct-only", action="store_true", help="judge only correct rollouts (needs graded.jsonl)")
+    sel.add_argument("--phase", default="sampling", help="sample phase to judge (default 'sampling')")
+    gen = parser.add_argument_group("judge call")
+    gen.add_argument("--judge-temperature", type=float, default=0.0, help="default 0.0")
+    gen.add_argument("--judge-max-tokens", type=int, default=512, help="max reply tokens (default 512)")
+    gen.add_argument("--json-mode", action="store_true",
+                     help="send response_format={'type': 'json_object'} (servers that support it)")
+    gen.add_argument("--max-rollout-chars", type=int, default=6000,
+                     help="character budget per rollout; longer ones keep head+tail (default 6000)")
+    gen.add_argument("--max-prompt-chars", type=int, default=100_000,
+                     help="character budget of the whole prompt, shared by the rollouts (default 100000)")
+    cache = parser.add_argument_group("cache")
+    cache.add_argument("--cache-dir", default=None, help="where judge_cache.jsonl lives (default RUN_DIR)")
+    cache.add_argument("--no-cache", action="store_true", help="neither read nor write the response cache")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _comma_list(value: str | None) -> tuple[str, ...] | None:
+    if not value:
+        return None
+    names = tuple(part.strip() for part in value.split(",") if part.strip())
+    return names or None
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from dsdr_eval.judge.prompt import PromptBudget
+    from dsdr_eval.judge.run import JudgeSettings, run_judge
+    from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient, split_base_urls
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    base_urls = split_base_urls(args.judge_base_url) or (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,)
+    endpoint = EndpointConfig(base_urls=base_urls, model=args.judge_model, api_key_env=args.judge_api_key_env,
+                              max_concurrency=args.concurrency, max_retries=args.max_retries,
+                              timeout_s=args.request_timeout, backoff_base_s=args.backoff_base)
+    try:
+        budget = PromptBudget(max_rollout_chars=args.max_rollout_chars, max_prompt_chars=args.max_prompt_chars)
+    except ValueError as exc:
+        from dsdr_eval.errors import DsdrError
+
+        raise DsdrError(f"judge: {exc}") from None
+    settings = JudgeSettings(benchmarks=_comma_list(args.benchmarks), limit=args.limit,
+                             max_rollouts=args.max_rollouts, correct_only=args.correct_only, phase=args.phase,
+                             temperature=args.judge_temperature, max_tokens=args.judge_max_tokens,
+                             json_mode=args.json_mode, use_cache=not args.no_cache, budget=budget)
+    with OpenAICompatClient(endpoint) as client:
+        blocks = run_judge(args.run_dir, client, settings, cache_dir=args.cache_dir,
+                           progress=False if args.no_progress else None)
+
+    console = Console(stderr=True)
+    table = Table(title=f"LLM-judge diversity (0-10), judge {endpoint.model}")
+    for column in ("benchmark", "logic", "formula", "semantic", "overall", "ok", "failed", "skipped", "cache hits"):
+        table.add_column(column)
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    for name, block in blocks.items():
+        failed = ", ".join(f"{k}={v}" for k, v in block["failed_by_reason"].items()) or "0"
+        table.add_row(name, fmt(block["logic"]), fmt(block["formula"]), fmt(block["semantic"]),
+                      fmt(block["overall"]), str(block["n_ok"]), failed, str(block["n_skipped"]),
+                      str(block["n_cache_hits"]))
+    console.print(table)
+    total_ok = sum(b["n_ok"] for b in blocks.values())
+    total_failed = sum(b["n_failed"] for b in blocks.values())
+    console.print(f"wrote {args.run_dir}/judge.jsonl and the 'judge' key of metrics.json")
+    if total_ok == 0 and total_failed > 0:
+        console.print("[red]every judge call failed; see the reasons above and judge.jsonl[/red]")
+        return 1
+    return 0

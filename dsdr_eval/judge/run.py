@@ -1,0 +1,332 @@
+"""LLM-as-judge diversity over a run directory (ALGORITHMS.md §5; DSDR paper's judge protocol).
+
+For each problem, the first ``max_rollouts`` (32) rollouts of the "sampling" phase, by
+sample_idx, go into ONE judge call that returns logic / formula / semantic diversity (0-10) and
+their mean. Results: RUN_DIR/judge.jsonl (one line per problem) and a "judge" key per benchmark
+in metrics.json (means over successful problems; failures counted by reason, never scored 0).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from dsdr_eval import rundir
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.judge.cache import JudgeCache, request_key
+from dsdr_eval.judge.parse import AXES, JudgeParseError, parse_equivalence, parse_judge_response
+from dsdr_eval.judge.prompt import (
+    PROMPT_VERSION,
+    JudgePrompt,
+    PromptBudget,
+    build_equivalence_messages,
+    build_judge_prompt,
+    prompt_record,
+)
+from dsdr_eval.jsonl import append_jsonl, read_json, read_jsonl, write_json, write_jsonl
+from dsdr_eval.openai_client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
+
+PAPER_BENCHMARKS = ("aime24", "aime25", "minerva", "olympiadbench")
+DEFAULT_BENCHMARK = "default"  # lines without "benchmark" (the metrics.json convention)
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    benchmarks: tuple[str, ...] | None = None  # None = every benchmark in the file
+    limit: int | None = None                   # problems per benchmark (first N in file order)
+    max_rollouts: int = 32                     # paper: 32 rollouts per judge call
+    min_rollouts: int = 2                      # diversity of fewer than 2 rollouts is undefined -> skipped
+    correct_only: bool = False
+    phase: str = "sampling"
+    temperature: float = 0.0
+    max_tokens: int = 512
+    json_mode: bool = False                    # send response_format={"type": "json_object"}
+    use_cache: bool = True
+    excerpt_chars: int = 600                   # raw reply excerpt kept in judge.jsonl
+    budget: PromptBudget = field(default_factory=PromptBudget)
+
+    def __post_init__(self) -> None:
+        if self.max_rollouts < 1:
+            raise DsdrError(f"judge: --max-rollouts must be >= 1, got {self.max_rollouts}")
+        if self.min_rollouts < 1:
+            raise DsdrError(f"judge: min_rollouts must be >= 1, got {self.min_rollouts}")
+        if self.limit is not None and self.limit < 1:
+            raise DsdrError(f"judge: --limit must be >= 1, got {self.limit}")
+        if self.max_tokens < 1:
+            raise DsdrError(f"judge: --judge-max-tokens must be >= 1, got {self.max_tokens}")
+
+    def request_params(self) -> dict[str, Any]:
+        """The sampling parameters sent with every judge call (and hashed into the cache key)."""
+        params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.json_mode:
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    def to_config(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["benchmarks"] = list(self.benchmarks) if self.benchmarks else None
+        return out
+
+
+@dataclass(frozen=True)
+class ProblemRollouts:
+    benchmark: str
+    problem_id: str
+    problem: str | None
+    texts: list[str]
+    sample_idx: list[int]
+    n_available: int  # rollouts of this problem in the phase (before correct-only and the cap)
+
+
+def _source_file(run_dir: Path, correct_only: bool) -> Path:
+    graded = rundir.run_path(run_dir, rundir.GRADED)
+    if graded.exists():
+        return graded
+    if correct_only:
+        raise DsdrError(f"{run_dir}: --correct-only needs {rundir.GRADED} (run `dsdr-eval score {run_dir}` first)")
+    samples = rundir.run_path(run_dir, rundir.SAMPLES)
+    if samples.exists():
+        return samples
+    raise DsdrError(f"{run_dir}: neither {rundir.GRADED} nor {rundir.SAMPLES} found")
+
+
+def select_rollouts(rows: list[dict], settings: JudgeSettings, source: str | Path) -> list[ProblemRollouts]:
+    """Group the phase's rows per problem, keep the first ``max_rollouts`` by sample_idx."""
+    groups: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    for number, row in enumerate(rows, start=1):
+        where = f"{source}: record {number}"
+        if row.get("phase", "sampling") != settings.phase:
+            continue
+        benchmark = row.get("benchmark") or DEFAULT_BENCHMARK
+        if "problem_id" not in row:
+            raise DsdrError(f"{where}: missing field 'problem_id'")
+        completion = row.get("completion")
+        if not isinstance(completion, str):
+            raise DsdrError(f"{where}: field 'completion' must be a string, got {type(completion).__name__}")
+        sample_idx = row.get("sample_idx")
+        if isinstance(sample_idx, bool) or not isinstance(sample_idx, int):
+            raise DsdrError(f"{where}: field 'sample_idx' must be an integer, got {sample_idx!r:.40}")
+        if settings.correct_only and "correct" not in row:
+            raise DsdrError(f"{where}: --correct-only needs field 'correct' (a graded file)")
+        groups.setdefault((str(benchmark), str(row["problem_id"])), []).append((number, row))
+
+    present = sorted({b for b, _ in groups})
+    wanted = settings.benchmarks
+    if wanted:
+        unknown = [b for b in wanted if b not in present]
+        if unknown:
+            raise DsdrError(f"{source}: benchmark(s) {unknown} not in the file (phase {settings.phase!r}); "
+                            f"present: {present}")
+    selected: list[ProblemRollouts] = []
+    per_benchmark = Counter()
+    for (benchmark, problem_id), members in groups.items():  # dicts keep file order
+        if wanted and benchmark not in wanted:
+            continue
+        if settings.limit is not None and per_benchmark[benchmark] >= settings.limit:
+            continue
+        per_benchmark[benchmark] += 1
+        members.sort(key=lambda item: item[1]["sample_idx"])
+        seen: set[int] = set()
+        for number, row in members:
+            if row["sample_idx"] in seen:
+                raise DsdrError(f"{source}: record {number}: duplicate sample_idx {row['sample_idx']} for "
+                                f"({benchmark}, {settings.phase}, {problem_id})")
+            seen.add(row["sample_idx"])
+        pool = [row for _, row in members if not settings.correct_only or row.get("correct") is True]
+        chosen = pool[: settings.max_rollouts]
+        selected.append(ProblemRollouts(
+            benchmark=benchmark, problem_id=problem_id,
+            problem=next((r.get("problem") for _, r in members if isinstance(r.get("problem"), str)), None),
+            texts=[r["completion"] for r in chosen], sample_idx=[r["sample_idx"] for r in chosen],
+            n_available=len(members)))
+    return selected
+
+
+def _base_record(item: ProblemRollouts, model: str) -> dict[str, Any]:
+    return {"benchmark": item.benchmark, "problem_id": item.problem_id, "n_rollouts": len(item.texts),
+            "n_available": item.n_available, "sample_idx": item.sample_idx, "judge_model": model}
+
+
+def _scored_record(base: dict, prompt: JudgePrompt, key: str, text: str | None, *, finish_reason: str | None,
+                   usage: dict | None, cache_hit: bool, attempts: int, excerpt_chars: int) -> dict[str, Any]:
+    record = dict(base)
+    record.update({"n_truncated": prompt.n_truncated, "rollout_char_budget": prompt.rollout_char_budget,
+                   "problem_truncated": prompt.problem_truncated, "request_key": key, "cache_hit": cache_hit,
+                   "attempts": attempts, "finish_reason": finish_reason, "usage": usage or {},
+                   "raw_response_excerpt": (text or "")[:excerpt_chars]})
+    try:
+        scores = parse_judge_response(text)
+    except JudgeParseError as exc:
+        record.update({"status": "failed", "reason": f"parse:{exc.reason}", "error": exc.detail[:300],
+                       "scores": None})
+    else:
+        record.update({"status": "ok", "reason": None, "error": None, "scores": scores.to_dict()})
+    return record
+
+
+def judge_problems(items: list[ProblemRollouts], client: OpenAICompatClient, settings: JudgeSettings, *,
+                   cache: JudgeCache | None, on_record: Callable[[dict], None] | None = None,
+                   progress: bool | None = None) -> list[dict[str, Any]]:
+    """One judge call per problem (cache first); a record per problem, in the order of ``items``."""
+    model = client.config.model
+    params = settings.request_params()
+    records: list[dict[str, Any] | None] = [None] * len(items)
+    pending: list[tuple[int, JudgePrompt, str, dict]] = []
+
+    def emit(index: int, record: dict[str, Any]) -> None:
+        records[index] = record
+        if on_record is not None:
+            on_record(record)
+
+    for index, item in enumerate(items):
+        base = _base_record(item, model)
+        if len(item.texts) < settings.min_rollouts:
+            reason = "no_correct_rollouts" if settings.correct_only and not item.texts else "too_few_rollouts"
+            emit(index, {**base, "status": "skipped", "reason": reason, "scores": None, "cache_hit": False,
+                         "n_truncated": 0, "error": f"{len(item.texts)} rollout(s) < min {settings.min_rollouts}"})
+            continue
+        prompt = build_judge_prompt(item.problem, item.texts, settings.budget)
+        key = request_key(model, prompt.messages, params)
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            emit(index, _scored_record(base, prompt, key, hit.get("text"), finish_reason=hit.get("finish_reason"),
+                                       usage=hit.get("usage"), cache_hit=True, attempts=0,
+                                       excerpt_chars=settings.excerpt_chars))
+            continue
+        pending.append((index, prompt, key, base))
+
+    def on_result(position: int, result: Result) -> None:
+        index, prompt, key, base = pending[position]
+        if not result.ok:
+            record = {**base, "status": "failed", "reason": f"http_error:{result.error_kind}", "error": result.error,
+                      "scores": None, "cache_hit": False, "attempts": result.attempts, "request_key": key,
+                      "n_truncated": prompt.n_truncated, "rollout_char_budget": prompt.rollout_char_budget,
+                      "problem_truncated": prompt.problem_truncated, "raw_response_excerpt": None}
+        else:
+            text = response_text(result.response)
+            finish = response_finish_reason(result.response)
+            usage = response_usage(result.response)
+            if cache is not None:
+                cache.put(key, model=model, text=text, finish_reason=finish, usage=usage)
+            record = _scored_record(base, prompt, key, text, finish_reason=finish, usage=usage, cache_hit=False,
+                                    attempts=result.attempts, excerpt_chars=settings.excerpt_chars)
+        emit(index, record)
+
+    if pending:
+        requests = [{"messages": prompt.messages, **params} for _, prompt, _, _ in pending]
+        client.chat_many(requests, progress=progress, on_result=on_result, description="judge calls")
+    return [r for r in records if r is not None]
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def summarize(records: list[dict[str, Any]], *, settings: JudgeSettings, endpoint: dict[str, Any],
+              source: str) -> dict[str, dict[str, Any]]:
+    """The metrics.json "judge" block per benchmark (means over successful problems only)."""
+    by_benchmark: dict[str, list[dict]] = defaultdict(list)
+    for record in records:
+        by_benchmark[record["benchmark"]].append(record)
+    prompt = prompt_record(settings.budget)
+    out: dict[str, dict[str, Any]] = {}
+    for benchmark, rows in by_benchmark.items():
+        ok = [r for r in rows if r["status"] == "ok"]
+        block: dict[str, Any] = {}
+        for axis in AXES + ("overall",):
+            mean, std = _mean_std([r["scores"][axis] for r in ok])
+            block[axis] = mean
+            block[f"{axis}_std"] = std
+        block.update({
+            "scale": "0-10",
+            "n_problems": len(rows),
+            "n_ok": len(ok),
+            "n_failed": sum(r["status"] == "failed" for r in rows),
+            "failed_by_reason": dict(Counter(r["reason"] for r in rows if r["status"] == "failed")),
+            "n_skipped": sum(r["status"] == "skipped" for r in rows),
+            "skipped_by_reason": dict(Counter(r["reason"] for r in rows if r["status"] == "skipped")),
+            "n_overall_mismatch": sum(bool(r["scores"]["overall_mismatch"]) for r in ok),
+            "n_rollouts_judged": sum(r["n_rollouts"] for r in rows if r["status"] != "skipped"),
+            "n_truncated_rollouts": sum(r.get("n_truncated", 0) for r in rows),
+            "n_cache_hits": sum(bool(r.get("cache_hit")) for r in rows),
+            "judge_model": endpoint.get("model"),
+            "prompt_version": PROMPT_VERSION,
+            "prompt_sha256": prompt["sha256"],
+            "source": source,
+            "settings": settings.to_config(),
+            "endpoint": endpoint,
+            "created": rundir.now_iso(),
+        })
+        out[benchmark] = block
+    return out
+
+
+def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSettings, *,
+              cache_dir: str | Path | None = None, progress: bool | None = None) -> dict[str, dict[str, Any]]:
+    """Judge a run directory; write judge.jsonl, metrics.json["benchmarks"][b]["judge"], config.json["judge"].
+
+    Returns the per-benchmark judge blocks. judge.jsonl is appended as results arrive (a crash keeps
+    what was judged; the cache makes the rerun free) and rewritten in problem order at the end."""
+    run_dir = rundir.require_run_dir(run_dir)
+    source = _source_file(run_dir, settings.correct_only)
+    rows = read_jsonl(source, tolerate_truncated_tail=True)
+    items = select_rollouts(rows, settings, source)
+    if not items:
+        raise DsdrError(f"{source}: no {settings.phase!r} rollouts to judge")
+    cache = JudgeCache(Path(cache_dir) if cache_dir else run_dir) if settings.use_cache else None
+
+    judge_path = rundir.run_path(run_dir, rundir.JUDGE)
+    # Records of benchmarks not judged this time stay (they match their metrics.json blocks).
+    judged = {item.benchmark for item in items}
+    kept = ([r for r in read_jsonl(judge_path, tolerate_truncated_tail=True) if r.get("benchmark") not in judged]
+            if judge_path.exists() else [])
+    write_jsonl(judge_path, kept)
+    records = judge_problems(items, client, settings, cache=cache, progress=progress,
+                             on_record=lambda record: append_jsonl(judge_path, [record], fsync=False))
+    write_jsonl(judge_path, kept + records)
+
+    endpoint = client.config.to_config()
+    blocks = summarize(records, settings=settings, endpoint=endpoint, source=source.name)
+
+    metrics_path = rundir.run_path(run_dir, rundir.METRICS)
+    metrics = read_json(metrics_path) if metrics_path.exists() else {}
+    if not isinstance(metrics, dict):
+        raise DsdrError(f"{metrics_path}: expected a JSON object")
+    benchmarks = metrics.setdefault("benchmarks", {})
+    if not isinstance(benchmarks, dict):
+        raise DsdrError(f"{metrics_path}: field 'benchmarks' must be an object")
+    for name, block in blocks.items():
+        entry = benchmarks.setdefault(name, {})
+        if not isinstance(entry, dict):
+            raise DsdrError(f"{metrics_path}: benchmarks.{name} must be an object")
+        entry["judge"] = block
+    write_json(metrics_path, metrics)
+
+    config_path = rundir.run_path(run_dir, rundir.CONFIG)
+    if config_path.exists():
+        config = rundir.load_config(run_dir)
+        config["judge"] = {"prompt": prompt_record(settings.budget), "settings": settings.to_config(),
+                           "endpoint": endpoint, "cache": str(cache.path) if cache is not None else None,
+                           "benchmarks": sorted(blocks), "created": rundir.now_iso()}
+        write_json(config_path, config)
+    return blocks
+
+
+# -- pairwise equivalence hook (DARLING partitions with an LLM judge, ALGORITHMS.md §4) --------
+
+def judge_equivalent(client: OpenAICompatClient, a: str, b: str, *, max_tokens: int = 32,
+                     max_chars: int = 6000) -> bool | None:
+    """Does the judge consider solutions ``a`` and ``b`` the same approach?
+
+    True/False from ``{"equivalent": ...}``; None when the call failed or the reply is not that JSON
+    (the caller decides what undecided means; ``darling_partition`` should treat it as "not merged")."""
+    messages = build_equivalence_messages(a, b, max_chars=max_chars)
+    result = client.chat({"messages": messages, "temperature": 0.0, "max_tokens": max_tokens})
+    if not result.ok:
+        return None
+    return parse_equivalence(response_text(result.response))

@@ -1,0 +1,227 @@
+"""Accuracy metrics over graded samples, with 95 % bootstrap confidence intervals over problems.
+
+Definitions (ALGORITHMS.md §5, DSDR paper Table 1 / Table 3):
+
+* ``pass@k`` -- unbiased estimator of Chen et al. (2021), mean over problems of
+  ``1 - C(n-c, k) / C(n, k)`` computed as ``1 - prod_{i=n-c+1..n} (1 - k/i)`` (1.0 when n-c < k),
+  from the "sampling" phase; k in {1,2,4,...,64} reported only when every problem has >= k samples.
+* ``avg@n`` -- mean over problems of the fraction of correct samples (all n "sampling" samples).
+* ``avg@16`` / ``avg@64`` -- the same over the first 16 / 64 samples of each problem by
+  ``sample_idx`` (reported only when every problem has that many).
+* ``pass1`` -- the paper's Pass@1: correctness of the single low-temperature rollout ("pass1"
+  phase; the mean if a problem has several), reported only when that phase is present.
+* ``maj@k`` -- majority vote over the first k "sampling" samples (by ``sample_idx``) on their
+  math-equivalence ``answer_class``; samples without an answer do not vote; a tie is broken in
+  favour of the class that appears first among those k samples; 0 when none of them has an
+  answer. A problem scores 1 when the winning class is correct.
+* ``average`` -- the unweighted (macro) mean over benchmarks of each metric present in all of
+  them, as in Table 1's "Average" column; its CI comes from a stratified bootstrap (problems
+  resampled within each benchmark). ``average.benchmarks`` lists the benchmarks averaged; when a
+  file holds Table 1's five benchmarks plus others (amc23), ``average_table1`` is the mean over
+  exactly those five.
+
+CIs: percentile bootstrap over problems (``bootstrap`` replicates, ``numpy.random.default_rng
+(seed)`` fresh per benchmark, the same resampled problem indices for every metric of a
+benchmark).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+import numpy as np
+
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading import status_counts
+
+K_VALUES = (1, 2, 4, 8, 16, 32, 64)
+AVG_AT = (16, 64)
+TABLE1_BENCHMARKS = ("aime24", "aime25", "math500", "minerva", "olympiadbench")  # DSDR paper Table 1
+DEFAULT_BENCHMARK = "default"
+SAMPLING, PASS1 = "sampling", "pass1"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for n samples with c correct (Chen et al. 2021, product form)."""
+    if not (0 <= c <= n) or not (1 <= k <= n):
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
+
+
+def majority_correct(classes: list[int | None], correct: list[bool]) -> bool:
+    """maj@k of one problem given its first k samples' answer classes and correctness."""
+    votes: dict[int, int] = {}
+    first_seen: dict[int, int] = {}
+    class_correct: dict[int, bool] = {}
+    for position, (cls, ok) in enumerate(zip(classes, correct)):
+        if cls is None:
+            continue
+        votes[cls] = votes.get(cls, 0) + 1
+        first_seen.setdefault(cls, position)
+        class_correct[cls] = class_correct.get(cls, False) or bool(ok)
+    if not votes:
+        return False
+    winner = min(votes, key=lambda cls: (-votes[cls], first_seen[cls]))
+    return class_correct[winner]
+
+
+def _sample_order(row: dict, fallback: int) -> int:
+    idx = row.get("sample_idx")
+    return int(idx) if isinstance(idx, (int, float)) and not isinstance(idx, bool) else fallback
+
+
+def _group(rows: Iterable[dict]) -> dict[str, dict[str, dict[str, list[dict]]]]:
+    """benchmark -> phase -> problem_id -> rows sorted by sample_idx (file order when absent)."""
+    grouped: dict[str, dict[str, dict[str, list[tuple[int, int, dict]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    for position, row in enumerate(rows):
+        for name in ("problem_id", "status"):
+            if name not in row:
+                raise DsdrError(f"graded row {position}: missing field '{name}'")
+        benchmark = str(row.get("benchmark") or DEFAULT_BENCHMARK)
+        phase = str(row.get("phase") or SAMPLING)
+        problem = grouped[benchmark][phase][str(row["problem_id"])]
+        problem.append((_sample_order(row, len(problem)), position, row))
+    return {b: {ph: {pid: [r for *_, r in sorted(items, key=lambda t: (t[0], t[1]))]
+                     for pid, items in problems.items()} for ph, problems in phases.items()}
+            for b, phases in grouped.items()}
+
+
+def _per_problem_values(phases: dict[str, dict[str, list[dict]]]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Per-problem metric vectors ("pass@4" -> array [P]) and the benchmark's descriptive fields."""
+    values: dict[str, np.ndarray] = {}
+    info: dict[str, Any] = {}
+    sampling = phases.get(SAMPLING, {})
+    if sampling:
+        problems = list(sampling.values())
+        n = np.array([len(p) for p in problems])
+        c = np.array([sum(bool(r.get("correct")) for r in p) for p in problems])
+        n_min = int(n.min())
+        info["n_samples_per_problem"] = n_min
+        if int(n.max()) != n_min:
+            info["n_samples_per_problem_max"] = int(n.max())
+        values["avg@n"] = c / n
+        for k in AVG_AT:
+            if n_min >= k:
+                values[f"avg@{k}"] = np.array([np.mean([bool(r.get("correct")) for r in p[:k]]) for p in problems])
+        for k in K_VALUES:
+            if n_min >= k:
+                values[f"pass@{k}"] = np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)])
+                values[f"maj@{k}"] = np.array([
+                    float(majority_correct([r.get("answer_class") for r in p[:k]], [bool(r.get("correct")) for r in p[:k]]))
+                    for p in problems])
+    pass1 = phases.get(PASS1, {})
+    if pass1:
+        values["pass1"] = np.array([np.mean([bool(r.get("correct")) for r in p]) for p in pass1.values()])
+    all_ids = set(sampling) | set(pass1)
+    info["n_problems"] = len(all_ids)
+    if sampling and pass1 and set(sampling) != set(pass1):
+        info["n_problems_pass1"] = len(pass1)
+    return values, info
+
+
+def _bootstrap_means(vector: np.ndarray, n_boot: int, rng_for_length) -> np.ndarray:
+    """Means of ``n_boot`` resamples (with replacement) of the problems: shape [n_boot]."""
+    index = rng_for_length(len(vector))  # [n_boot, P]
+    return vector[index].mean(axis=1)
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """{"pass@4": x, "avg@16": y} -> {"pass@k": {"4": x}, "avg@16": y} (the metrics.json shape)."""
+    nested: dict[str, Any] = {}
+    for key in ("pass1", "avg@n", *(f"avg@{k}" for k in AVG_AT)):
+        if key in flat:
+            nested[key] = flat[key]
+    for family in ("pass", "maj"):
+        ks = {key.split("@")[1]: value for key, value in flat.items() if key.startswith(f"{family}@")}
+        if ks:
+            nested[f"{family}@k"] = dict(sorted(ks.items(), key=lambda kv: int(kv[0])))
+    return nested
+
+
+def compute_metrics(graded_rows: list[dict], *, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """metrics.json content (without grading provenance) from graded rows; see module docstring."""
+    if bootstrap < 0:
+        raise DsdrError(f"--bootstrap must be >= 0 (got {bootstrap})")
+    grouped = _group(graded_rows)
+    benchmarks: dict[str, Any] = {}
+    replicates: dict[str, dict[str, np.ndarray]] = {}
+    for name in sorted(grouped):
+        phases = grouped[name]
+        values, info = _per_problem_values(phases)
+        rng = np.random.default_rng(seed)
+        index_cache: dict[int, np.ndarray] = {}
+
+        def rng_for_length(length: int) -> np.ndarray:
+            if length not in index_cache:
+                index_cache[length] = rng.integers(0, length, size=(bootstrap, length))
+            return index_cache[length]
+
+        point = {key: float(vector.mean()) for key, vector in values.items()}
+        ci: dict[str, list[float]] = {}
+        replicates[name] = {}
+        if bootstrap > 0:
+            for key, vector in values.items():
+                means = _bootstrap_means(vector, bootstrap, rng_for_length)
+                replicates[name][key] = means
+                lo, hi = np.percentile(means, [2.5, 97.5])
+                ci[key] = [float(lo), float(hi)]
+        rows = [r for problems in phases.values() for p in problems.values() for r in p]
+        entry: dict[str, Any] = {"n_problems": info["n_problems"]}
+        entry.update({k: v for k, v in info.items() if k != "n_problems"})
+        entry.update(_nest(point))
+        entry["ci95"] = _nest(ci)
+        entry["status_counts"] = status_counts(rows)
+        entry["status_counts_by_phase"] = {phase: status_counts(r for p in problems.values() for r in p)
+                                           for phase, problems in sorted(phases.items())}
+        entry["mean_completion_tokens"] = _mean_of(rows, "n_completion_tokens")
+        with_reason = [r for r in rows if r.get("finish_reason") is not None]
+        entry["truncated_fraction"] = (sum(r["finish_reason"] == "length" for r in with_reason) / len(with_reason)
+                                       if with_reason else None)
+        benchmarks[name] = entry
+    result = {"benchmarks": benchmarks, "average": _macro_average(benchmarks, replicates, bootstrap),
+            "provenance": {"pass@k": "unbiased estimator (Chen et al. 2021), 1 - prod_{i=n-c+1..n}(1 - k/i)",
+                           "maj@k": "majority vote over the first k samples by sample_idx on answer_class; "
+                                    "no-answer samples do not vote; ties -> class seen first",
+                           "ci95": "percentile bootstrap over problems", "bootstrap": bootstrap, "seed": seed,
+                           "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)"}}
+    if set(TABLE1_BENCHMARKS) < set(benchmarks):
+        # Table 1's "Average" is over exactly these five; other benchmarks (amc23) would shift it.
+        result["average_table1"] = _macro_average({n: benchmarks[n] for n in TABLE1_BENCHMARKS}, replicates, bootstrap)
+    return result
+
+
+def _macro_average(benchmarks: dict[str, Any], replicates: dict[str, dict[str, np.ndarray]], bootstrap: int) -> dict:
+    if not benchmarks:
+        return {}
+    names = list(benchmarks)
+    flat_sets = [set(replicates[n]) if bootstrap > 0 else set() for n in names]
+    point_flat: dict[str, list[float]] = defaultdict(list)
+    for name in names:
+        entry = benchmarks[name]
+        for key in ("pass1", "avg@n", *(f"avg@{k}" for k in AVG_AT)):
+            if key in entry:
+                point_flat[key].append(entry[key])
+        for family in ("pass", "maj"):
+            for k, value in entry.get(f"{family}@k", {}).items():
+                point_flat[f"{family}@{k}"].append(value)
+    common = {key: float(np.mean(vals)) for key, vals in point_flat.items() if len(vals) == len(names)}
+    average = _nest(common)
+    if bootstrap > 0:
+        ci = {}
+        for key in common:
+            if all(key in s for s in flat_sets):
+                means = np.mean([replicates[n][key] for n in names], axis=0)
+                lo, hi = np.percentile(means, [2.5, 97.5])
+                ci[key] = [float(lo), float(hi)]
+        average["ci95"] = _nest(ci)
+    average["benchmarks"] = names
+    return average
+
+
+def _mean_of(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+    return float(np.mean(values)) if values else None

@@ -1,0 +1,180 @@
+"""Paired comparison of two evaluation runs on the same problems (paired bootstrap over problems).
+
+For every benchmark and metric, each problem gets one score per run (its Pass@1 correctness, its
+Avg@16 / Avg@n mean correctness, or its unbiased Pass@k from (n, c)); the problems are matched on
+(benchmark, problem_id) and the report gives
+
+* ``diff`` = mean over problems of (run - baseline), in the metric's units (fractions);
+* a 95% percentile CI of that mean from ``bootstrap`` resamples of the *problems* with replacement
+  (the same resampled problems for both runs: that is what makes the test paired);
+* a two-sided p-value for "no difference" from the bootstrap distribution shifted to the null
+  (Efron & Tibshirani 1993, §16.4; the paired-bootstrap test of Koehn 2004 / Berg-Kirkpatrick
+  et al. 2012): ``p = (1 + #{|delta* - delta| >= |delta|}) / (1 + B)``.
+
+The "average" row is the difference of the unweighted macro means over the benchmarks both runs
+have; its bootstrap resamples problems within each benchmark (stratified), as Table 1 averages
+benchmarks, not problems.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dsdr_eval import rundir
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.jsonl import iter_jsonl
+from dsdr_eval.report.runs import EvalRun, order_benchmarks
+
+AVERAGE = "average"
+DEFAULT_METRICS = ("pass1", "avg@16", "avg@n", "pass@8", "pass@32", "pass@64")
+
+
+class MissingGrades(DsdrError):
+    """A run has metrics.json but no graded.jsonl: its problems cannot be paired."""
+
+
+@dataclass(frozen=True)
+class ProblemOutcomes:
+    """Correctness of one problem's rollouts in one run."""
+
+    pass1: list[bool]  # the "pass1" phase (usually one rollout)
+    sampling: list[bool]  # the "sampling" phase, ordered by sample_idx
+
+
+def load_outcomes(run_dir: str | Path) -> dict[tuple[str, str], ProblemOutcomes]:
+    """(benchmark, problem_id) -> outcomes, from RUN_DIR/graded.jsonl."""
+    path = Path(run_dir) / rundir.GRADED
+    if not path.exists():
+        raise MissingGrades(f"{path}: file not found (a paired comparison needs the per-problem grades; "
+                        f"run `dsdr-eval score {run_dir}`)")
+    per_problem: dict[tuple[str, str], dict[str, list[tuple[int, bool]]]] = defaultdict(lambda: defaultdict(list))
+    for lineno, row in enumerate(iter_jsonl(path), start=1):
+        if "problem_id" not in row or "correct" not in row:
+            raise DsdrError(f"{path}:{lineno}: missing field 'problem_id' or 'correct'")
+        key = (str(row.get("benchmark") or "default"), str(row["problem_id"]))
+        phase = str(row.get("phase") or "sampling")
+        per_problem[key][phase].append((int(row.get("sample_idx") or 0), bool(row["correct"])))
+    return {key: ProblemOutcomes([c for _, c in sorted(phases.get("pass1", []))],
+                                 [c for _, c in sorted(phases.get("sampling", []))])
+            for key, phases in per_problem.items()}
+
+
+def problem_score(outcomes: ProblemOutcomes, metric: str) -> float | None:
+    """One problem's contribution to `metric` (its mean over problems is the benchmark's metric)."""
+    if metric == "pass1":
+        return float(np.mean(outcomes.pass1)) if outcomes.pass1 else None
+    samples = outcomes.sampling
+    if metric == "avg@n":
+        return float(np.mean(samples)) if samples else None
+    if metric.startswith("avg@"):
+        k = int(metric[4:])
+        return float(np.mean(samples[:k])) if len(samples) >= k else None
+    if metric.startswith("pass@"):
+        from dsdr_eval.metrics import pass_at_k  # the one unbiased estimator (ALGORITHMS.md §5)
+
+        k = int(metric[5:])
+        return float(pass_at_k(len(samples), int(sum(samples)), k)) if len(samples) >= k else None
+    raise DsdrError(f"compare: unknown metric {metric!r} (pass1, avg@n, avg@K, pass@K)")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline: str
+    run: str
+    benchmark: str
+    metric: str
+    n_problems: int
+    baseline_value: float
+    run_value: float
+    diff: float
+    ci95_lo: float
+    ci95_hi: float
+    p_value: float
+    bootstrap: int
+    seed: int
+
+    def as_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def paired_bootstrap(diffs_by_stratum: list[np.ndarray], *, bootstrap: int, rng: np.random.Generator
+                     ) -> tuple[float, float, float, float]:
+    """(delta, ci_lo, ci_hi, p) for the unweighted mean over strata of each stratum's mean difference.
+
+    diffs_by_stratum: one array [n_problems] of per-problem (run - baseline) per stratum (benchmark)."""
+    delta = float(np.mean([d.mean() for d in diffs_by_stratum]))
+    replicates = np.zeros(bootstrap)
+    for d in diffs_by_stratum:
+        idx = rng.integers(0, len(d), size=(bootstrap, len(d)))
+        replicates += d[idx].mean(axis=1)
+    replicates /= len(diffs_by_stratum)
+    lo, hi = np.percentile(replicates, [2.5, 97.5])
+    extreme = int(np.sum(np.abs(replicates - delta) >= abs(delta) - 1e-12))
+    p = (1 + extreme) / (1 + bootstrap)
+    return delta, float(lo), float(hi), float(min(1.0, p))
+
+
+def compare_runs(baseline: EvalRun, run: EvalRun, *, metrics=DEFAULT_METRICS, bootstrap: int = 2000,
+                 seed: int = 0, allow_mismatch: bool = False) -> tuple[list[Comparison], list[str]]:
+    """Paired comparisons (run - baseline) per shared benchmark and metric, plus warnings.
+
+    Problem sets must match per benchmark; when they differ, raise DsdrError unless
+    `allow_mismatch` (then compare on the shared problems and say so in the warnings)."""
+    if bootstrap < 100:
+        raise DsdrError(f"--bootstrap {bootstrap}: use at least 100 resamples")
+    a_out, b_out = load_outcomes(baseline.path), load_outcomes(run.path)
+    warnings: list[str] = []
+    a_bench = defaultdict(set)
+    b_bench = defaultdict(set)
+    for bench, pid in a_out:
+        a_bench[bench].add(pid)
+    for bench, pid in b_out:
+        b_bench[bench].add(pid)
+    shared_benchmarks = order_benchmarks(set(a_bench) & set(b_bench))
+    for bench in order_benchmarks(set(a_bench) ^ set(b_bench)):
+        owner = baseline.label if bench in a_bench else run.label
+        warnings.append(f"{bench}: only in {owner}; not compared")
+    if not shared_benchmarks:
+        raise DsdrError(f"compare {baseline.label} vs {run.label}: no benchmark in common")
+    problems: dict[str, list[str]] = {}
+    for bench in shared_benchmarks:
+        shared = a_bench[bench] & b_bench[bench]
+        if shared != a_bench[bench] or shared != b_bench[bench]:
+            message = (f"{bench}: problem sets differ ({baseline.label}: {len(a_bench[bench])}, "
+                       f"{run.label}: {len(b_bench[bench])}, shared: {len(shared)})")
+            if not allow_mismatch:
+                raise DsdrError(f"compare {baseline.path} vs {run.path}: {message}; a paired comparison needs the "
+                                "same problems (pass --allow-mixed to compare on the shared problems only)")
+            warnings.append(message + "; compared on the shared problems only")
+        if not shared:
+            continue
+        problems[bench] = sorted(shared)
+    results: list[Comparison] = []
+    for metric in metrics:
+        per_bench: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for bench, pids in problems.items():
+            a = [problem_score(a_out[(bench, pid)], metric) for pid in pids]
+            b = [problem_score(b_out[(bench, pid)], metric) for pid in pids]
+            if any(x is None for x in a) or any(x is None for x in b):
+                continue  # the metric is undefined for this benchmark (too few rollouts / no pass1 phase)
+            per_bench[bench] = (np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+        # One generator per metric, seeded from (seed, metric): results do not depend on the metric list.
+        metric_seed = [seed, sum(ord(ch) * (i + 1) for i, ch in enumerate(metric))]
+        for bench, (a, b) in per_bench.items():
+            rng = np.random.default_rng(metric_seed + [len(bench), sum(map(ord, bench))])
+            delta, lo, hi, p = paired_bootstrap([b - a], bootstrap=bootstrap, rng=rng)
+            results.append(Comparison(baseline.label, run.label, bench, metric, len(a), float(a.mean()),
+                                      float(b.mean()), delta, lo, hi, p, bootstrap, seed))
+        if len(per_bench) > 1:
+            rng = np.random.default_rng(metric_seed + [0])
+            delta, lo, hi, p = paired_bootstrap([b - a for a, b in per_bench.values()], bootstrap=bootstrap, rng=rng)
+            results.append(Comparison(
+                baseline.label, run.label, AVERAGE, metric, sum(len(a) for a, _ in per_bench.values()),
+                float(np.mean([a.mean() for a, _ in per_bench.values()])),
+                float(np.mean([b.mean() for _, b in per_bench.values()])), delta, lo, hi, p, bootstrap, seed))
+    return results, warnings

@@ -1,0 +1,475 @@
+"""Table 1 of the DSDR paper (Pass@1 / Avg@16 per benchmark + Average), and the other report tables.
+
+Values come straight from each run's metrics.json (fractions; shown as percent); published rows
+come from `reference.py` as printed. Layout: one row per run, one column per benchmark in the
+paper's order, each cell ``Pass@1 / Avg@16``, then the unweighted Average column (§6).
+
+Writers: Markdown (pipe table), LaTeX (booktabs), CSV (long format, one line per row x benchmark
+x metric, with the 95% CI from metrics.json ``ci95``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsdr_eval.report.reference import ReferenceRow
+from dsdr_eval.report.runs import EvalRun, benchmark_title, order_benchmarks
+
+AVERAGE = "average"
+PASS1 = "pass1"
+MISSING = "–"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One metric of one row and benchmark, in percent."""
+
+    value: float | None
+    lo: float | None = None
+    hi: float | None = None
+    printed: str | None = None  # published rows: the string as printed
+    flag: str | None = None  # published rows: why the printed cell is suspicious
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    source: str  # "run" or "published"
+    cells: dict[tuple[str, str], Cell]  # (benchmark | "average", metric) -> Cell
+    run_dir: str | None = None
+    block: str | None = None
+    counts: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # benchmark -> (n_problems, n_samples)
+
+
+@dataclass(frozen=True)
+class Table1:
+    benchmarks: list[str]
+    metrics: tuple[str, str]  # ("pass1", "avg@16") or ("pass1", "avg@n")
+    rows: list[Row]
+    notes: list[str]
+
+    def header(self, metric: str) -> str:
+        return metric_title(metric)
+
+
+def metric_title(metric: str) -> str:
+    if metric == PASS1:
+        return "Pass@1"
+    if metric.startswith("avg@"):
+        return "Avg@" + metric[4:]
+    if metric.startswith("pass@"):
+        return "Pass@" + metric[5:]
+    if metric.startswith("maj@"):
+        return "Maj@" + metric[4:]
+    return metric
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def metric_value(bench: dict[str, Any], metric: str) -> tuple[float | None, float | None, float | None]:
+    """(value, ci_lo, ci_hi) as fractions for `metric` in a metrics.json benchmark (or average) entry.
+
+    ``pass@K`` / ``maj@K`` read the nested {"K": ..} dicts; anything else is a top-level key."""
+    ci = bench.get("ci95") if isinstance(bench.get("ci95"), dict) else {}
+    for family in ("pass@", "maj@"):
+        if metric.startswith(family) and metric != PASS1 and family + "k" in bench:
+            k = metric[len(family):]
+            values = bench.get(family + "k") or {}
+            cis = ci.get(family + "k") or {}
+            interval = cis.get(k) if isinstance(cis, dict) else None
+            return _as_float(values.get(k)), *_interval(interval)
+    return _as_float(bench.get(metric)), *_interval(ci.get(metric))
+
+
+def _interval(interval: Any) -> tuple[float | None, float | None]:
+    if isinstance(interval, (list, tuple)) and len(interval) == 2:
+        return _as_float(interval[0]), _as_float(interval[1])
+    return None, None
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100.0 * x
+
+
+def choose_avg_metric(runs: list[EvalRun], requested: str) -> tuple[str, list[str]]:
+    """Resolve ``--avg-metric auto``: Avg@16 (the paper's) when every run has it everywhere, else avg@n."""
+    if requested != "auto":
+        return requested, []
+    has_16 = all(metric_value(b, "avg@16")[0] is not None for run in runs for b in run.benchmarks.values())
+    if has_16 or not runs:
+        return "avg@16", []
+    ns = sorted({str(b.get("n_samples_per_problem")) for run in runs for b in run.benchmarks.values()})
+    return "avg@n", [f"Avg@16 needs at least 16 rollouts per problem and some run has fewer "
+                     f"(n = {', '.join(ns)}): the table shows Avg@n, the mean over all n rollouts, instead. "
+                     "It is not the paper's Avg@16."]
+
+
+def build_table1(runs: list[EvalRun], reference: list[ReferenceRow], *, avg_metric: str = "avg@16") -> Table1:
+    metrics = (PASS1, avg_metric)
+    benchmarks = order_benchmarks({b for run in runs for b in run.benchmarks})
+    if not runs and reference:
+        benchmarks = order_benchmarks({b for row in reference for b in row.values if b != AVERAGE})
+    notes: list[str] = []
+    rows: list[Row] = []
+    for run in runs:
+        cells: dict[tuple[str, str], Cell] = {}
+        counts = {}
+        for bench in benchmarks:
+            entry = run.benchmarks.get(bench)
+            if entry is None:
+                continue
+            counts[bench] = (entry.get("n_problems"), entry.get("n_samples_per_problem"))
+            for metric in metrics:
+                value, lo, hi = metric_value(entry, metric)
+                cells[(bench, metric)] = Cell(_pct(value), _pct(lo), _pct(hi))
+        # The Average column is the unweighted mean over the table's benchmarks (§6). When the run
+        # covers exactly those, it is metrics.json's own "average"; a run missing one gets none.
+        covers_all = set(run.benchmarks) == set(benchmarks)
+        average = run.metrics.get("average") if isinstance(run.metrics.get("average"), dict) else None
+        for metric in metrics:
+            if covers_all and average is not None and metric_value(average, metric)[0] is not None:
+                value, lo, hi = metric_value(average, metric)
+                cells[(AVERAGE, metric)] = Cell(_pct(value), _pct(lo), _pct(hi))
+            else:
+                values = [cells.get((b, metric), Cell(None)).value for b in benchmarks]
+                if values and all(v is not None for v in values):
+                    cells[(AVERAGE, metric)] = Cell(sum(values) / len(values))
+        if not covers_all:
+            notes.append(f"{run.label}: has no results for "
+                         f"{', '.join(benchmark_title(b) for b in benchmarks if b not in run.benchmarks)}; "
+                         "its Average is left empty.")
+        rows.append(Row(run.label, "run", cells, run_dir=str(run.path), counts=counts))
+    for ref in reference:
+        cells = {}
+        for bench in [*benchmarks, AVERAGE]:
+            for metric in metrics:
+                printed = ref.printed.get(bench, {}).get(metric)
+                if printed is None:
+                    continue
+                cells[(bench, metric)] = Cell(float(printed), printed=printed,
+                                              flag=ref.flags.get(f"{bench}.{metric}"))
+        rows.append(Row(ref.label, "published", cells, block=ref.block_id))
+    if reference:
+        paper_benchmarks = [b for b in reference[0].values if b != AVERAGE]
+        if set(benchmarks) != set(paper_benchmarks):
+            notes.append("The published Average is over AIME24, AIME25, MATH500, Minerva and OlympiadBench; "
+                         "the runs' Average is over the benchmarks of this table "
+                         f"({', '.join(benchmark_title(b) for b in benchmarks)}), so the two are not comparable.")
+        if avg_metric != "avg@16":
+            notes.append(f"Published rows show the paper's Avg@16 in the {metric_title(avg_metric)} column.")
+    return Table1(benchmarks, metrics, rows, notes)
+
+
+# ----------------------------------------------------------------------------------------- format
+
+
+def format_value(cell: Cell | None, *, digits: int, with_ci: bool, latex: bool = False) -> str:
+    if cell is None or cell.value is None:
+        return "--" if latex else MISSING
+    text = cell.printed if cell.printed is not None else f"{cell.value:.{digits}f}"
+    if with_ci and cell.lo is not None and cell.hi is not None:
+        ci = f"[{cell.lo:.{digits}f}, {cell.hi:.{digits}f}]"
+        text += (r" {\scriptsize " + ci + "}") if latex else f" {ci}"
+    if cell.flag:
+        text += r"$^\dagger$" if latex else "†"
+    return text
+
+
+def _columns(table: Table1) -> list[str]:
+    return [*table.benchmarks, AVERAGE]
+
+
+def _column_title(bench: str) -> str:
+    return "Average" if bench == AVERAGE else benchmark_title(bench)
+
+
+def _flag_lines(table: Table1) -> list[str]:
+    lines = []
+    for row in table.rows:
+        for (bench, metric), cell in row.cells.items():
+            if cell.flag:
+                lines.append(f"{row.label}, {_column_title(bench)} {metric_title(metric)}: {cell.flag}")
+    return lines
+
+
+def to_markdown(table: Table1, *, digits: int = 1, with_ci: bool = False) -> str:
+    m1, m2 = table.metrics
+    cols = _columns(table)
+    out = [f"| Run ({metric_title(m1)} / {metric_title(m2)}, %) | " + " | ".join(map(_column_title, cols)) + " |",
+           "|---|" + "---:|" * len(cols)]
+    for row in table.rows:
+        cells = []
+        for bench in cols:
+            a = format_value(row.cells.get((bench, m1)), digits=digits, with_ci=with_ci)
+            b = format_value(row.cells.get((bench, m2)), digits=digits, with_ci=with_ci)
+            cells.append(f"{a} / {b}")
+        label = row.label.replace("|", "\\|")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    flags = _flag_lines(table)
+    if flags:
+        out.append("")
+        out.extend(f"† {line}" for line in flags)
+    return "\n".join(out) + "\n"
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+def to_latex(table: Table1, *, digits: int = 1, with_ci: bool = False, caption: str | None = None) -> str:
+    m1, m2 = table.metrics
+    cols = _columns(table)
+    lines = [r"% requires \usepackage{booktabs}", r"\begin{table}[t]", r"\centering", r"\small",
+             r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
+             "Method & " + " & ".join(latex_escape(_column_title(c)) for c in cols) + r" \\", r"\midrule"]
+    previous_source = None
+    for row in table.rows:
+        if previous_source is not None and row.source != previous_source:
+            lines.append(r"\midrule")
+            lines.append(r"\multicolumn{" + str(len(cols) + 1) + r"}{l}{\emph{Published (DSDR paper, Table 1)}} \\")
+        previous_source = row.source
+        cells = [format_value(row.cells.get((c, m1)), digits=digits, with_ci=with_ci, latex=True) + " / "
+                 + format_value(row.cells.get((c, m2)), digits=digits, with_ci=with_ci, latex=True) for c in cols]
+        lines.append(latex_escape(row.label) + " & " + " & ".join(cells) + r" \\")
+    lines.append(r"\bottomrule")
+    lines.append(r"\end{tabular}")
+    caption = caption or f"{metric_title(m1)} / {metric_title(m2)} (\\%)."
+    flags = _flag_lines(table)
+    if flags:
+        caption += " $^\\dagger$ " + "; ".join(latex_escape(f) for f in flags) + "."
+    lines.append(r"\caption{" + caption + "}")
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = ["label", "source", "block", "benchmark", "metric", "value_pct", "ci95_lo_pct", "ci95_hi_pct",
+              "n_problems", "n_samples_per_problem", "printed", "flag", "run_dir"]
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else repr(round(x, 10))
+
+
+def to_csv(table: Table1) -> str:
+    """Long format, full precision (percent); the CI columns are the metrics.json ci95 bounds."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in table.rows:
+        for bench in _columns(table):
+            for metric in table.metrics:
+                cell = row.cells.get((bench, metric))
+                if cell is None:
+                    continue
+                n_problems, n_samples = row.counts.get(bench, (None, None))
+                writer.writerow({
+                    "label": row.label, "source": row.source, "block": row.block or "", "benchmark": bench,
+                    "metric": metric, "value_pct": _num(cell.value), "ci95_lo_pct": _num(cell.lo),
+                    "ci95_hi_pct": _num(cell.hi), "n_problems": "" if n_problems is None else n_problems,
+                    "n_samples_per_problem": "" if n_samples is None else n_samples,
+                    "printed": cell.printed or "", "flag": cell.flag or "", "run_dir": row.run_dir or "",
+                })
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------- other report tables
+
+
+def pass_at_k_records(runs: list[EvalRun]) -> list[dict[str, Any]]:
+    """One record per run x benchmark (+ average) x k: the unbiased Pass@k with its CI (fractions)."""
+    records = []
+    for run in runs:
+        entries = [(b, run.benchmarks[b]) for b in order_benchmarks(run.benchmarks)]
+        if isinstance(run.metrics.get("average"), dict) and len(entries) > 1:  # one benchmark: it is its own average
+            entries.append((AVERAGE, run.metrics["average"]))
+        for bench, entry in entries:
+            ks = entry.get("pass@k") if isinstance(entry.get("pass@k"), dict) else {}
+            for k in sorted(ks, key=lambda x: int(x) if str(x).isdigit() else 10**9):
+                value, lo, hi = metric_value(entry, f"pass@{k}")
+                if value is None or not str(k).isdigit():
+                    continue
+                records.append({"label": run.label, "benchmark": bench, "k": int(k), "value": value,
+                                "ci95_lo": lo, "ci95_hi": hi})
+    return records
+
+
+def records_to_csv(records: list[dict[str, Any]]) -> str:
+    if not records:
+        return ""
+    fields = list(records[0])
+    for rec in records[1:]:
+        fields.extend(k for k in rec if k not in fields)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for rec in records:
+        writer.writerow({k: ("" if v is None else v) for k, v in rec.items()})
+    return buf.getvalue()
+
+
+def records_to_markdown(records: list[dict[str, Any]], columns: list[str], *, titles: dict[str, str] | None = None,
+                        digits: int = 1, percent: set[str] | None = None) -> str:
+    titles = titles or {}
+    percent = percent or set()
+    out = ["| " + " | ".join(titles.get(c, c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    for rec in records:
+        cells = []
+        for c in columns:
+            v = rec.get(c)
+            if v is None:
+                cells.append(MISSING)
+            elif isinstance(v, float):
+                cells.append(f"{100 * v:.{digits}f}" if c in percent else f"{v:.3f}")
+            else:
+                cells.append(str(v).replace("|", "\\|"))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def pass_at_k_markdown(records: list[dict[str, Any]], *, digits: int = 1) -> str:
+    """A wide table: one line per run x benchmark, one column per k (percent)."""
+    ks = sorted({r["k"] for r in records})
+    grouped: dict[tuple[str, str], dict[int, float]] = {}
+    for r in records:
+        grouped.setdefault((r["label"], r["benchmark"]), {})[r["k"]] = r["value"]
+    out = ["| Run | Benchmark | " + " | ".join(f"Pass@{k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
+    for (label, bench), values in grouped.items():
+        cells = [MISSING if k not in values else f"{100 * values[k]:.{digits}f}" for k in ks]
+        out.append(f"| {label} | {_column_title(bench)} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------- diversity and judge (added by other commands)
+# metrics.json's "diversity" and "judge" keys are written by `dsdr-eval diversity` / `dsdr-eval judge`.
+# These readers take any nesting ({"semantic": {"all": x, "correct": y}}, "semantic/correct", ...)
+# and keep only numeric leaves that name a known measure, so a new statistic there never breaks a report.
+
+DIVERSITY_MEASURES = ("semantic", "formula", "partition", "vendi")
+_MEASURE_ALIASES = {"semantic": ("semantic", "d_emb", "emb"), "formula": ("formula", "d_eq", "eq"),
+                    "partition": ("partition", "darling", "div"), "vendi": ("vendi",)}
+_SKIP_PARTS = ("std", "ci", "count", "n_", "num", "lo", "hi", "min", "max", "median", "stderr", "se")
+JUDGE_AXES = ("overall", "logic", "formula", "semantic")
+
+
+def _leaves(obj: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], float]]:
+    if isinstance(obj, dict):
+        out = []
+        for key, value in obj.items():
+            out.extend(_leaves(value, path + (str(key).lower(),)))
+        return out
+    value = _as_float(obj)
+    return [(path, value)] if value is not None else []
+
+
+def _tokens(path: tuple[str, ...]) -> list[str]:
+    return [tok for part in path for tok in part.replace("-", "_").replace("/", "_").replace("@", "_").split("_") if tok]
+
+
+def _skipped(path: tuple[str, ...]) -> bool:
+    tokens = _tokens(path)
+    return any(tok in _SKIP_PARTS or tok.startswith("n") and tok[1:].isdigit() for tok in tokens) or any(
+        part.startswith(("n_", "num_", "ci95")) for part in path)
+
+
+# The layout `dsdr-eval diversity` writes (dsdr_eval/diversity/run.py): per subset "all" / "correct",
+# DSDR's D_emb ("d_emb") and D_eq ("d_eq"), DARLING's Div ("darling_div"), and the Vendi score of
+# order 1 of the embedding kernel ("vendi_embedding" -> "1").
+DIVERSITY_PATHS = {"semantic": ("d_emb",), "formula": ("d_eq",), "partition": ("darling_div",),
+                   "vendi": ("vendi_embedding", "1")}
+DIVERSITY_SOURCES = {"semantic": "D_emb (DSDR §3.1, all-MiniLM-L6-v2)", "formula": "D_eq (DSDR §3.1)",
+                     "partition": "DARLING Div (partition classes, floor 0.1)",
+                     "vendi": "Vendi score, order 1, embedding kernel"}
+
+
+def _get_path(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def diversity_values(diversity: Any) -> dict[tuple[str, str], float]:
+    """(measure, "all" | "correct") -> mean over problems, from one benchmark's metrics.json "diversity".
+
+    The documented layout is read exactly; any other layout falls back to a search of numeric
+    leaves named after a measure (so an older or newer writer still shows something)."""
+    found: dict[tuple[str, str], float] = {}
+    if not isinstance(diversity, dict):
+        return found
+    for subset in ("all", "correct"):
+        for measure, path in DIVERSITY_PATHS.items():
+            value = _as_float(_get_path(diversity.get(subset), path))
+            if value is not None:
+                found[(measure, subset)] = value
+    if found:
+        return found
+    for path, value in _leaves(diversity):
+        if _skipped(path):
+            continue
+        tokens = _tokens(path)
+        measure = next((m for m, aliases in _MEASURE_ALIASES.items() if any(a in tokens for a in aliases)), None)
+        if measure is None or any(t in ("incorrect", "wrong") for t in tokens):
+            continue
+        subset = "correct" if any(t.startswith("correct") for t in tokens) else "all"
+        found.setdefault((measure, subset), value)  # the first (shallowest, as written) wins
+    return found
+
+
+def diversity_records(runs: list[EvalRun]) -> list[dict[str, Any]]:
+    records = []
+    for run in runs:
+        for bench in order_benchmarks(run.benchmarks):
+            values = diversity_values(run.benchmarks[bench].get("diversity"))
+            for measure in DIVERSITY_MEASURES:
+                for subset in ("all", "correct"):
+                    if (measure, subset) in values:
+                        records.append({"label": run.label, "benchmark": bench, "measure": measure,
+                                        "subset": subset, "value": values[(measure, subset)]})
+    return records
+
+
+def judge_values(judge: Any) -> dict[str, float]:
+    """axis -> mean judge score (0-10) from one benchmark's metrics.json "judge"."""
+    found: dict[str, float] = {}
+    if not isinstance(judge, dict):
+        return found
+    # The layout `dsdr-eval judge` writes (dsdr_eval/judge/run.py): the axes' means at the top level.
+    for axis in JUDGE_AXES:
+        value = _as_float(judge.get(axis))
+        if value is not None:
+            found[axis] = value
+    if found:
+        return found
+    for path, value in _leaves(judge):
+        tokens = _tokens(path)
+        if _skipped(path) or any(t in ("reported", "mismatch", "failed", "failures", "errors", "rate")
+                                 for t in tokens):
+            continue
+        axis = next((a for a in JUDGE_AXES if a in tokens), None)
+        if axis is not None and 0.0 <= value <= 10.0:
+            found.setdefault(axis, value)
+    return found
+
+
+def judge_records(runs: list[EvalRun]) -> list[dict[str, Any]]:
+    records = []
+    for run in runs:
+        for bench in order_benchmarks(run.benchmarks):
+            values = judge_values(run.benchmarks[bench].get("judge"))
+            if values:
+                records.append({"label": run.label, "benchmark": bench, **{a: values.get(a) for a in JUDGE_AXES}})
+    return records

@@ -1,0 +1,271 @@
+"""``dsdr-eval run``: generate, grade and score a model on math benchmarks (resumable).
+
+    dsdr-eval run --model MODEL --benchmarks aime24,aime25,math500,minerva,olympiadbench \\
+        --protocol dsdr-paper --out RUN_DIR [--backend auto|vllm|hf|openai] [overrides]
+
+Heavy libraries (torch, transformers, vllm, openai) are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.protocols import PROTOCOLS
+
+
+def _csv(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_argument_group("what to evaluate")
+    what.add_argument("--model", required=True,
+                      help="local HF checkpoint dir (e.g. a dsdr-train final/), hub id, or the alias smollm2-135m; "
+                           "with --backend openai: the served model name")
+    what.add_argument("--revision", default=None, help="hub revision (hub ids only)")
+    what.add_argument("--benchmarks", required=True, type=_csv,
+                      help="comma-separated names (aime24,aime25,amc23,math500,minerva,olympiadbench) or .jsonl paths")
+    what.add_argument("--data-dir", default=None, help="directory with <benchmark>.jsonl (default $DSDR_DATA_DIR, then the hub)")
+    what.add_argument("--limit", type=int, default=None, help="keep N problems per benchmark (first N, or random with --subset-seed)")
+    what.add_argument("--subset-seed", type=int, default=None, help="seed of the random --limit subset")
+    what.add_argument("--out", required=True, help="run directory (created; an existing one is resumed)")
+    what.add_argument("--label", default=None, help="free-text label stored in config.json (reports show it)")
+
+    proto = parser.add_argument_group("protocol (ALGORITHMS.md §5); every field overridable")
+    proto.add_argument("--protocol", default="dsdr-paper", choices=sorted(PROTOCOLS))
+    proto.add_argument("--n", type=int, default=None, help="rollouts of the sampling phase")
+    proto.add_argument("--temperature", type=float, default=None, help="temperature of the sampling phase")
+    proto.add_argument("--top-p", type=float, default=None, help="top-p of the sampling phase")
+    proto.add_argument("--pass1-temperature", type=float, default=None, help="temperature of the pass1 phase")
+    proto.add_argument("--pass1-top-p", type=float, default=None, help="top-p of the pass1 phase")
+    proto.add_argument("--phases", type=_csv, default=None, help="keep only these phases (e.g. sampling)")
+    proto.add_argument("--max-tokens", type=int, default=None, help="max response tokens (paper: 4096; Qwen3 runs: 8192)")
+    proto.add_argument("--seed", type=int, default=None, help="run seed; per-request seeds derive from it")
+
+    prompt = parser.add_argument_group("prompting")
+    prompt.add_argument("--template", default=None,
+                        help="built-in template (qwen-boxed [default], plain) or a text file with one {problem} placeholder")
+    prompt.add_argument("--prompt-mode", default="auto", choices=("auto", "chat", "raw"),
+                        help="chat = the model's chat template; raw = plain completion (base models); "
+                             "auto = chat when the tokenizer has a template")
+
+    be = parser.add_argument_group("backend")
+    be.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf", "openai"),
+                    help="auto = vllm when importable and a CUDA GPU is visible, else hf")
+    be.add_argument("--dtype", default="auto", help="hf/vllm weights dtype (auto: fp32 on CPU, bf16 on GPU for hf)")
+    be.add_argument("--device", default="auto", help="hf: cpu, cuda, cuda:1 ... (auto: cuda if available)")
+    be.add_argument("--batch-size", type=int, default=None,
+                    help="hf: rollouts per generate() call (default 16 on CPU, 64 on GPU)")
+    be.add_argument("--tensor-parallel-size", type=int, default=1)
+    be.add_argument("--data-parallel-size", type=int, default=1)
+    be.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    be.add_argument("--max-model-len", type=int, default=None, help="vllm (default: the model's; 2048 on CPU)")
+    be.add_argument("--chunk-size", type=int, default=256,
+                    help="vllm: prompts per generate() call (results are appended after each)")
+    be.add_argument("--enforce-eager", action="store_true", help="vllm: no CUDA graphs")
+    be.add_argument("--base-url", action="append", default=None,
+                    help="openai: endpoint base URL ending in /v1 (repeat or comma-separate to spread requests)")
+    be.add_argument("--api", default="chat", choices=("chat", "completions"), help="openai: which API")
+    be.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: env var holding the key (never stored)")
+    be.add_argument("--max-concurrency", type=int, default=16, help="openai: requests in flight")
+    be.add_argument("--max-retries", type=int, default=5, help="openai: retries per request")
+    be.add_argument("--request-timeout", type=float, default=600.0, help="openai: seconds per attempt")
+    be.add_argument("--retry-backoff", type=float, default=0.5,
+                    help="openai: base of the exponential backoff between retries (seconds)")
+    be.add_argument("--tokenizer", default=None, help="openai --api completions: local tokenizer for the chat template")
+    be.add_argument("--extra-body", default=None, help="openai: JSON object merged into each request (server-specific)")
+
+    after = parser.add_argument_group("after generation")
+    after.add_argument("--grading-timeout", type=float, default=5.0, help="seconds per answer check")
+    after.add_argument("--grading-workers", type=int, default=None)
+    after.add_argument("--no-diversity", action="store_true", help="skip the CPU diversity metrics")
+    after.add_argument("--force-config", action="store_true",
+                       help="continue into a RUN_DIR made with another model/protocol/template/benchmarks")
+    after.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    metrics: dict[str, Any] | None
+    timings: dict[str, float] = field(default_factory=dict)
+    n_failed: int = 0
+    n_missing: int = 0
+
+
+def _resolve_model(args: argparse.Namespace, backend_name: str) -> Any:
+    from dsdr_eval.models import ResolvedModel, resolve_model
+
+    if backend_name == "openai" and not Path(args.model).expanduser().exists():
+        return ResolvedModel(args.model, args.model, False, None, args.revision)  # a served model name
+    return resolve_model(args.model, revision=args.revision)
+
+
+def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed: int) -> Any:
+    if name == "hf":
+        from dsdr_eval.backends.hf import HFBackend
+
+        return HFBackend(model.path, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+                         prompt_mode=args.prompt_mode, revision=model.revision)
+    if name == "vllm":
+        from dsdr_eval.backends.vllm import VLLMBackend
+
+        return VLLMBackend(model.path, dtype=args.dtype, tensor_parallel_size=args.tensor_parallel_size,
+                           data_parallel_size=args.data_parallel_size,
+                           gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+                           chunk_size=args.chunk_size, prompt_mode=args.prompt_mode, revision=model.revision,
+                           enforce_eager=args.enforce_eager, seed=protocol_seed)
+    if name == "openai":
+        from dsdr_eval.backends.openai import OpenAIBackend
+        from dsdr_eval.openai_client import EndpointConfig, split_base_urls
+
+        urls = split_base_urls(args.base_url)
+        if not urls:
+            raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+        extra = None
+        if args.extra_body:
+            try:
+                extra = json.loads(args.extra_body)
+            except json.JSONDecodeError as exc:
+                raise DsdrError(f"--extra-body: invalid JSON ({exc})") from None
+            if not isinstance(extra, dict):
+                raise DsdrError("--extra-body: expected a JSON object")
+        endpoint = EndpointConfig(base_urls=urls, model=args.model, api_key_env=args.api_key_env,
+                                  max_concurrency=args.max_concurrency, max_retries=args.max_retries,
+                                  timeout_s=args.request_timeout, backoff_base_s=args.retry_backoff)
+        tokenizer = args.tokenizer or (model.path if model.is_local else None)
+        return OpenAIBackend(endpoint, api=args.api, tokenizer_path=tokenizer, prompt_mode=args.prompt_mode,
+                             extra_body=extra)
+    raise DsdrError(f"--backend {name}: unknown")
+
+
+def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> RunResult:
+    from dsdr_eval import rundir
+    from dsdr_eval.backends import resolve_backend_name
+    from dsdr_eval.prompts import load_template
+    from dsdr_eval.protocols import apply_overrides, get_protocol
+    from dsdr_eval import runner
+
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    progress = not args.no_progress
+    protocol = apply_overrides(get_protocol(args.protocol), n=args.n, temperature=args.temperature,
+                               top_p=args.top_p, pass1_temperature=args.pass1_temperature,
+                               pass1_top_p=args.pass1_top_p, max_tokens=args.max_tokens, seed=args.seed,
+                               phases=args.phases)
+    template = load_template(args.template)
+    backend_name = resolve_backend_name(args.backend)
+    model = _resolve_model(args, backend_name)
+    benchmarks = runner.load_benchmarks(args.benchmarks, data_dir=args.data_dir, limit=args.limit,
+                                        subset_seed=args.subset_seed)
+    out = Path(args.out)
+    config: dict[str, Any] = {
+        "kind": "eval", "label": args.label, "command": list(argv if argv is not None else sys.argv),
+        "model": model.to_config(), "backend": {"name": backend_name},
+        "protocol": protocol.to_config(),
+        "template": {"name": template.name, "text": template.text, "raw_text": template.raw_text,
+                     "mode": args.prompt_mode, "chat": None},
+        "benchmarks": [b.to_config() for b in benchmarks],
+        "subset": {"limit": args.limit, "subset_seed": args.subset_seed},
+        "grading": {"timeout_s": args.grading_timeout, "workers": args.grading_workers},
+        "diversity": {"enabled": not args.no_diversity},
+    }
+    # Refuse a mismatched RUN_DIR before paying for an engine start.
+    old_config = runner.check_resume_config(out, config, force=args.force_config)
+    out.mkdir(parents=True, exist_ok=True)
+
+    expected = runner.expected_keys(benchmarks, protocol)
+    if old_config is not None and expected <= runner.read_done_keys(rundir.run_path(out, rundir.SAMPLES)):
+        # Everything is generated: re-grade and re-score without starting an engine.
+        print(f"all {len(expected)} samples already in {out / rundir.SAMPLES}; nothing to generate")
+        outcome = runner.GenerationOutcome(n_expected=len(expected), n_already_done=len(expected))
+        config["backend"] = old_config.get("backend", config["backend"])
+        timings["load_s"] = time.perf_counter() - t_start
+    else:
+        outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
+                            old_config, timings, t_start, progress)
+    return _finish(out, args, protocol, config, outcome, timings, t_start, progress)
+
+
+def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any, protocol: Any, template: Any,
+              benchmarks: list[Any], config: dict[str, Any], old_config: dict[str, Any] | None,
+              timings: dict[str, float], t_start: float, progress: bool) -> Any:
+    from dsdr_eval import rundir, runner
+
+    backend = _make_backend(backend_name, args, model, protocol.seed)
+    try:
+        config["backend"] = backend.config()
+        config["template"]["chat"] = backend.chat
+        if old_config is not None and not args.force_config:
+            # Resume: keep the original record, note each continuation and the backend it used.
+            old_config.setdefault("resumed", []).append(
+                {"at": rundir.now_iso(), "command": config["command"], "backend": config["backend"]})
+            rundir.save_config(out, old_config)
+        else:
+            rundir.save_config(out, config)
+        timings["load_s"] = time.perf_counter() - t_start
+        t0 = time.perf_counter()
+        plan = runner.plan_requests(benchmarks, protocol, backend, template)
+        timings["plan_s"] = time.perf_counter() - t0
+        outcome = runner.generate_missing(out, plan, backend, progress=progress)
+    finally:
+        backend.close()
+    if outcome.n_already_done:
+        print(f"resumed: {outcome.n_already_done} of {outcome.n_expected} samples were already in "
+              f"{out / rundir.SAMPLES}; generated {outcome.n_written}")
+    return outcome
+
+
+def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str, Any], outcome: Any,
+            timings: dict[str, float], t_start: float, progress: bool) -> RunResult:
+    from dsdr_eval import rundir, runner
+
+    timings["generate_s"] = outcome.generate_s
+    timings["write_s"] = outcome.write_s
+
+    from dsdr_eval.scoring import score_run_dir
+
+    t0 = time.perf_counter()
+    metrics = score_run_dir(out, timeout_s=args.grading_timeout, workers=args.grading_workers, progress=progress)
+    timings["score_s"] = time.perf_counter() - t0
+    if not args.no_diversity:
+        t0 = time.perf_counter()
+        diversity = runner.run_diversity(out, progress=progress)
+        timings["diversity_s"] = time.perf_counter() - t0
+        if diversity is not None:
+            from dsdr_eval.jsonl import read_json
+
+            metrics = read_json(rundir.run_path(out, rundir.METRICS))
+    timings["total_s"] = time.perf_counter() - t_start
+
+    from rich.console import Console
+
+    console = Console()
+    console.print(runner.summary_table(metrics))
+    console.print(f"run dir: {out}  |  backend {config['backend'].get('name')} {config['backend'].get('version')}"
+                  f"  |  protocol {protocol.name}, max_tokens {protocol.max_tokens}, seed {protocol.seed}"
+                  f"  |  generation {timings['generate_s']:.1f}s of {timings['total_s']:.1f}s total")
+    exit_code = 0
+    if outcome.n_missing > 0:
+        console.print(f"[red]{outcome.n_failed} samples failed after every retry "
+                      f"({outcome.n_missing} missing; see {out / runner.FAILURES}). Metrics above cover the "
+                      "samples present; rerun the same command to retry only the missing ones.[/red]")
+        exit_code = 1
+    return RunResult(exit_code, metrics, timings, outcome.n_failed, outcome.n_missing)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_from_args(args).exit_code
+
+
+if __name__ == "__main__":  # `python -m dsdr_eval.run_cli ...` = `dsdr-eval run ...`
+    from dsdr_eval.cli import main as dsdr_eval_main
+
+    sys.exit(dsdr_eval_main(["run", *sys.argv[1:]]))

@@ -1,0 +1,336 @@
+"""``dsdr-eval run``: plan -> generate (resumable, append-only) -> grade -> metrics -> diversity.
+
+The plan is every (benchmark, phase, problem, sample_idx) the protocol asks for. It is cut into
+requests (``n`` rollouts of one prompt, split to the backend's ``max_n_per_request``) and the
+requests into batches, both from the *whole* plan, so a batch is the same on a rerun as on the
+first run. A rerun skips batches whose samples are all in samples.jsonl, regenerates the others
+and writes only the missing samples: after a crash or ``kill -9`` nothing is lost or doubled,
+and with a seeded engine the regenerated text is the text the uninterrupted run would have
+written (keys and seeds are derived from content, never from positions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from dsdr_eval import rundir
+from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.jsonl import append_jsonl, iter_jsonl, repair_truncated_tail
+from dsdr_eval.prompts import PromptTemplate
+from dsdr_eval.protocols import Phase, Protocol, derive_seed
+
+FAILURES = rundir.FAILURES  # requests that failed after every retry (one line per failed sample)
+SampleKey = tuple[str, str, str, int]  # (benchmark, phase, problem_id, sample_idx): unique per run
+
+
+@dataclass(frozen=True)
+class BenchmarkData:
+    name: str
+    source: str
+    problems: tuple[Any, ...]  # dsdr_eval.benchmarks.Problem
+
+    def to_config(self) -> dict[str, Any]:
+        ids = "\n".join(p.id for p in self.problems).encode("utf-8")
+        return {"name": self.name, "source": self.source, "n_problems": len(self.problems),
+                "ids_sha256": hashlib.sha256(ids).hexdigest()[:16]}
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request of the plan: rollouts ``start_idx .. start_idx + n - 1`` of one (problem, phase)."""
+
+    benchmark: str
+    problem: Any  # Problem
+    phase: Phase
+    start_idx: int
+    request: GenerationRequest
+
+    def keys(self) -> list[SampleKey]:
+        return [(self.benchmark, self.phase.phase, self.problem.id, self.start_idx + j)
+                for j in range(self.request.n)]
+
+
+@dataclass
+class GenerationOutcome:
+    n_expected: int
+    n_already_done: int
+    n_written: int = 0
+    n_failed: int = 0
+    generate_s: float = 0.0  # wall time inside the backend, including write_s
+    write_s: float = 0.0  # time spent building and appending sample lines (fsync included)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_missing(self) -> int:
+        return self.n_expected - self.n_already_done - self.n_written
+
+
+def load_benchmarks(names: Sequence[str], *, data_dir: str | Path | None, limit: int | None,
+                    subset_seed: int | None) -> list[BenchmarkData]:
+    from dsdr_eval.benchmarks import load_benchmark, resolve_data_dir
+
+    loaded, seen = [], set()
+    for name in names:
+        problems = load_benchmark(name, data_dir=data_dir, limit=limit, subset_seed=subset_seed)
+        if not problems:
+            raise DsdrError(f"benchmark {name}: no problems")
+        bench_name = problems[0].benchmark
+        if bench_name in seen:
+            raise DsdrError(f"--benchmarks: {bench_name} listed twice")
+        seen.add(bench_name)
+        directory = resolve_data_dir(data_dir)
+        local = directory / f"{name}.jsonl" if directory is not None else None
+        source = str(local) if local is not None and local.is_file() else str(name)
+        loaded.append(BenchmarkData(bench_name, source, tuple(problems)))
+    return loaded
+
+
+def expected_keys(benchmarks: Sequence[BenchmarkData], protocol: Protocol) -> set[SampleKey]:
+    """Every sample key the protocol asks for (independent of how requests are split)."""
+    return {(b.name, phase.phase, p.id, idx) for b in benchmarks for phase in protocol.phases
+            for p in b.problems for idx in range(phase.n)}
+
+
+def plan_requests(benchmarks: Sequence[BenchmarkData], protocol: Protocol, backend: Backend,
+                  template: PromptTemplate) -> list[PlannedRequest]:
+    """Every request the protocol asks for, in a fixed order (benchmark, phase, problem, piece)."""
+    piece = max(1, backend.max_n_per_request())
+    plan: list[PlannedRequest] = []
+    for bench in benchmarks:
+        rendered = [backend.render(template, p.problem) for p in bench.problems]
+        for phase in protocol.phases:
+            for problem, (prompt, user_message) in zip(bench.problems, rendered):
+                for start in range(0, phase.n, piece):
+                    n = min(piece, phase.n - start)
+                    seed = derive_seed(protocol.seed, bench.name, phase.phase, problem.id, start)
+                    request = GenerationRequest(prompt, user_message, n, phase.temperature, phase.top_p,
+                                                protocol.max_tokens, seed)
+                    plan.append(PlannedRequest(bench.name, problem, phase, start, request))
+    return plan
+
+
+def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: int) -> list[list[int]]:
+    """Consecutive requests with identical sampling settings, <= capacity rollouts and <= max_prompts
+    requests per batch. Depends only on the plan, so reruns form the same batches."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_key: tuple | None = None
+    rollouts = 0
+    for i, planned in enumerate(plan):
+        r = planned.request
+        key = (planned.benchmark, planned.phase.phase, r.n, r.temperature, r.top_p, r.max_tokens)
+        if current and (key != current_key or rollouts + r.n > capacity or len(current) >= max_prompts):
+            batches.append(current)
+            current, rollouts = [], 0
+        current.append(i)
+        current_key = key
+        rollouts += r.n
+    if current:
+        batches.append(current)
+    return batches
+
+
+def read_done_keys(samples_path: Path) -> set[SampleKey]:
+    """Keys already in samples.jsonl (cutting a partial last line left by a crash first)."""
+    if not samples_path.exists():
+        return set()
+    repair_truncated_tail(samples_path)
+    done: set[SampleKey] = set()
+    for lineno, row in enumerate(iter_jsonl(samples_path, tolerate_truncated_tail=True), start=1):
+        try:
+            key = (str(row.get("benchmark", "default")), str(row.get("phase", "sampling")),
+                   str(row["problem_id"]), int(row["sample_idx"]))
+        except (KeyError, TypeError, ValueError):
+            raise DsdrError(f"{samples_path}: record {lineno} lacks problem_id/sample_idx") from None
+        if key in done:
+            raise DsdrError(f"{samples_path}: record {lineno} duplicates sample {key}; "
+                            "remove the duplicate line before resuming")
+        done.add(key)
+    return done
+
+
+def _clean_text(text: str) -> str:
+    # A hostile/garbled completion may hold lone surrogates, which cannot be written as UTF-8.
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def sample_row(planned: PlannedRequest, j: int, completion: Any) -> dict[str, Any]:
+    r = planned.request
+    return {
+        "benchmark": planned.benchmark, "problem_id": planned.problem.id, "sample_idx": planned.start_idx + j,
+        "phase": planned.phase.phase, "problem": planned.problem.problem, "gold": planned.problem.answer,
+        "prompt": _clean_text(r.prompt), "completion": _clean_text(completion.text),
+        "finish_reason": completion.finish_reason, "n_prompt_tokens": completion.n_prompt_tokens,
+        "n_completion_tokens": completion.n_completion_tokens, "temperature": r.temperature,
+        "top_p": r.top_p, "max_tokens": r.max_tokens,
+        "seed": completion.seed if completion.seed is not None else r.seed,
+    }
+
+
+class _Progress:
+    """A rich progress bar (on stderr) over the rollouts still to generate; off with --no-progress."""
+
+    def __init__(self, total: int, enabled: bool, description: str) -> None:
+        self._progress = None
+        if enabled and total > 0:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), TimeRemainingColumn(),
+                                      console=Console(stderr=True), transient=False)
+            self._task = self._progress.add_task(description, total=total)
+            self._progress.start()
+
+    def advance(self, n: int) -> None:
+        if self._progress is not None and n:
+            self._progress.advance(self._task, n)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def generate_missing(run_dir: Path, plan: Sequence[PlannedRequest], backend: Backend, *,
+                     progress: bool = True, log: Callable[[str], None] = print) -> GenerationOutcome:
+    """Generate every planned sample not yet in samples.jsonl, appending as batches finish."""
+    samples_path = rundir.run_path(run_dir, rundir.SAMPLES)
+    failures_path = run_dir / FAILURES
+    done = read_done_keys(samples_path)
+    expected = {key for planned in plan for key in planned.keys()}
+    stray = done - expected
+    if stray:
+        log(f"note: samples.jsonl holds {len(stray)} samples outside this plan (kept, graded as they are)")
+    outcome = GenerationOutcome(n_expected=len(expected), n_already_done=len(done & expected))
+    batches = pack_batches(plan, capacity=max(1, backend.batch_capacity()),
+                           max_prompts=max(1, backend.max_prompts_per_batch()))
+    pending = [b for b in batches if any(k not in done for i in b for k in plan[i].keys())]
+    if not pending:
+        return outcome
+    bar = _Progress(outcome.n_expected - outcome.n_already_done, progress, f"generate [{backend.name}]")
+    lock = threading.Lock()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def on_results(results: list[tuple[int, RequestResult]]) -> None:
+        rows, failed = [], []
+        t_write = time.perf_counter()
+        with lock:
+            for index, result in results:
+                planned = plan[index]
+                if result.ok:
+                    for j, completion in enumerate(result.completions or ()):
+                        key = planned.keys()[j]
+                        if key not in done:  # a regenerated batch: write only what is missing
+                            rows.append(sample_row(planned, j, completion))
+                            done.add(key)
+                else:
+                    for key in planned.keys():
+                        if key not in done:
+                            failed.append({"benchmark": key[0], "phase": key[1], "problem_id": key[2],
+                                           "sample_idx": key[3], "error": result.error,
+                                           "attempts": result.attempts, "where": result.where,
+                                           "run_started": started})
+            if rows:
+                append_jsonl(samples_path, rows)
+            if failed:
+                append_jsonl(failures_path, failed)
+            outcome.n_written += len(rows)
+            outcome.n_failed += len(failed)
+            outcome.failures.extend(failed)
+            bar.advance(len(rows) + len(failed))
+            outcome.write_s += time.perf_counter() - t_write
+
+    t0 = time.perf_counter()
+    try:
+        backend.generate([p.request for p in plan], pending, on_results)
+    finally:
+        outcome.generate_s = time.perf_counter() - t0
+        bar.close()
+    return outcome
+
+
+# ----------------------------------------------------------------------------- config checks
+
+def identity(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of config.json a rerun must match to resume into the same RUN_DIR."""
+    model = config.get("model") or {}
+    template = config.get("template") or {}
+    return {
+        "model": model.get("fingerprint") or [model.get("path"), model.get("revision")],
+        "protocol": config.get("protocol"),
+        "template": {k: template.get(k) for k in ("name", "text", "raw_text", "mode")},
+        "benchmarks": [{k: b.get(k) for k in ("name", "n_problems", "ids_sha256")}
+                       for b in config.get("benchmarks") or []],
+    }
+
+
+def check_resume_config(run_dir: Path, new_config: dict[str, Any], *, force: bool) -> dict[str, Any] | None:
+    """Refuse to mix runs: a RUN_DIR with a different model/protocol/template/benchmarks is an error
+    unless ``force`` (``--force-config``). Returns the existing config (None for a fresh dir)."""
+    config_path = rundir.run_path(run_dir, rundir.CONFIG)
+    samples_path = rundir.run_path(run_dir, rundir.SAMPLES)
+    if not config_path.exists():
+        if samples_path.exists() and samples_path.stat().st_size > 0 and not force:
+            raise DsdrError(f"{run_dir}: holds samples.jsonl but no config.json; refusing to add samples of "
+                            "unknown settings (use another --out, or --force-config)")
+        return None
+    old = rundir.load_config(run_dir)
+    if old.get("kind") != "eval" and not force:
+        raise DsdrError(f"{config_path}: kind={old.get('kind')!r}, not an eval run directory")
+    old_id, new_id = identity(old), identity(new_config)
+    differing = [k for k in new_id if old_id.get(k) != new_id[k]]
+    if differing and not force:
+        details = "; ".join(f"{k}: was {old_id.get(k)!r}, now {new_id[k]!r}" for k in differing)
+        raise DsdrError(f"{config_path}: this run directory was made with a different "
+                        f"{', '.join(differing)} ({details[:1500]}). Use another --out, or --force-config "
+                        "to continue into it anyway")
+    return old
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def run_diversity(run_dir: Path, *, progress: bool) -> dict[str, Any] | None:
+    """CPU diversity of the run (dsdr_eval.diversity), skipped with a warning when unavailable."""
+    try:
+        from dsdr_eval.diversity import compute_run_diversity
+    except ImportError:
+        try:  # the function's home module, should the package not re-export it
+            from dsdr_eval.diversity.run import compute_run_diversity
+        except ImportError as exc:
+            warn(f"diversity skipped: dsdr_eval.diversity.compute_run_diversity is not importable ({exc})")
+            return None
+    return compute_run_diversity(run_dir, progress=progress)
+
+
+def summary_table(metrics: dict[str, Any]) -> Any:
+    """A rich table: per benchmark Pass@1 (paper), Avg@16, Avg@n, largest Pass@k, in %."""
+    from rich.table import Table
+
+    def pct(value: Any) -> str:
+        return "-" if not isinstance(value, (int, float)) else f"{100 * value:.1f}"
+
+    table = Table(title="dsdr-eval run, % (Pass@1 = the pass1 phase; Pass@k at the largest k)")
+    for column in ("benchmark", "problems", "n", "Pass@1", "Avg@16", "Avg@n", "Pass@k", "truncated"):
+        table.add_column(column, justify="left" if column == "benchmark" else "right")
+    rows = dict(metrics.get("benchmarks", {}))
+    if "average" in metrics and len(rows) > 1:
+        rows["average"] = metrics["average"]
+    for name, m in rows.items():
+        pass_at = m.get("pass@k") or {}
+        largest = max(pass_at, key=lambda k: int(k)) if pass_at else None
+        table.add_row(name, str(m.get("n_problems", "")), str(m.get("n_samples_per_problem", "")),
+                      pct(m.get("pass1")), pct(m.get("avg@16")), pct(m.get("avg@n")),
+                      f"{pct(pass_at[largest])} @{largest}" if largest else "-",
+                      pct(m.get("truncated_fraction")))
+    return table

@@ -1,0 +1,103 @@
+"""`dsdr-eval score`: grade a samples file or a run directory and print a summary table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dsdr_eval import rundir
+from dsdr_eval.errors import DsdrError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="SAMPLES.jsonl|RUN_DIR",
+                        help="a samples JSONL file (needs --out) or a run directory with samples.jsonl")
+    parser.add_argument("--out", metavar="DIR", help="where graded.jsonl and metrics.json go "
+                        "(default for a run directory: the run directory itself)")
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                        help="hard limit per math-verify call, enforced by killing the worker (default 5)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="grading worker processes (default: number of usable CPU cores)")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="B",
+                        help="bootstrap replicates for the 95%% CIs over problems; 0 disables (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def main(args: argparse.Namespace) -> int:
+    from dsdr_eval.scoring import score_samples
+
+    path = Path(args.path)
+    if path.is_dir():
+        samples = path / rundir.SAMPLES
+        if not samples.exists():
+            raise DsdrError(f"{path}: run directory has no {rundir.SAMPLES}")
+        out = Path(args.out) if args.out else path
+    elif path.is_file():
+        if not args.out:
+            raise DsdrError(f"{path}: --out DIR is required when scoring a samples file "
+                            "(or pass a run directory to score it in place)")
+        samples, out = path, Path(args.out)
+    else:
+        raise DsdrError(f"{path}: no such file or directory")
+    if args.workers is not None and args.workers < 1:
+        raise DsdrError(f"--workers must be >= 1 (got {args.workers})")
+    metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
+                            progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed)
+    print_summary(metrics)
+    print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")
+    return 0
+
+
+def _fmt(value: Any, ci: Any = None) -> str:
+    if value is None:
+        return "-"
+    text = f"{100 * value:.1f}"
+    if isinstance(ci, list) and len(ci) == 2:
+        text += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    return text
+
+
+def _largest_k(entry: dict, family: str) -> tuple[str | None, float | None, Any]:
+    ks = entry.get(family) or {}
+    if not ks:
+        return None, None, None
+    k = max(ks, key=int)
+    return k, ks[k], (entry.get("ci95", {}).get(family) or {}).get(k)
+
+
+def print_summary(metrics: dict[str, Any]) -> None:
+    """A rich table: one row per benchmark plus the macro average; values in % with 95 % CI."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="dsdr-eval score (%, 95% bootstrap CI over problems)")
+    for column in ("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
+                   "correct/incorrect/none/timeout/error"):
+        table.add_column(column, justify="left" if column == "benchmark" else "right")
+    for name, entry in metrics["benchmarks"].items():
+        ci = entry.get("ci95", {})
+        k, pass_k, pass_ci = _largest_k(entry, "pass@k")
+        mk, maj_k, maj_ci = _largest_k(entry, "maj@k")
+        counts = entry.get("status_counts", {})
+        table.add_row(
+            name, str(entry.get("n_problems", "-")), str(entry.get("n_samples_per_problem", "-")),
+            _fmt(entry.get("pass1"), ci.get("pass1")), _fmt(entry.get("avg@16"), ci.get("avg@16")),
+            _fmt(entry.get("avg@n"), ci.get("avg@n")),
+            f"@{k}: {_fmt(pass_k, pass_ci)}" if k else "-", f"@{mk}: {_fmt(maj_k, maj_ci)}" if mk else "-",
+            "/".join(str(counts.get(s, 0)) for s in ("correct", "incorrect", "no_answer", "timeout", "error")))
+    for key, label in (("average", "average (macro)"), ("average_table1", "average (Table 1's five)")):
+        average = metrics.get(key) or {}
+        if len(metrics["benchmarks"]) > 1 and average:
+            ci = average.get("ci95", {})
+            k, pass_k, pass_ci = _largest_k(average, "pass@k")
+            mk, maj_k, maj_ci = _largest_k(average, "maj@k")
+            table.add_row(label, "", "", _fmt(average.get("pass1"), ci.get("pass1")),
+                          _fmt(average.get("avg@16"), ci.get("avg@16")), _fmt(average.get("avg@n"), ci.get("avg@n")),
+                          f"@{k}: {_fmt(pass_k, pass_ci)}" if k else "-",
+                          f"@{mk}: {_fmt(maj_k, maj_ci)}" if mk else "-", "", style="bold")
+    console = Console()
+    if not console.is_terminal:  # piped / CI logs: don't squeeze the table into 80 columns
+        console = Console(width=160)
+    console.print(table)

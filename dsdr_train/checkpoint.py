@@ -1,0 +1,115 @@
+"""Checkpoints: HF directories (evaluable by ``dsdr-eval run --model``) + trainer state for resume.
+
+Layout: RUN_DIR/checkpoints/step_{step:06d}/ = save_pretrained + tokenizer + trainer_state.pt
+(optimizer, scheduler, RNG states, sampler cursor, step). A checkpoint is written to a temporary
+sibling and renamed into place, so a kill mid-save never leaves a half checkpoint that resume
+would pick up.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dsdr_eval.errors import DsdrError
+
+CHECKPOINTS = "checkpoints"
+FINAL = "final"
+TRAINER_STATE = "trainer_state.pt"
+_STEP_DIR = re.compile(r"^step_(\d{6,})$")
+
+
+def step_dir(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / CHECKPOINTS / f"step_{step:06d}"
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_hf(model: torch.nn.Module, tokenizer: Any, target: Path) -> None:
+    """save_pretrained + tokenizer into ``target`` atomically (tmp dir, then rename)."""
+    tmp = target.with_name(target.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    _replace_dir(tmp, target)
+
+
+def _replace_dir(tmp: Path, target: Path) -> None:
+    if target.exists():
+        old = target.with_name(target.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, target)
+
+
+def save_checkpoint(run_dir: str | Path, *, step: int, model: torch.nn.Module, tokenizer: Any,
+                    optimizer: torch.optim.Optimizer, scheduler: Any, extra: dict[str, Any],
+                    keep_last: int = 0) -> Path:
+    target = step_dir(run_dir, step)
+    tmp = target.with_name(target.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+             "rng": rng_state(), **extra}
+    torch.save(state, tmp / TRAINER_STATE)
+    _replace_dir(tmp, target)
+    if keep_last > 0:
+        for old in list_checkpoints(run_dir)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete step checkpoints, oldest first (temporary/partial dirs are ignored)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = []
+    for child in root.iterdir():
+        m = _STEP_DIR.match(child.name)
+        if m and (child / TRAINER_STATE).exists() and (child / "config.json").exists():
+            found.append((int(m.group(1)), child))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    ckpts = list_checkpoints(run_dir)
+    return ckpts[-1] if ckpts else None
+
+
+def load_trainer_state(ckpt: Path) -> dict[str, Any]:
+    path = ckpt / TRAINER_STATE
+    try:
+        # weights_only=False: the state holds numpy/python RNG tuples we wrote ourselves.
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001
+        raise DsdrError(f"{path}: cannot read trainer state ({type(exc).__name__}: {exc})") from None

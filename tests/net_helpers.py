@@ -1,0 +1,35 @@
+"""Loopback helpers shared by tests that start servers (vllm serve, streamlit, torchrun)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_healthy(proc: subprocess.Popen, url: str, log: Path, *, timeout_s: float, what: str,
+                       poll_s: float = 1.0) -> None:
+    """Poll ``url`` until it answers 200; fail the test with the log's tail if ``proc`` exits or time runs out."""
+    deadline = time.time() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            pytest.fail(f"{what} did not become healthy in {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
+        time.sleep(poll_s)

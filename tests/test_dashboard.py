@@ -1,0 +1,200 @@
+"""The Streamlit dashboard: every page via streamlit.testing AppTest on fixture runs scored by the
+real code; path containment; malformed runs; read-only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboards import data, launch
+from fixtures_runs import build_fixture_runs, tree_snapshot
+
+APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
+
+
+@pytest.fixture(scope="session")
+def fixture_runs(tmp_path_factory, data_dir) -> Path:
+    return build_fixture_runs(tmp_path_factory.getbasetemp() / "dsdr_fixture_runs", data_dir)
+
+
+def open_page(runs_dir: Path, page: str, monkeypatch, **query: str | list[str]) -> AppTest:
+    monkeypatch.setenv("DSDR_RUNS_DIR", str(runs_dir))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["page"] = page
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [str(e.value) for e in at.get(kind)]
+
+
+def all_text(at: AppTest) -> str:
+    parts = []
+    for kind in ("markdown", "caption", "info", "warning", "error", "title", "subheader", "code"):
+        parts += texts(at, kind)
+    return "\n".join(parts)
+
+
+def test_discovery_classifies_runs_and_skips_checkpoints(fixture_runs):
+    runs = {r.name: r for r in data.discover_runs(fixture_runs)}
+    assert {n: r.kind for n, r in runs.items()} == {
+        "eval/broken": "eval", "eval/dsdr": "eval", "eval/grpo": "eval", "eval/hot": "eval", "eval/unscored": "eval",
+        "train/corrupt": "train", "train/dapo": "train", "train/dsdr": "train", "train/grpo": "train"}
+    assert runs["eval/dsdr"].label == "dsdr" and runs["train/dsdr"].label == "dsdr-fixture"
+
+
+def test_path_containment(tmp_path, fixture_runs):
+    root = data.runs_root(fixture_runs)
+    assert data.resolve_inside(root, "eval/grpo") == (fixture_runs / "eval" / "grpo").resolve()
+    for bad in ("../", "../../etc", "eval/../../..", "/etc", str(fixture_runs / "eval" / "grpo"), "", "a\x00b"):
+        with pytest.raises(data.UnsafePath):
+            data.resolve_inside(root, bad)
+    # A symlink inside the runs dir that points outside is neither resolvable nor discovered.
+    outside = tmp_path / "outside_run"
+    outside.mkdir()
+    (outside / "metrics.json").write_text('{"benchmarks": {}}')
+    box = tmp_path / "box"
+    (box / "inner").mkdir(parents=True)
+    (box / "inner" / "metrics.json").write_text('{"benchmarks": {}}')
+    os.symlink(outside, box / "escape")
+    with pytest.raises(data.UnsafePath):
+        data.resolve_inside(data.runs_root(box), "escape")
+    assert [r.name for r in data.discover_runs(box)] == ["inner"]
+
+
+def test_training_page_overlays_runs_and_survives_a_half_written_line(fixture_runs, monkeypatch):
+    at = open_page(fixture_runs, "training", monkeypatch, run=["train/grpo", "train/dapo", "train/dsdr"])
+    assert at.title[0].value == "Training dynamics"
+    assert set(at.multiselect(key="train_runs").value) == {"train/dapo", "train/dsdr", "train/grpo"}
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 8  # reward/acc, entropy, similarity, length, clip, loss, advantages, groups, ...
+    summary = at.dataframe[0].value
+    assert set(summary["run"]) == {"grpo-fixture", "dapo-fixture", "dsdr-fixture"}
+    assert (summary["steps logged"] == 12).all()  # the partial 13th line of dsdr is skipped, with a note
+    assert any("incomplete" in c for c in texts(at, "caption"))
+    # smoothing + one run only
+    at.multiselect(key="train_runs").set_value(["train/dsdr"])
+    at.slider(key="train_smoothing").set_value(0.8)
+    at.run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["run"]) == ["dsdr-fixture"]
+
+
+def test_evaluation_page_table_passk_diversity_judge(fixture_runs, monkeypatch):
+    import json
+
+    at = open_page(fixture_runs, "evaluation", monkeypatch, run=["eval/grpo", "eval/dsdr"])
+    assert at.title[0].value == "Evaluation"
+    assert at.multiselect(key="eval_runs").value == ["eval/grpo", "eval/dsdr"]
+    table = at.dataframe[1].value  # [0] is the protocol table
+    metrics = json.loads((fixture_runs / "eval" / "dsdr" / "metrics.json").read_text())
+    row = table[table["run"] == "dsdr"].iloc[0]
+    assert row["MATH500 Pass@1"] == f"{100 * metrics['benchmarks']['math500']['pass1']:.1f}"
+    assert row["AIME24 Avg@16"] == f"{100 * metrics['benchmarks']['aime24']['avg@16']:.1f}"
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 3 + 2 + 2  # Pass@k (2 benchmarks + average), diversity measures, judge + Pass@k bars
+    assert not at.warning  # same protocol
+    # published rows beside the runs
+    at.selectbox(key="eval_reference").set_value("paper:qwen3-4b")
+    at.run()
+    table = at.dataframe[1].value
+    assert "Qwen3-4B DSDR (published)" in set(table["run"])
+    # a different protocol is shown, with a warning, not refused
+    at.multiselect(key="eval_runs").set_value(["eval/grpo", "eval/hot"])
+    at.run()
+    assert any("different protocols" in w for w in texts(at, "warning"))
+
+
+def test_malformed_run_shows_a_message_and_the_rest_works(fixture_runs, monkeypatch):
+    at = open_page(fixture_runs, "evaluation", monkeypatch, run=["eval/broken", "eval/unscored", "eval/grpo"])
+    errors = texts(at, "error")
+    assert any("eval/broken" in e and "invalid JSON" in e for e in errors)
+    assert any("eval/unscored" in e and "not scored yet" in e for e in errors)
+    assert "grpo" in set(at.dataframe[1].value["run"])
+
+
+def test_damaged_training_log_is_reported_and_the_others_still_plot(fixture_runs, monkeypatch):
+    at = open_page(fixture_runs, "training", monkeypatch, run=["train/corrupt", "train/grpo"])
+    errors = texts(at, "error")
+    assert any("corrupt/metrics.jsonl:2" in e and "invalid JSON" in e for e in errors)
+    assert list(at.dataframe[0].value["run"]) == ["grpo-fixture"]
+    assert len(at.get("plotly_chart")) >= 8
+
+
+def test_query_parameter_traversal_is_refused(fixture_runs, monkeypatch):
+    # Rooted at runs/eval, "../train/grpo" is a real run, but outside the directory the app was given.
+    at = open_page(fixture_runs / "eval", "evaluation", monkeypatch,
+                   run=["../train/grpo", "grpo/../../train/dapo", "/etc", "grpo"])
+    errors = texts(at, "error")
+    assert sum("outside the runs directory" in e for e in errors) == 2
+    assert sum("absolute paths are not accepted" in e for e in errors) == 1
+    assert at.multiselect(key="eval_runs").value == ["grpo"]
+    at = open_page(fixture_runs / "eval", "training", monkeypatch, run="../train/grpo")
+    assert "grpo-fixture" not in all_text(at)
+    assert any("No training runs" in i for i in texts(at, "info"))
+
+
+def test_samples_page_filters_and_formulas(fixture_runs, monkeypatch):
+    at = open_page(fixture_runs, "samples", monkeypatch, run="eval/dsdr")
+    assert at.selectbox(key="samples_run").value == "eval/dsdr"
+    labels = [e.label for e in at.expander]
+    assert len(labels) == 17  # 1 pass1 + 16 sampling rollouts of the first problem
+    assert any("correct" in lab for lab in labels)
+    assert any("d_emb" in lab or "semantic" in lab or "=" in lab for lab in labels)  # per-rollout diversity
+    assert any("Formulas" in m for m in texts(at, "markdown"))
+    at.multiselect(key="samples_status").set_value(["correct"])
+    at.run()
+    labels = [e.label for e in at.expander]
+    assert labels and all(" correct " in lab and "incorrect" not in lab for lab in labels)
+    at.selectbox(key="samples_benchmark").set_value("math500")
+    at.run()
+    assert not at.exception
+    assert "Gold answer" in all_text(at)
+
+
+def test_empty_and_missing_runs_dir(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    at = open_page(empty, "training", monkeypatch)
+    assert any("No run directories found" in i for i in texts(at, "info"))
+    assert "dsdr-eval run" in all_text(at)
+    at = open_page(tmp_path / "nope", "evaluation", monkeypatch)
+    assert any("does not exist" in e for e in texts(at, "error"))
+
+
+def test_dashboard_never_writes_into_runs(fixture_runs, monkeypatch):
+    before = tree_snapshot(fixture_runs)
+    for page in ("training", "evaluation", "samples"):
+        open_page(fixture_runs, page, monkeypatch, run=["eval/grpo", "eval/dsdr", "train/dsdr"])
+    assert tree_snapshot(fixture_runs) == before
+
+
+def test_launcher_binds_loopback_and_passes_runs_dir(tmp_path):
+    args = launch.parse_args(["--runs", str(tmp_path), "--port", "8600"])
+    command = launch.build_command(args)
+    assert command[command.index("--server.address") + 1] == "127.0.0.1"
+    assert command[command.index("--server.headless") + 1] == "true"
+    assert command[-3:] == ["--", "--runs", str(tmp_path.resolve())]
+    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboards/app.py")
+
+
+def test_training_page_picks_up_new_steps_while_a_run_writes(tmp_path, monkeypatch):
+    import json
+
+    from fixtures_runs import write_train_run
+
+    live = write_train_run(tmp_path / "runs" / "live", algo="dsdr", steps=3, label="live")
+    at = open_page(tmp_path / "runs", "training", monkeypatch)
+    assert at.dataframe[0].value["steps logged"].tolist() == [3]
+    row = json.loads((live / "metrics.jsonl").read_text().splitlines()[-1])
+    with (live / "metrics.jsonl").open("a") as fh:  # the trainer appends step 4
+        fh.write(json.dumps({**row, "step": 4}) + "\n")
+    at.run()  # what the live fragment's timer does
+    assert at.dataframe[0].value["steps logged"].tolist() == [4]

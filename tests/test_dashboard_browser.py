@@ -1,0 +1,68 @@
+"""One real-browser check: the dashboard served by `streamlit run` on loopback, loaded in headless
+Chromium through Playwright, shows the fixture runs and a chart; a screenshot goes to test-artifacts/."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dashboards import launch
+from fixtures_runs import build_fixture_runs
+from net_helpers import free_port, wait_until_healthy
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.browser
+def test_dashboard_renders_in_chromium(tmp_path_factory, data_dir):
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} not found: `make browser` (apt-get install chromium) installs it")
+    from playwright.sync_api import sync_playwright
+
+    runs = build_fixture_runs(tmp_path_factory.getbasetemp() / "dsdr_fixture_runs", data_dir)
+    port = free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    # The exact command `dsdr-dashboard --runs RUNS --port PORT` runs (headless, 127.0.0.1).
+    command = launch.build_command(launch.parse_args(["--runs", str(runs), "--port", str(port)]))
+    artifacts = REPO / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with log.open("w") as fh:
+        server = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_healthy(server, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=60,
+                           what="streamlit", poll_s=0.5)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1100})
+                page.goto(f"http://127.0.0.1:{port}/?page=evaluation&run=eval/grpo&run=eval/dsdr")
+                page.get_by_role("heading", name="Evaluation").wait_for(timeout=60_000)
+                page.get_by_role("tab", name="Pass@k").click()
+                page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
+                body = page.inner_text("body")
+                assert "grpo" in body and "dsdr" in body
+                assert page.locator(".js-plotly-plot").count() >= 3
+                page.wait_for_timeout(1500)  # let plotly finish drawing before the screenshot
+                page.screenshot(path=str(artifacts / "dashboard_evaluation.png"), full_page=True)
+
+                page.goto(f"http://127.0.0.1:{port}/?page=training")
+                page.get_by_role("heading", name="Training dynamics").wait_for(timeout=60_000)
+                page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
+                body = page.inner_text("body")
+                assert "dsdr-fixture" in body and "grpo-fixture" in body
+                page.wait_for_timeout(1500)
+                page.screenshot(path=str(artifacts / "dashboard_training.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    assert (artifacts / "dashboard_evaluation.png").stat().st_size > 10_000

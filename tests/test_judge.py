@@ -1,0 +1,327 @@
+"""LLM-as-judge diversity: parsing, prompt budget, rollout selection, and full runs against the
+fault-injecting OpenAI-compatible server (retries, counted failures, cache, key never leaked)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import secrets
+from pathlib import Path
+
+import pytest
+from fault_server import FaultServer
+
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
+from dsdr_eval.judge import cli as judge_cli
+from dsdr_eval.judge.parse import JudgeParseError, parse_equivalence, parse_judge_response
+from dsdr_eval.judge.prompt import PromptBudget, build_judge_prompt, fill_template
+from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge, select_rollouts
+from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient
+
+GOOD = '```json\n{"logic": 6, "formula": 3, "semantic": 6, "overall": 5}\n```'
+
+
+# ----------------------------------------------------------------------------- parsing
+@pytest.mark.parametrize("text,expected", [
+    (GOOD, (6, 3, 6, 5)),
+    ('Sure! Here is my rating: {"logic": 2.5, "formula": 4, "semantic": 0, "overall": 2.17} Hope it helps.',
+     (2.5, 4, 0, 2.1666666)),
+    ('{"note": {"x": 1}}\n{"logic": 10, "formula": 10, "semantic": 10, "overall": 10}', (10, 10, 10, 10)),
+])
+def test_parse_accepts_fenced_and_embedded_objects(text, expected):
+    scores = parse_judge_response(text)
+    assert (scores.logic, scores.formula, scores.semantic) == pytest.approx(expected[:3])
+    assert scores.overall == pytest.approx(expected[3], abs=1e-6)
+    assert not scores.overall_mismatch
+
+
+def test_parse_recomputes_overall_and_flags_mismatch():
+    scores = parse_judge_response('{"logic": 9, "formula": 0, "semantic": 0, "overall": 8}')
+    assert scores.overall == 3.0 and scores.overall_reported == 8.0 and scores.overall_mismatch
+    rounded = parse_judge_response('{"logic": 7, "formula": 8, "semantic": 8, "overall": 7.7}')
+    assert not rounded.overall_mismatch and rounded.overall == pytest.approx(23 / 3)
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("", "empty_response"),
+    (None, "empty_response"),
+    ("The solutions are quite diverse, I would say 7/10.", "no_json_object"),
+    ("{logic: 7, formula: 3}", "no_json_object"),
+    ('{"logic": 7, "formula": 3, "overall": 5}', "missing_key"),
+    ('{"diversity": 7}', "missing_key"),
+    ('{"logic": "7", "formula": 3, "semantic": 4, "overall": 4.67}', "non_numeric"),
+    ('{"logic": true, "formula": 3, "semantic": 4, "overall": 4.67}', "non_numeric"),
+    ('{"logic": null, "formula": 3, "semantic": 4, "overall": 4.67}', "non_numeric"),
+    ('{"logic": NaN, "formula": 3, "semantic": 4, "overall": 4.67}', "non_numeric"),
+    ('{"logic": 11, "formula": 3, "semantic": 4, "overall": 6}', "out_of_range"),
+    ('{"logic": 5, "formula": -1, "semantic": 4, "overall": 2.67}', "out_of_range"),
+    ('{"logic": 5, "formula": 1, "semantic": 4, "overall": 70}', "out_of_range"),
+])
+def test_parse_rejects_with_reason(text, reason):
+    with pytest.raises(JudgeParseError) as info:
+        parse_judge_response(text)
+    assert info.value.reason == reason
+
+
+def test_parse_survives_hostile_text_quickly():
+    hostile = "{" * 100_000 + '"logic": 1' + "[" * 50_000
+    with pytest.raises(JudgeParseError):
+        parse_judge_response(hostile)
+    deep = "[" * 5000 + "{" + '"a":' * 10
+    with pytest.raises(JudgeParseError):
+        parse_judge_response(deep)
+
+
+def test_parse_equivalence():
+    assert parse_equivalence('```json\n{"equivalent": true}\n```') is True
+    assert parse_equivalence('They differ. {"equivalent": false}') is False
+    assert parse_equivalence('{"equivalent": "yes"}') is None
+    assert parse_equivalence("same") is None
+
+
+# ----------------------------------------------------------------------------- prompt
+def test_prompt_truncation_is_explicit_and_fits_budget():
+    budget = PromptBudget(max_rollout_chars=1500, max_prompt_chars=8000)
+    rollouts = ["short one"] + ["x" * 1500 + "MIDDLE" + "y" * 1500 + "THE END"] * 5
+    prompt = build_judge_prompt(r"Find $\{x\}$ with {PROBLEM} and {B} in it", rollouts, budget)
+    user = prompt.messages[1]["content"]
+    assert prompt.n_rollouts == 6 and prompt.n_truncated == 5
+    assert prompt.rollout_char_budget < 1500  # the total budget is the binding one here
+    assert len(user) <= budget.max_prompt_chars
+    assert user.count("(truncated)") == 5 and user.count("characters omitted") == 5
+    assert "THE END" in user and "MIDDLE" not in user  # head and tail kept, middle cut
+    assert r"Find $\{x\}$ with {PROBLEM} and {B} in it" in user  # braces and placeholders left alone
+    assert prompt.original_chars[0] == len("short one")
+
+
+def test_fill_template_single_pass():
+    assert fill_template("{A}|{B}", {"A": "{B}", "B": "b"}) == "{B}|b"
+
+
+# ----------------------------------------------------------------------------- run directories
+def _rows(benchmarks: dict[str, int], n: int = 4, *, with_pass1: bool = True, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for benchmark, n_problems in benchmarks.items():
+        for p in range(n_problems):
+            if with_pass1:
+                rows.append({"benchmark": benchmark, "problem_id": f"{benchmark}-{p}", "sample_idx": 0,
+                             "phase": "pass1", "problem": f"Problem {p}", "completion": "pass1 rollout",
+                             "correct": True})
+            idx = list(range(n))
+            rng.shuffle(idx)  # file order is not sample order
+            for i in idx:
+                rows.append({"benchmark": benchmark, "problem_id": f"{benchmark}-{p}", "sample_idx": i,
+                             "phase": "sampling", "problem": f"Problem {p} of {benchmark}",
+                             "completion": f"Solution number {i}: we compute {i} + {p}. \\boxed{{{i + p}}}",
+                             "correct": i % 2 == 0})
+    return rows
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "graded.jsonl", _rows({"aime24": 3, "math500": 2}))
+    write_json(run / "metrics.json", {"benchmarks": {"aime24": {"avg@n": 0.5, "diversity": {"d": 0.3}},
+                                                     "math500": {"avg@n": 0.7}},
+                                      "average": {"avg@n": 0.6}, "provenance": {"grader": "x"}})
+    write_json(run / "config.json", {"kind": "eval", "label": "t"})
+    return run
+
+
+def _client(server: FaultServer, **kw) -> OpenAICompatClient:
+    kw.setdefault("timeout_s", 0.5)
+    kw.setdefault("backoff_base_s", 0.001)
+    return OpenAICompatClient(EndpointConfig(base_urls=(server.base_url,), model=server.model, **kw),
+                              sleep=lambda s: None)
+
+
+def test_select_rollouts_first_by_sample_idx_phase_limit_correct_only(tmp_path):
+    rows = _rows({"aime24": 3, "minerva": 2}, n=40)
+    items = select_rollouts(rows, JudgeSettings(), "graded.jsonl")
+    assert [(i.benchmark, i.problem_id) for i in items][:2] == [("aime24", "aime24-0"), ("aime24", "aime24-1")]
+    assert all(i.sample_idx == list(range(32)) and i.n_available == 40 for i in items)
+    assert all("pass1 rollout" not in t for i in items for t in i.texts)
+    limited = select_rollouts(rows, JudgeSettings(benchmarks=("minerva",), limit=1, max_rollouts=5), "g")
+    assert [(i.problem_id, i.sample_idx) for i in limited] == [("minerva-0", [0, 1, 2, 3, 4])]
+    correct = select_rollouts(rows, JudgeSettings(correct_only=True, max_rollouts=3), "g")
+    assert all(i.sample_idx == [0, 2, 4] for i in correct)
+    with pytest.raises(DsdrError, match="olympiadbench"):
+        select_rollouts(rows, JudgeSettings(benchmarks=("olympiadbench",)), "g")
+    bad = rows[:3] + [{"benchmark": "aime24", "problem_id": "z", "sample_idx": 0}]
+    with pytest.raises(DsdrError, match="record 4: field 'completion'"):
+        select_rollouts(bad, JudgeSettings(), "g.jsonl")
+    dup = [dict(rows[1]), dict(rows[1])]
+    with pytest.raises(DsdrError, match="duplicate sample_idx"):
+        select_rollouts(dup, JudgeSettings(), "g.jsonl")
+
+
+def test_run_with_transient_faults_counts_eventual_success(run_dir):
+    with FaultServer(script=["429", "500", "timeout", "garbage"], default="ok", reply=GOOD, delay_s=2.0) as server:
+        blocks = run_judge(run_dir, _client(server, max_concurrency=2), JudgeSettings(), progress=False)
+        n_requests = len(server.completion_requests())
+        first_body = server.completion_requests()[0].body
+    assert n_requests == 5 + 4  # 5 problems + 4 retried faults
+    assert first_body["model"] == "fault-model" and first_body["temperature"] == 0.0
+    assert first_body["messages"][0]["role"] == "system"
+    assert blocks["aime24"]["n_ok"] == 3 and blocks["math500"]["n_ok"] == 2
+    assert blocks["aime24"]["overall"] == pytest.approx(5.0) and blocks["aime24"]["logic"] == pytest.approx(6.0)
+    assert blocks["aime24"]["n_failed"] == 0 and blocks["aime24"]["n_rollouts_judged"] == 12
+    records = read_jsonl(run_dir / "judge.jsonl")
+    assert [(r["benchmark"], r["problem_id"]) for r in records] == [
+        ("aime24", "aime24-0"), ("aime24", "aime24-1"), ("aime24", "aime24-2"), ("math500", "math500-0"),
+        ("math500", "math500-1")]
+    assert sum(r["attempts"] for r in records) == 9
+    assert all(r["status"] == "ok" and r["scores"]["overall"] == 5.0 and not r["cache_hit"] for r in records)
+    assert records[0]["raw_response_excerpt"] == GOOD and records[0]["sample_idx"] == [0, 1, 2, 3]
+
+    metrics = read_json(run_dir / "metrics.json")
+    assert metrics["benchmarks"]["aime24"]["avg@n"] == 0.5 and metrics["benchmarks"]["aime24"]["diversity"] == {"d": 0.3}
+    assert metrics["average"] == {"avg@n": 0.6} and metrics["provenance"] == {"grader": "x"}
+    assert metrics["benchmarks"]["math500"]["judge"]["judge_model"] == "fault-model"
+    config = read_json(run_dir / "config.json")
+    assert config["kind"] == "eval" and "Rate how DIVERSE" in config["judge"]["prompt"]["user_template"]
+    assert config["judge"]["settings"]["max_rollouts"] == 32
+
+
+def test_rerun_hits_cache_and_sends_nothing(run_dir, tmp_path):
+    cache_dir = tmp_path / "cache"
+    with FaultServer(default="ok", reply=GOOD) as server:
+        run_judge(run_dir, _client(server), JudgeSettings(), cache_dir=cache_dir, progress=False)
+        assert len(server.completion_requests()) == 5
+        blocks = run_judge(run_dir, _client(server), JudgeSettings(), cache_dir=cache_dir, progress=False)
+        assert len(server.completion_requests()) == 5  # no new requests
+        assert blocks["aime24"]["n_cache_hits"] == 3 and blocks["aime24"]["overall"] == pytest.approx(5.0)
+        assert all(r["cache_hit"] for r in read_jsonl(run_dir / "judge.jsonl"))
+        # different params -> different key -> new requests; --no-cache -> always new requests
+        run_judge(run_dir, _client(server), JudgeSettings(max_tokens=77), cache_dir=cache_dir, progress=False)
+        assert len(server.completion_requests()) == 10
+        run_judge(run_dir, _client(server), JudgeSettings(use_cache=False), progress=False)
+        assert len(server.completion_requests()) == 15
+    assert len(read_jsonl(cache_dir / "judge_cache.jsonl")) == 10
+    assert not (run_dir / "judge_cache.jsonl").exists()
+
+
+def test_exhausted_retries_and_bad_replies_are_counted_never_zero(run_dir):
+    def reply(body):
+        text = body["messages"][1]["content"]
+        if "Problem 0 of aime24" in text:
+            return '{"logic": 12, "formula": 3, "semantic": 4, "overall": 6.33}'
+        if "Problem 1 of aime24" in text:
+            return "These are all the same approach. Score: 2"
+        if "Problem 2 of aime24" in text:
+            return '{"logic": 2, "formula": 4, "semantic": 6, "overall": 9}'
+        return GOOD
+
+    with FaultServer(default="ok", reply=reply) as server:
+        blocks = run_judge(run_dir, _client(server), JudgeSettings(), progress=False)
+    aime = blocks["aime24"]
+    assert aime["n_ok"] == 1 and aime["n_failed"] == 2
+    assert aime["failed_by_reason"] == {"parse:out_of_range": 1, "parse:no_json_object": 1}
+    assert aime["overall"] == pytest.approx(4.0) and aime["n_overall_mismatch"] == 1
+    # every call fails after retries: counted by reason, means are null (not 0), nothing dropped
+    with FaultServer(default="503") as server:
+        blocks = run_judge(run_dir, _client(server, max_retries=2), JudgeSettings(use_cache=False), progress=False)
+        assert len(server.completion_requests()) == 5 * 3
+    for block in blocks.values():
+        assert block["n_ok"] == 0 and block["overall"] is None and block["logic"] is None
+        assert block["failed_by_reason"] == {"http_error:http_503": block["n_problems"]}
+    records = read_jsonl(run_dir / "judge.jsonl")
+    assert len(records) == 5 and all(r["status"] == "failed" and r["attempts"] == 3 for r in records)
+
+
+def test_correct_only_skips_problems_without_enough_correct_rollouts(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = _rows({"aime25": 2}, n=4, with_pass1=False)
+    for row in rows:  # problem aime25-1: one correct rollout only
+        if row["problem_id"] == "aime25-1":
+            row["correct"] = row["sample_idx"] == 3
+    write_jsonl(run / "graded.jsonl", rows)
+    with FaultServer(reply=GOOD) as server:
+        blocks = run_judge(run, _client(server), JudgeSettings(correct_only=True), progress=False)
+        assert len(server.completion_requests()) == 1
+    assert blocks["aime25"]["n_ok"] == 1 and blocks["aime25"]["skipped_by_reason"] == {"too_few_rollouts": 1}
+    assert blocks["aime25"]["n_rollouts_judged"] == 2
+    assert not (run / "config.json").exists()  # only updated when present
+    assert read_json(run / "metrics.json")["benchmarks"]["aime25"]["judge"]["n_skipped"] == 1
+
+
+def test_samples_jsonl_fallback_and_missing_inputs(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(DsdrError, match="neither graded.jsonl nor samples.jsonl"):
+        run_judge(run, None, JudgeSettings())  # type: ignore[arg-type]
+    rows = [{k: v for k, v in r.items() if k != "correct"} for r in _rows({"minerva": 1}, with_pass1=False)]
+    write_jsonl(run / "samples.jsonl", rows)
+    with pytest.raises(DsdrError, match="--correct-only needs graded.jsonl"):
+        run_judge(run, None, JudgeSettings(correct_only=True))  # type: ignore[arg-type]
+    with FaultServer(reply=GOOD) as server:
+        blocks = run_judge(run, _client(server), JudgeSettings(), progress=False)
+    assert blocks["minerva"]["n_ok"] == 1 and blocks["minerva"]["source"] == "samples.jsonl"
+
+
+def test_api_key_never_written_or_logged(run_dir, tmp_path, monkeypatch, caplog):
+    key = "sk-judge-" + secrets.token_hex(20)
+    monkeypatch.setenv("DSDR_JUDGE_TEST_KEY", key)
+    caplog.set_level(logging.DEBUG)
+    cache_dir = tmp_path / "cache"
+    with FaultServer(script=["429", "echo_auth"], default="ok", reply=GOOD) as server:
+        run_judge(run_dir, _client(server, api_key_env="DSDR_JUDGE_TEST_KEY", max_concurrency=1),
+                  JudgeSettings(), cache_dir=cache_dir, progress=False)
+        assert {r.headers["authorization"] for r in server.completion_requests()} == {f"Bearer {key}"}
+    records = read_jsonl(run_dir / "judge.jsonl")
+    failed = [r for r in records if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["reason"] == "http_error:http_400" and "Bearer ***" in failed[0]["error"]
+    written = [p for d in (run_dir, cache_dir) for p in d.rglob("*") if p.is_file()]
+    assert {p.name for p in written} >= {"judge.jsonl", "metrics.json", "config.json", "judge_cache.jsonl"}
+    for path in written:
+        assert key not in path.read_text(encoding="utf-8"), path
+    assert "DSDR_JUDGE_TEST_KEY" in (run_dir / "config.json").read_text()  # the variable's name is recorded
+    assert key not in caplog.text
+
+
+def test_cli_end_to_end(run_dir, monkeypatch, capsys):
+    parser = argparse.ArgumentParser()
+    judge_cli.add_arguments(parser)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FaultServer(script=["500"], default="ok", reply=GOOD) as a, FaultServer(reply=GOOD) as b:
+        args = parser.parse_args([str(run_dir), "--judge-model", "fault-model", "--judge-base-url",
+                                  f"{a.base_url},{b.base_url}", "--benchmarks", "aime24", "--limit", "2",
+                                  "--max-rollouts", "3", "--backoff-base", "0", "--no-progress"])
+        assert judge_cli.main(args) == 0
+        assert len(a.completion_requests()) + len(b.completion_requests()) == 3
+        assert {r.headers["authorization"] for r in a.completion_requests()} <= {"Bearer EMPTY"}
+    records = read_jsonl(run_dir / "judge.jsonl")
+    assert [r["problem_id"] for r in records] == ["aime24-0", "aime24-1"]
+    assert all(r["n_rollouts"] == 3 for r in records)
+    metrics = read_json(run_dir / "metrics.json")
+    assert "judge" in metrics["benchmarks"]["aime24"] and "judge" not in metrics["benchmarks"]["math500"]
+    assert "LLM-judge diversity" in capsys.readouterr().err
+    with FaultServer(reply=GOOD) as server:  # judging another benchmark keeps aime24's records
+        args = parser.parse_args([str(run_dir), "--judge-model", "fault-model", "--judge-base-url",
+                                  server.base_url, "--benchmarks", "math500", "--no-progress"])
+        assert judge_cli.main(args) == 0
+    assert [r["problem_id"] for r in read_jsonl(run_dir / "judge.jsonl")] == [
+        "aime24-0", "aime24-1", "math500-0", "math500-1"]
+    with FaultServer(default="400") as server:
+        args = parser.parse_args([str(run_dir), "--judge-model", "m", "--judge-base-url", server.base_url,
+                                  "--no-progress", "--no-cache"])
+        assert judge_cli.main(args) == 1  # everything failed: non-zero exit, reasons recorded
+    assert len(read_jsonl(run_dir / "judge.jsonl")) == 5
+    assert json.loads((run_dir / "metrics.json").read_text())["benchmarks"]["math500"]["judge"]["n_failed"] == 2
+
+
+def test_judge_equivalent_hook():
+    with FaultServer(script=["ok"], default="garbage", reply='{"equivalent": true}') as server:
+        client = _client(server, max_retries=0)
+        assert judge_equivalent(client, "x = 1 by algebra", "x = 1 by algebra again") is True
+        assert judge_equivalent(client, "a", "b") is None  # garbage body: undecided, not a guess
+    with FaultServer(reply='Different methods. {"equivalent": false}') as server:
+        assert judge_equivalent(_client(server), "a", "b") is False
+        body = server.completion_requests()[0].body
+        assert body["temperature"] == 0.0 and "## Solution B\nb" in body["messages"][1]["content"]

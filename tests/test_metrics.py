@@ -1,0 +1,135 @@
+"""pass@k against exact binomials, Avg@k / maj@k / pass1 definitions, bootstrap CIs, macro average."""
+
+from __future__ import annotations
+
+import math
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.metrics import compute_metrics, majority_correct, pass_at_k
+
+
+def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+def test_pass_at_k_matches_exact_comb():
+    rng = random.Random(0)
+    cases = [(n, c, k) for n in (1, 2, 3, 5, 8, 16, 17, 64) for c in range(n + 1) for k in (1, 2, 4, 8, 16, 32, 64) if k <= n]
+    cases += [(n, rng.randint(0, n), rng.randint(1, n)) for n in (rng.randint(1, 300) for _ in range(300))]
+    for n, c, k in cases:
+        assert pass_at_k(n, c, k) == pytest.approx(float(exact_pass_at_k(n, c, k)), abs=1e-12), (n, c, k)
+
+
+def test_pass_at_k_edges():
+    assert pass_at_k(64, 0, 64) == 0.0
+    assert pass_at_k(64, 1, 64) == 1.0  # n - c < k
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    for bad in ((4, 5, 1), (4, 2, 5), (4, 2, 0), (4, -1, 1)):
+        with pytest.raises(ValueError):
+            pass_at_k(*bad)
+
+
+def test_majority_vote_and_ties():
+    assert majority_correct([0, 1, 1], [True, False, False]) is False
+    assert majority_correct([1, 0, 0, 1], [False, True, True, False]) is False  # tie: class seen first (1)
+    assert majority_correct([0, 1, 0, 1], [True, False, True, False]) is True
+    assert majority_correct([None, None, 2], [False, False, True]) is True  # no-answer samples do not vote
+    assert majority_correct([None, None], [False, False]) is False
+
+
+def _rows(benchmark: str, correct_matrix: np.ndarray, classes: np.ndarray | None = None, phase: str = "sampling"):
+    rows = []
+    for p, row in enumerate(correct_matrix):
+        for s, ok in enumerate(row):
+            cls = int(classes[p, s]) if classes is not None else (0 if ok else 1)
+            rows.append({"benchmark": benchmark, "problem_id": f"p{p}", "sample_idx": s, "phase": phase,
+                         "correct": bool(ok), "status": "correct" if ok else "incorrect", "answer_class": cls,
+                         "n_completion_tokens": 100 + s, "finish_reason": "length" if s == 0 else "stop"})
+    return rows
+
+
+def test_compute_metrics_definitions():
+    rng = np.random.default_rng(1)
+    correct = rng.random((12, 64)) < np.linspace(0.05, 0.9, 12)[:, None]
+    rows = _rows("bench", correct)
+    rows += _rows("bench", correct[:, :1], phase="pass1")
+    random.Random(0).shuffle(rows)  # order in the file must not matter: sample_idx does
+    metrics = compute_metrics(rows, bootstrap=200, seed=3)
+    entry = metrics["benchmarks"]["bench"]
+    assert entry["n_problems"] == 12 and entry["n_samples_per_problem"] == 64
+    c = correct.sum(axis=1)
+    for k in (1, 2, 4, 8, 16, 32, 64):
+        expected = np.mean([float(exact_pass_at_k(64, int(ci), k)) for ci in c])
+        assert entry["pass@k"][str(k)] == pytest.approx(expected)
+    assert entry["avg@n"] == pytest.approx(correct.mean())
+    assert entry["avg@16"] == pytest.approx(correct[:, :16].mean())
+    assert entry["avg@64"] == pytest.approx(correct.mean())
+    assert entry["pass1"] == pytest.approx(correct[:, 0].mean())
+    assert entry["maj@k"]["1"] == pytest.approx(correct[:, 0].mean())
+    assert entry["maj@k"]["64"] == pytest.approx(np.mean(correct.sum(1) > 32))  # 2 classes: strict majority (ties -> first)
+    assert entry["status_counts"] == {"correct": int(correct.sum() + correct[:, 0].sum()),
+                                      "incorrect": int((~correct).sum() + (~correct[:, 0]).sum()),
+                                      "no_answer": 0, "timeout": 0, "error": 0}
+    assert entry["mean_completion_tokens"] == pytest.approx(np.mean([100 + s for s in range(64)] * 12 + [100] * 12))
+    assert entry["truncated_fraction"] == pytest.approx(24 / (12 * 65))
+    assert metrics["provenance"]["seed"] == 3 and metrics["provenance"]["bootstrap"] == 200
+
+
+def test_bootstrap_ci_contains_point_estimate_and_is_reproducible():
+    rng = np.random.default_rng(2)
+    correct = rng.random((40, 16)) < 0.4
+    rows = _rows("b", correct) + _rows("b", correct[:, :1], phase="pass1")
+    first = compute_metrics(rows, bootstrap=500, seed=0)
+    again = compute_metrics(rows, bootstrap=500, seed=0)
+    other = compute_metrics(rows, bootstrap=500, seed=1)
+    entry = first["benchmarks"]["b"]
+    ci = entry["ci95"]
+    for key in ("pass1", "avg@n", "avg@16"):
+        assert ci[key][0] <= entry[key] <= ci[key][1] and ci[key][0] < ci[key][1]
+    for family in ("pass@k", "maj@k"):
+        for k, value in entry[family].items():
+            assert ci[family][k][0] <= value <= ci[family][k][1]
+    assert again["benchmarks"]["b"]["ci95"] == ci and other["benchmarks"]["b"]["ci95"] != ci
+    assert compute_metrics(rows, bootstrap=0)["benchmarks"]["b"]["ci95"] == {}
+
+
+def test_k_reported_only_when_every_problem_has_k_samples():
+    rows = _rows("b", np.ones((3, 8), dtype=bool))
+    rows = [r for r in rows if not (r["problem_id"] == "p2" and r["sample_idx"] >= 5)]  # p2 has 5 samples
+    entry = compute_metrics(rows, bootstrap=0)["benchmarks"]["b"]
+    assert list(entry["pass@k"]) == ["1", "2", "4"] and "avg@16" not in entry and "pass1" not in entry
+    assert entry["n_samples_per_problem"] == 5 and entry["n_samples_per_problem_max"] == 8
+
+
+def test_macro_average_and_default_benchmark():
+    a = _rows("a", np.ones((4, 16), dtype=bool))
+    b = _rows("b", np.zeros((6, 16), dtype=bool))
+    d = [dict(r, benchmark=None) for r in _rows("x", np.ones((2, 4), dtype=bool))]
+    metrics = compute_metrics(a + b, bootstrap=100)
+    average = metrics["average"]
+    assert average["avg@16"] == pytest.approx(0.5)  # unweighted: (1.0 + 0.0) / 2, not 4/10
+    assert average["pass@k"]["16"] == pytest.approx(0.5) and average["benchmarks"] == ["a", "b"]
+    assert average["ci95"]["avg@16"] == [pytest.approx(0.5), pytest.approx(0.5)]
+    only_default = compute_metrics(d, bootstrap=10)
+    assert list(only_default["benchmarks"]) == ["default"]
+
+
+def test_bad_rows():
+    with pytest.raises(DsdrError, match="missing field 'status'"):
+        compute_metrics([{"problem_id": "x"}])
+
+
+def test_table1_average_over_the_papers_five_benchmarks():
+    rows = []
+    for i, name in enumerate(("aime24", "aime25", "math500", "minerva", "olympiadbench", "amc23")):
+        rows += _rows(name, np.arange(2 * 4).reshape(2, 4) % 6 <= i)
+    metrics = compute_metrics(rows, bootstrap=20)
+    five = [metrics["benchmarks"][n]["avg@n"] for n in ("aime24", "aime25", "math500", "minerva", "olympiadbench")]
+    assert metrics["average_table1"]["avg@n"] == pytest.approx(np.mean(five))
+    assert metrics["average"]["avg@n"] == pytest.approx(np.mean(five + [metrics["benchmarks"]["amc23"]["avg@n"]]))
+    assert "average_table1" not in compute_metrics(rows[:8], bootstrap=0)

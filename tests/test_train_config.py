@@ -1,0 +1,131 @@
+"""dsdr-train config and data: typed fields, clear errors naming the key, algorithm defaults,
+JSONL field mapping, the resumable prompt sampler. Fast (no model)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from dsdr_eval.errors import DsdrError
+from dsdr_train import config as C
+from dsdr_train.core_algos import ALGO_DEFAULTS
+from dsdr_train.data import PromptSampler, load_train_problems
+
+REQUIRED = {"model": "m", "train_data": "d.jsonl", "out": "o"}
+
+
+def build(**overrides):
+    return C.config_from_sources(yaml_path=None, cli=dict(REQUIRED), overrides=overrides)
+
+
+def test_every_field_has_help_and_help_config_lists_it(capsys):
+    from dsdr_train.cli import main
+
+    assert main(["--help-config"]) == 0
+    out = capsys.readouterr().out
+    for f in dataclasses.fields(C.TrainConfig):
+        assert f.metadata.get("help"), f"field {f.name} has no help text"
+        assert f.name in out
+
+
+@pytest.mark.parametrize("algo", sorted(ALGO_DEFAULTS))
+def test_algorithm_defaults_fill_objective_fields(algo):
+    cfg = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": algo}, overrides={})
+    for key, value in ALGO_DEFAULTS[algo].items():
+        if key in C.FIELDS and not (key == "overlong_buffer" and value is None):
+            assert getattr(cfg, key) == value, key
+    assert cfg.to_dict()["algo"] == algo
+
+
+def test_paper_values_per_algo():
+    assert build().clip_ratio_high == 0.2
+    dapo = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dapo"}, overrides={})
+    assert (dapo.clip_ratio_high, dapo.loss_agg_mode, dapo.dynamic_sampling) == (0.28, "token-mean", True)
+    assert dapo.overlong_buffer == dapo.max_response_length // 4
+    dsdr = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dsdr"}, overrides={})
+    assert (dsdr.lambda_d, dsdr.lambda_l, dsdr.tau, dsdr.reward) == (0.001, 0.001, 5.0, "dsdr")
+
+
+def test_overrides_are_typed_and_beat_yaml(tmp_path):
+    yml = tmp_path / "c.yaml"
+    yml.write_text("group_size: 4\nlr: 3.0e-6\nalgo: dsdr\n")
+    cfg = C.config_from_sources(yaml_path=str(yml), cli=dict(REQUIRED),
+                                overrides=C.parse_overrides(["group_size=6", "tau=2", "val_data=none"]))
+    assert (cfg.group_size, cfg.lr, cfg.tau, cfg.algo, cfg.val_data) == (6, 3e-6, 2.0, "dsdr", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.lr = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("item, needle", [
+    ("grop_size=3", "'grop_size'"),
+    ("group_size=abc", "'group_size'"),
+    ("group_size=1", "'group_size'"),
+    ("lr=true", "'lr'"),
+    ("loss_agg_mode=sum", "loss_agg_mode"),
+    ("lambda_l=-1", "lambda_l"),
+    ("rollout_engine=sglang", "'rollout_engine'"),
+    ("mini_batch_prompts=3", "'mini_batch_prompts'"),
+    ("nokeyvalue", "key=value"),
+])
+def test_bad_keys_and_values_name_the_key(item, needle):
+    with pytest.raises(DsdrError) as err:
+        build(**C.parse_overrides([item]))
+    assert needle in str(err.value)
+
+
+def test_unknown_key_suggests_the_close_one():
+    with pytest.raises(DsdrError, match="did you mean group_size"):
+        C.parse_overrides(["grop_size=3"])
+
+
+def test_yaml_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("group_size: [1\n")
+    with pytest.raises(DsdrError, match="bad.yaml"):
+        C.load_yaml(bad)
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("not_a_key: 1\n")
+    with pytest.raises(DsdrError, match="unknown.yaml.*not_a_key"):
+        C.load_yaml(unknown)
+
+
+def test_cli_reports_config_errors_without_traceback(capsys, tmp_path):
+    from dsdr_train.cli import main
+
+    code = main(["--model", "m", "--train-data", "d.jsonl", "--out", str(tmp_path / "r"), "group_size=x"])
+    assert code == 2
+    assert "group_size" in capsys.readouterr().err
+
+
+def test_jsonl_field_mapping_and_errors(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"prompt": "1+1?", "solution": "2"}) + "\n" + json.dumps({"prompt": "2+2?", "solution": "4"}) + "\n")
+    problems = load_train_problems(str(path))
+    assert [(p.problem, p.answer) for p in problems] == [("1+1?", "2"), ("2+2?", "4")]
+    assert problems[0].id == "t-0"
+    with pytest.raises(DsdrError, match="'question'"):
+        load_train_problems(str(path), problem_field="question")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"problem": "x", "answer": "1"}) + "\n" + json.dumps({"problem": "y"}) + "\n")
+    with pytest.raises(DsdrError, match="record 2"):
+        load_train_problems(str(bad))
+    with pytest.raises(DsdrError, match="not found"):
+        load_train_problems("/nonexistent/train.jsonl")
+
+
+def test_shared_train_data_loads(train_data_dir):
+    problems = load_train_problems(str(train_data_dir / "gsm8k_train.jsonl"), limit=5)
+    assert len(problems) == 5 and all(p.problem and p.answer for p in problems)
+
+
+def test_prompt_sampler_is_resumable_and_covers_each_epoch():
+    a = PromptSampler(7, seed=3)
+    first = a.next_indices(10)
+    assert sorted(first[:7]) == list(range(7))  # one epoch = a permutation
+    b = PromptSampler(7, seed=3)
+    b.load_state_dict(a.state_dict())
+    assert b.next_indices(9) == a.next_indices(9)
+    with pytest.raises(DsdrError, match="7 problems, the data now has 6"):
+        PromptSampler(6, seed=3).load_state_dict(a.state_dict())
