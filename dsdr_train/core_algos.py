@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -77,55 +77,51 @@ REWARD_KINDS = ("verifier", "dsdr", "darling")
 # Registries (verl style)
 # --------------------------------------------------------------------------------------------
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 ADV_ESTIMATOR_REGISTRY: dict[str, Callable[..., Tensor]] = {}
 POLICY_LOSS_REGISTRY: dict[str, Callable[..., tuple[Tensor, dict[str, float]]]] = {}
 
 
-def register_adv_estimator(name: str) -> Callable[[Callable[..., Tensor]], Callable[..., Tensor]]:
-    """Decorator: register an advantage estimator under ``name`` (a second, different function
-    under the same name is an error, so two modules cannot silently shadow each other)."""
+def _registrar(registry: dict[str, Callable[..., Any]], kind: str, name: str) -> Callable[[F], F]:
+    """Decorator registering a function under ``name`` in ``registry``; a second, different function
+    under the same name is an error, so two modules cannot silently shadow each other."""
 
-    def decorator(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-        existing = ADV_ESTIMATOR_REGISTRY.get(name)
+    def decorator(fn: F) -> F:
+        existing = registry.get(name)
         if existing is not None and existing is not fn:
-            raise ValueError(f"advantage estimator {name!r} is already registered ({existing.__qualname__})")
-        ADV_ESTIMATOR_REGISTRY[name] = fn
+            raise ValueError(f"{kind} {name!r} is already registered ({existing.__qualname__})")
+        registry[name] = fn
         return fn
 
     return decorator
+
+
+def _lookup(registry: dict[str, Callable[..., Any]], kind: str, name: str) -> Callable[..., Any]:
+    try:
+        return registry[name]
+    except KeyError:
+        raise ValueError(f"unknown {kind} {name!r}; registered: {sorted(registry)}") from None
+
+
+def register_adv_estimator(name: str) -> Callable[[F], F]:
+    """Decorator: register an advantage estimator under ``name``."""
+    return _registrar(ADV_ESTIMATOR_REGISTRY, "advantage estimator", name)
 
 
 def get_adv_estimator_fn(name: str) -> Callable[..., Tensor]:
     """The advantage estimator registered under ``name``."""
-    try:
-        return ADV_ESTIMATOR_REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown advantage estimator {name!r}; registered: {sorted(ADV_ESTIMATOR_REGISTRY)}"
-        ) from None
+    return _lookup(ADV_ESTIMATOR_REGISTRY, "advantage estimator", name)
 
 
-def register_policy_loss(
-    name: str,
-) -> Callable[[Callable[..., tuple[Tensor, dict[str, float]]]], Callable[..., tuple[Tensor, dict[str, float]]]]:
+def register_policy_loss(name: str) -> Callable[[F], F]:
     """Decorator: register a policy loss under ``name``."""
-
-    def decorator(fn: Callable[..., tuple[Tensor, dict[str, float]]]) -> Callable[..., tuple[Tensor, dict[str, float]]]:
-        existing = POLICY_LOSS_REGISTRY.get(name)
-        if existing is not None and existing is not fn:
-            raise ValueError(f"policy loss {name!r} is already registered ({existing.__qualname__})")
-        POLICY_LOSS_REGISTRY[name] = fn
-        return fn
-
-    return decorator
+    return _registrar(POLICY_LOSS_REGISTRY, "policy loss", name)
 
 
 def get_policy_loss_fn(name: str) -> Callable[..., tuple[Tensor, dict[str, float]]]:
     """The policy loss registered under ``name``."""
-    try:
-        return POLICY_LOSS_REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown policy loss {name!r}; registered: {sorted(POLICY_LOSS_REGISTRY)}") from None
+    return _lookup(POLICY_LOSS_REGISTRY, "policy loss", name)
 
 
 # --------------------------------------------------------------------------------------------
