@@ -45,15 +45,20 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_hf(model: torch.nn.Module, tokenizer: Any, target: Path) -> None:
-    """save_pretrained + tokenizer into ``target`` atomically (tmp dir, then rename)."""
+def _stage_hf(model: torch.nn.Module, tokenizer: Any, target: Path) -> Path:
+    """save_pretrained + tokenizer into a fresh ``<target>.tmp`` directory (renamed into place later)."""
     tmp = target.with_name(target.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    _replace_dir(tmp, target)
+    return tmp
+
+
+def save_hf(model: torch.nn.Module, tokenizer: Any, target: Path) -> None:
+    """save_pretrained + tokenizer into ``target`` atomically (tmp dir, then rename)."""
+    _replace_dir(_stage_hf(model, tokenizer, target), target)
 
 
 def _replace_dir(tmp: Path, target: Path) -> None:
@@ -72,12 +77,7 @@ def save_checkpoint(run_dir: str | Path, *, step: int, model: torch.nn.Module, t
                     optimizer: torch.optim.Optimizer, scheduler: Any, extra: dict[str, Any],
                     keep_last: int = 0) -> Path:
     target = step_dir(run_dir, step)
-    tmp = target.with_name(target.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
+    tmp = _stage_hf(model, tokenizer, target)
     state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
              "rng": rng_state(), **extra}
     torch.save(state, tmp / TRAINER_STATE)
