@@ -200,18 +200,3 @@ def _ends_mid_line(path: Path) -> bool:
             return fh.read(1) != b"\n"
     except OSError:
         return False
-
-
-def load_train_metrics(entry: RunEntry) -> Loaded:
-    if not entry.has(rundir.TRAIN_METRICS):
-        return Loaded(error=f"{entry.name}: no metrics.jsonl yet (the trainer writes one line per step)")
-    loaded = load_jsonl(entry.path / rundir.TRAIN_METRICS)
-    if loaded.ok and not loaded.value:
-        return Loaded(error=f"{entry.name}: metrics.jsonl is empty (no optimizer step logged yet)")
-    if loaded.ok:
-        bad = [i for i, row in enumerate(loaded.value, start=1) if not isinstance(row.get("step"), (int, float))]
-        if bad:
-            return Loaded(loaded.value, warnings=loaded.warnings + [
-                f"{entry.name}/metrics.jsonl: {len(bad)} line(s) without a numeric 'step' (first: line {bad[0]}); "
-                "their line number is used as the step"])
-    return loaded

@@ -113,8 +113,3 @@ def encode_prompt(tokenizer: Any, prompt: str, *, chat: bool) -> list[int]:
     A chat template already writes its own BOS/special tokens, so they are not added again
     (a doubled BOS silently changes outputs); a raw prompt gets the tokenizer's usual specials."""
     return list(tokenizer(prompt, add_special_tokens=not chat)["input_ids"])
-
-
-def template_config(template: PromptTemplate, *, chat: bool, mode: str) -> dict[str, Any]:
-    return {"name": template.name, "text": template.text if chat else template.raw_prompt(PLACEHOLDER),
-            "chat": chat, "mode": mode}

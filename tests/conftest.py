@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from net_helpers import free_port, wait_until_healthy
+from net_helpers import free_port, stop_process, wait_until_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_BENCHMARKS = REPO.parent / "shared" / "data" / "benchmarks"
@@ -80,8 +80,4 @@ def vllm_server(smollm2_dir, tmp_path_factory):
         wait_until_healthy(proc, f"http://127.0.0.1:{port}/health", log, timeout_s=300, what="vllm serve")
         yield base_url, "smollm2"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, timeout_s=30)

@@ -33,3 +33,12 @@ def wait_until_healthy(proc: subprocess.Popen, url: str, log: Path, *, timeout_s
         if time.time() > deadline:
             pytest.fail(f"{what} did not become healthy in {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
         time.sleep(poll_s)
+
+
+def stop_process(proc: subprocess.Popen, *, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -10,7 +10,7 @@ import pytest
 
 from dashboards import launch
 from fixtures_runs import build_fixture_runs
-from net_helpers import free_port, wait_until_healthy
+from net_helpers import free_port, stop_process, wait_until_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -60,9 +60,5 @@ def test_dashboard_renders_in_chromium(tmp_path_factory, data_dir):
             finally:
                 browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server, timeout_s=20)
     assert (artifacts / "dashboard_evaluation.png").stat().st_size > 10_000
