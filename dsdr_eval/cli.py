@@ -13,6 +13,7 @@ import sys
 from types import ModuleType
 
 from dsdr_eval import __version__
+from dsdr_eval.cli_args import OneLineParser
 from dsdr_eval.errors import DsdrError
 
 # name -> (module, one-line help). Static on purpose: --help must not import anything heavy.
@@ -36,7 +37,7 @@ def _load(name: str) -> ModuleType:
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser; only ``selected``'s module is imported to add its arguments."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="dsdr-eval", description="Evaluation suite for reasoning LLMs: accuracy, Pass@k, diversity.")
     parser.add_argument("--version", action="version", version=f"dsdr-eval {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -55,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(selected if selected in SUBCOMMANDS else None)
         args = parser.parse_args(argv)
         if args.command is None:
-            parser.print_help(sys.stderr)
-            return 2
+            parser.error(f"a COMMAND is required: {', '.join(SUBCOMMANDS)}")
         return int(_load(args.command).main(args) or 0)
     except DsdrError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -6,6 +6,8 @@ import argparse
 import logging
 import os
 
+from dsdr_eval.cli_args import integer, number
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -20,11 +22,11 @@ def add_endpoint_arguments(parser: argparse.ArgumentParser, prefix: str = "judge
     group.add_argument(f"--{prefix}api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                        help="environment variable holding the API key (default OPENAI_API_KEY; 'EMPTY' is sent "
                             "when it is unset, which local servers accept). The key is never written or logged.")
-    group.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
-    group.add_argument("--max-retries", type=int, default=5,
+    group.add_argument("--concurrency", type=integer(1), default=8, help="requests in flight at once (default 8)")
+    group.add_argument("--max-retries", type=integer(0), default=5,
                        help="retries per request on 408/409/429/5xx/timeouts/connection errors (default 5)")
-    group.add_argument("--request-timeout", type=float, default=120.0, help="seconds per attempt (default 120)")
-    group.add_argument("--backoff-base", type=float, default=0.5,
+    group.add_argument("--request-timeout", type=number(0, min_open=True), default=120.0, help="seconds per attempt (default 120)")
+    group.add_argument("--backoff-base", type=number(0), default=0.5,
                        help="first retry delay in seconds; doubles each retry, jittered, capped at 30 s; "
                             "a server's Retry-After is honoured (default 0.5)")
 
@@ -39,19 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sel.add_argument("--benchmarks", default=None,
                      help="comma list of benchmarks to judge (default: all in the run; the paper judged "
                           "aime24,aime25,minerva,olympiadbench)")
-    sel.add_argument("--limit", type=int, default=None, help="judge only the first N problems of each benchmark")
-    sel.add_argument("--max-rollouts", type=int, default=32,
+    sel.add_argument("--limit", type=integer(1), default=None, help="judge only the first N problems of each benchmark")
+    sel.add_argument("--max-rollouts", type=integer(1), default=32,
                      help="rollouts per judge call: the first N by sample_idx (default 32, as in the paper)")
     sel.add_argument("--correct-only", action="store_true", help="judge only correct rollouts (needs graded.jsonl)")
     sel.add_argument("--phase", default="sampling", help="sample phase to judge (default 'sampling')")
     gen = parser.add_argument_group("judge call")
-    gen.add_argument("--judge-temperature", type=float, default=0.0, help="default 0.0")
-    gen.add_argument("--judge-max-tokens", type=int, default=512, help="max reply tokens (default 512)")
+    gen.add_argument("--judge-temperature", type=number(0), default=0.0, help="default 0.0")
+    gen.add_argument("--judge-max-tokens", type=integer(1), default=512, help="max reply tokens (default 512)")
     gen.add_argument("--json-mode", action="store_true",
                      help="send response_format={'type': 'json_object'} (servers that support it)")
-    gen.add_argument("--max-rollout-chars", type=int, default=6000,
+    gen.add_argument("--max-rollout-chars", type=integer(1), default=6000,
                      help="character budget per rollout; longer ones keep head+tail (default 6000)")
-    gen.add_argument("--max-prompt-chars", type=int, default=100_000,
+    gen.add_argument("--max-prompt-chars", type=integer(1), default=100_000,
                      help="character budget of the whole prompt, shared by the rollouts (default 100000)")
     cache = parser.add_argument_group("cache")
     cache.add_argument("--cache-dir", default=None, help="where judge_cache.jsonl lives (default RUN_DIR)")
