@@ -54,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     selected = next((arg for arg in argv if not arg.startswith("-")), None)
     try:
         parser = build_parser(selected if selected in SUBCOMMANDS else None)
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # a bad argument (already reported in one line), --help, --version
+            return exc.code if isinstance(exc.code, int) else 2
         if args.command is None:
-            parser.error(f"a COMMAND is required: {', '.join(SUBCOMMANDS)}")
+            print(f"dsdr-eval: error: a COMMAND is required: {', '.join(SUBCOMMANDS)} (see dsdr-eval --help)",
+                  file=sys.stderr)
+            return 2
         return int(_load(args.command).main(args) or 0)
     except DsdrError as exc:
         print(f"error: {exc}", file=sys.stderr)
