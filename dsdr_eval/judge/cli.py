@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cache = parser.add_argument_group("cache")
     cache.add_argument("--cache-dir", default=None, help="where judge_cache.jsonl lives (default RUN_DIR)")
     cache.add_argument("--no-cache", action="store_true", help="neither read nor write the response cache")
+    cache.add_argument("--retry-failed", action="store_true",
+                       help="ask again for problems whose cached reply could not be parsed (the new reply "
+                            "replaces the cached one); other cached replies are still used")
+    parser.add_argument("--allow-failures", action="store_true",
+                        help="exit 0 when some (not all) problems failed; by default any failed problem exits 1 "
+                             "(the means cover the successful problems only)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -93,12 +99,15 @@ def main(args: argparse.Namespace) -> int:
                              json_mode=args.json_mode, use_cache=not args.no_cache, budget=budget)
     with OpenAICompatClient(endpoint) as client:
         blocks = run_judge(args.run_dir, client, settings, cache_dir=args.cache_dir,
-                           progress=False if args.no_progress else None)
+                           progress=False if args.no_progress else None, retry_failed=args.retry_failed)
 
     console = Console(stderr=True)
+    if not console.is_terminal:  # a pipe or log file gets every failure reason in full, not cut at 80 columns
+        console = Console(stderr=True, width=200)
     table = Table(title=f"LLM-judge diversity (0-10), judge {endpoint.model}")
     for column in ("benchmark", "logic", "formula", "semantic", "overall", "ok", "failed", "skipped", "cache hits"):
-        table.add_column(column)
+        # The failure reasons wrap instead of being cut with an ellipsis.
+        table.add_column(column, overflow="fold" if column == "failed" else "ellipsis")
 
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
@@ -111,8 +120,22 @@ def main(args: argparse.Namespace) -> int:
     console.print(table)
     total_ok = sum(b["n_ok"] for b in blocks.values())
     total_failed = sum(b["n_failed"] for b in blocks.values())
+    total = sum(b["n_problems"] for b in blocks.values())
     console.print(f"wrote {args.run_dir}/judge.jsonl and the 'judge' key of metrics.json")
-    if total_ok == 0 and total_failed > 0:
-        console.print("[red]every judge call failed; see the reasons above and judge.jsonl[/red]")
-        return 1
-    return 0
+    if total_failed == 0:
+        return 0
+    reasons: dict[str, int] = {}
+    for block in blocks.values():
+        for reason, count in block["failed_by_reason"].items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    summary = ", ".join(f"{reason}={count}" for reason, count in sorted(reasons.items()))
+    what = "every judge call failed" if total_ok == 0 else f"{total_failed} of {total} problems failed"
+    hint = ("rerun to retry HTTP failures (they are not cached); add --retry-failed to ask again for "
+            "unparseable cached replies")
+    if args.allow_failures and total_ok > 0:  # nothing judged at all is never a success
+        console.print(f"warning: {what} ({summary}); --allow-failures: exit 0; {hint}", markup=False,
+                      style="yellow")
+        return 0
+    console.print(f"error: {what} ({summary}); the means above cover the successful problems only; {hint}; "
+                  "--allow-failures exits 0 anyway", markup=False, style="red")
+    return 1
