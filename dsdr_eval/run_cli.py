@@ -91,7 +91,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     after.add_argument("--grading-workers", type=integer(1), default=None)
     after.add_argument("--no-diversity", action="store_true", help="skip the CPU diversity metrics")
     after.add_argument("--force-config", action="store_true",
-                       help="continue into a RUN_DIR made with another model/protocol/template/benchmarks")
+                       help="continue into a RUN_DIR made with another protocol/template/benchmarks (config.json "
+                            "keeps the first settings and records each forced change under 'resumed')")
+    after.add_argument("--allow-mixed-models", action="store_true",
+                       help="with --force-config: allow adding samples of a different model to a RUN_DIR that "
+                            "holds samples (config.json records which samples came from which model)")
     after.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -191,35 +195,59 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
         "diversity": {"enabled": not args.no_diversity},
     }
     # Refuse a mismatched RUN_DIR before paying for an engine start.
-    old_config = runner.check_resume_config(out, config, force=args.force_config)
+    old_config = runner.check_resume_config(out, config, force=args.force_config,
+                                            allow_mixed_models=args.allow_mixed_models)
     out.mkdir(parents=True, exist_ok=True)
 
+    samples_path = rundir.run_path(out, rundir.SAMPLES)
     expected = runner.expected_keys(benchmarks, protocol)
-    if old_config is not None and expected <= runner.read_done_keys(rundir.run_path(out, rundir.SAMPLES)):
+    done = runner.read_done_keys(samples_path)
+    continuation = None
+    if old_config is not None and done:  # continue the run: config.json keeps its first settings
+        continuation = runner.continuation_record(old_config, config, first_line=runner.count_lines(samples_path) + 1,
+                                                  n_outside_plan=len(done - expected))
+        if "forced" in continuation:
+            runner.warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
+                        "config.json keeps its first settings and records this continuation, with what changed and "
+                        f"the samples.jsonl lines it writes (from line {continuation['first_line']}), under 'resumed'")
+    elif done:  # --force-config into samples of unknown settings (no config.json)
+        config["adopted_samples"] = {"n": len(done), "lines": [1, runner.count_lines(samples_path)],
+                                     "note": "already in samples.jsonl, of unknown settings (--force-config)"}
+    if continuation is not None and old_config is not None and expected <= done:
         # Everything is generated: re-grade and re-score without starting an engine.
         print(f"all {len(expected)} samples already in {out / rundir.SAMPLES}; nothing to generate")
         outcome = runner.GenerationOutcome(n_expected=len(expected), n_already_done=len(expected))
         config["backend"] = old_config.get("backend", config["backend"])
+        if "forced" in continuation:
+            continuation.update(backend=None, n_generated=0)
+            runner.add_continuation(old_config, continuation)
+            rundir.save_config(out, old_config)
+            outside = continuation["forced"]["n_samples_outside_settings"]
+            if outside:
+                runner.warn(f"{outside} samples in {samples_path} lie outside the forced settings (e.g. sample_idx "
+                            "beyond the new n); they are kept and scored with the others, so the metrics are those "
+                            "of the samples in the file (recorded under 'resumed' in config.json)")
         timings["load_s"] = time.perf_counter() - t_start
     else:
         outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
-                            old_config, timings, t_start, progress)
+                            old_config, continuation, timings, t_start, progress)
     return _finish(out, args, protocol, config, outcome, timings, t_start, progress)
 
 
 def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any, protocol: Any, template: Any,
               benchmarks: list[Any], config: dict[str, Any], old_config: dict[str, Any] | None,
-              timings: dict[str, float], t_start: float, progress: bool) -> Any:
+              continuation: dict[str, Any] | None, timings: dict[str, float], t_start: float, progress: bool) -> Any:
     from dsdr_eval import rundir, runner
 
     backend = _make_backend(backend_name, args, model, protocol.seed)
     try:
         config["backend"] = backend.config()
         config["template"]["chat"] = backend.chat
-        if old_config is not None and not args.force_config:
-            # Resume: keep the original record, note each continuation and the backend it used.
-            old_config.setdefault("resumed", []).append(
-                {"at": rundir.now_iso(), "command": config["command"], "backend": config["backend"]})
+        if continuation is not None and old_config is not None:
+            # Resume: keep the original record, note each continuation, the backend it used and
+            # (forced) the settings that changed.
+            continuation["backend"] = config["backend"]
+            runner.add_continuation(old_config, continuation)
             rundir.save_config(out, old_config)
         else:
             rundir.save_config(out, config)
@@ -230,6 +258,9 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
         outcome = runner.generate_missing(out, plan, backend, progress=progress)
     finally:
         backend.close()
+    if continuation is not None and old_config is not None:
+        continuation["n_generated"] = outcome.n_written  # lines first_line .. first_line + n_generated - 1
+        rundir.save_config(out, old_config)
     if outcome.n_already_done:
         print(f"resumed: {outcome.n_already_done} of {outcome.n_expected} samples were already in "
               f"{out / rundir.SAMPLES}; generated {outcome.n_written}")
