@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(selected if selected in SUBCOMMANDS else None)
         try:
             args = parser.parse_args(argv)
-        except SystemExit as exc:  # a bad argument (already reported in one line), --help, --version
-            return exc.code if isinstance(exc.code, int) else 2
+        except SystemExit as exc:
+            if exc.code in (0, None):  # --help, --version
+                raise
+            return exc.code if isinstance(exc.code, int) else 2  # a bad argument, reported in one line
         if args.command is None:
             print(f"dsdr-eval: error: a COMMAND is required: {', '.join(SUBCOMMANDS)} (see dsdr-eval --help)",
                   file=sys.stderr)
