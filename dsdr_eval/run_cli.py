@@ -202,36 +202,53 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
     samples_path = rundir.run_path(out, rundir.SAMPLES)
     expected = runner.expected_keys(benchmarks, protocol)
     done = runner.read_done_keys(samples_path)
-    continuation = None
-    if old_config is not None and done:  # continue the run: config.json keeps its first settings
-        continuation = runner.continuation_record(old_config, config, first_line=runner.count_lines(samples_path) + 1,
-                                                  n_outside_plan=len(done - expected))
-        if "forced" in continuation:
-            runner.warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
-                        "config.json keeps its first settings and records this continuation, with what changed and "
-                        f"the samples.jsonl lines it writes (from line {continuation['first_line']}), under 'resumed'")
-    elif done:  # --force-config into samples of unknown settings (no config.json)
-        config["adopted_samples"] = {"n": len(done), "lines": [1, runner.count_lines(samples_path)],
-                                     "note": "already in samples.jsonl, of unknown settings (--force-config)"}
+    continuation = _continuation(out, old_config, config, done, expected)
     if continuation is not None and old_config is not None and expected <= done:
         # Everything is generated: re-grade and re-score without starting an engine.
         print(f"all {len(expected)} samples already in {out / rundir.SAMPLES}; nothing to generate")
         outcome = runner.GenerationOutcome(n_expected=len(expected), n_already_done=len(expected))
         config["backend"] = old_config.get("backend", config["backend"])
         if "forced" in continuation:
-            continuation.update(backend=None, n_generated=0)
-            runner.add_continuation(old_config, continuation)
-            rundir.save_config(out, old_config)
-            outside = continuation["forced"]["n_samples_outside_settings"]
-            if outside:
-                runner.warn(f"{outside} samples in {samples_path} lie outside the forced settings (e.g. sample_idx "
-                            "beyond the new n); they are kept and scored with the others, so the metrics are those "
-                            "of the samples in the file (recorded under 'resumed' in config.json)")
+            _record_forced_without_generation(out, old_config, continuation)
         timings["load_s"] = time.perf_counter() - t_start
     else:
         outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
                             old_config, continuation, timings, t_start, progress)
     return _finish(out, args, protocol, config, outcome, timings, t_start, progress)
+
+
+def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str, Any], done: set,
+                  expected: set) -> dict[str, Any] | None:
+    """The ``resumed`` record of a rerun into a RUN_DIR that holds samples (None for a fresh run)."""
+    from dsdr_eval import rundir, runner
+
+    samples_path = rundir.run_path(out, rundir.SAMPLES)
+    if old_config is None or not done:
+        if done:  # --force-config into samples of unknown settings (no config.json)
+            config["adopted_samples"] = {"n": len(done), "lines": [1, runner.count_lines(samples_path)],
+                                         "note": "already in samples.jsonl, of unknown settings (--force-config)"}
+        return None  # nothing generated yet: this run's settings are the run's
+    continuation = runner.continuation_record(old_config, config, first_line=runner.count_lines(samples_path) + 1,
+                                              n_outside_plan=len(done - expected))
+    if "forced" in continuation:
+        runner.warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
+                    "config.json keeps its first settings and records this continuation, with what changed and "
+                    f"the samples.jsonl lines it writes (from line {continuation['first_line']}), under 'resumed'")
+    return continuation
+
+
+def _record_forced_without_generation(out: Path, old_config: dict[str, Any], continuation: dict[str, Any]) -> None:
+    """A forced rerun that has nothing to generate (e.g. a smaller --n) is recorded, and says so."""
+    from dsdr_eval import rundir, runner
+
+    continuation.update(backend=None, n_generated=0)
+    runner.add_continuation(old_config, continuation)
+    rundir.save_config(out, old_config)
+    outside = continuation["forced"]["n_samples_outside_settings"]
+    if outside:
+        runner.warn(f"{outside} samples in {rundir.run_path(out, rundir.SAMPLES)} lie outside the forced settings "
+                    "(e.g. sample_idx beyond the new n); they are kept and scored with the others, so the metrics "
+                    "are those of the samples in the file (recorded under 'resumed' in config.json)")
 
 
 def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any, protocol: Any, template: Any,
