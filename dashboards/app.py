@@ -46,11 +46,17 @@ def runs_dir_from_argv(argv: list[str] | None = None) -> Path:
     return data.runs_root(known.runs or os.environ.get("DSDR_RUNS_DIR") or "runs")
 
 
-def requested_runs(root: Path, runs: list[data.RunEntry]) -> list[data.RunEntry]:
-    """Runs named in ``?run=NAME`` (repeatable): resolved and checked to be inside the runs directory."""
+def requested_runs(root: Path, runs: list[data.RunEntry]) -> list[data.RunEntry] | None:
+    """Runs named in ``?run=NAME`` (repeatable): resolved and checked to be inside the runs directory.
+
+    None when no run was requested (pages then show their default runs); otherwise the accepted
+    ones only, possibly none: a refused name never falls back to another run."""
+    names = st.query_params.get_all("run")
+    if not names:
+        return None
     by_path = {entry.path: entry for entry in runs}
     chosen = []
-    for name in st.query_params.get_all("run"):
+    for name in names:
         try:
             path = data.resolve_inside(root, name)
         except data.UnsafePath as exc:
@@ -81,6 +87,10 @@ def main() -> None:
     runs = data.discover_runs(root)
     st.sidebar.caption(f"{sum(r.kind == 'train' for r in runs)} training run(s), "
                        f"{sum(r.kind == 'eval' for r in runs)} evaluation run(s)")
+    for entry in runs:
+        if entry.refused:
+            st.sidebar.warning(f"{entry.name}: not read, symlinks to files outside the runs directory: "
+                               f"{', '.join(sorted(entry.refused))}")
     if not runs:
         st.title(PAGES[page][0])
         st.info(f"No run directories found under `{root}`.")

@@ -4,7 +4,9 @@ Rules this module enforces (and tests/test_dashboard_data.py checks):
 
 * Every path the dashboard opens is inside the runs directory it was started with. A run named
   in a query parameter (``?run=../../etc``) is resolved (symlinks too) and refused unless the
-  result is inside that directory; the same check guards directory discovery.
+  result is inside that directory; the same check guards directory discovery, and every file
+  read (a ``graded.jsonl`` symlinked to a file outside the runs directory is never opened: it is
+  left out of the run's files at discovery, and checked again when it is read).
 * Nothing is ever written: files are opened for reading only.
 * One malformed or half-written run never breaks the others: every loader returns a `Loaded`
   with either the data or an error message naming the file.
@@ -41,9 +43,15 @@ class RunEntry:
     files: frozenset[str]
     label: str
     error: str | None = None  # why config.json could not be read (the run is still listed)
+    root: Path | None = None  # the runs directory every file read must stay inside
+    refused: frozenset[str] = frozenset()  # files that are symlinks to outside the runs directory
 
     def has(self, name: str) -> bool:
         return name in self.files
+
+    def file(self, name: str) -> Path:
+        """The resolved path of the run's file ``name``; UnsafePath if it lands outside the runs root."""
+        return resolve_file(self.root or self.path, self.path / name)
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,14 @@ def resolve_inside(root: Path, name: str) -> Path:
     resolved = (root / candidate).resolve()
     if resolved != root and root not in resolved.parents:
         raise UnsafePath(f"run {name!r} is outside the runs directory {root}")
+    return resolved
+
+
+def resolve_file(root: Path, path: Path) -> Path:
+    """``path`` with every symlink resolved; UnsafePath unless the result is inside ``root``."""
+    resolved = Path(path).resolve()
+    if root not in resolved.parents:
+        raise UnsafePath(f"{path.name}: refused, it resolves to a file outside the runs directory {root}")
     return resolved
 
 
@@ -121,13 +137,20 @@ def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
             entries = list(os.scandir(directory))
         except OSError:
             return
-        files = {e.name for e in entries if e.is_file()}
-        if _is_run(files, directory):
+        files, refused = set(), set()
+        for e in entries:
+            if e.is_file():
+                try:
+                    resolve_file(root, Path(e.path))
+                    files.add(e.name)
+                except (UnsafePath, OSError):
+                    refused.add(e.name)  # a symlink out of the runs directory: never read
+        if _is_run(files, directory) or bool(refused & set(_RUN_FILES)):
             # The root itself may be one run (``--runs runs/demo``): it is then named ".".
             kind, label, error = _classify(directory, files)
             found.append(RunEntry(directory.relative_to(root).as_posix(), directory.resolve(), kind,
                                   frozenset(files & set(_RUN_FILES) | {f for f in files if f.endswith(".jsonl")}),
-                                  label, error))
+                                  label, error, root, frozenset(refused)))
             return
         if depth >= max_depth:
             return
@@ -145,13 +168,17 @@ def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
     return sorted(found, key=lambda r: r.name)
 
 
-def file_stamp(path: Path) -> tuple[int, int]:
-    """(mtime_ns, size): the cache key that changes when a run writes more."""
-    try:
-        st = path.stat()
-        return st.st_mtime_ns, st.st_size
-    except OSError:
-        return 0, -1
+def file_stamp(path: Path) -> tuple[int, int, int, int]:
+    """(mtime_ns, size) of the file itself (links not followed) and of what it resolves to: the
+    cache key that changes when a run writes more or a file is swapped for a link."""
+    stamp: list[int] = []
+    for stat in (path.lstat, path.stat):
+        try:
+            st = stat()
+            stamp += [st.st_mtime_ns, st.st_size]
+        except OSError:
+            stamp += [0, -1]
+    return stamp[0], stamp[1], stamp[2], stamp[3]
 
 
 def load_eval_run(entry: RunEntry) -> Loaded:
@@ -161,8 +188,13 @@ def load_eval_run(entry: RunEntry) -> Loaded:
     if not entry.has(rundir.METRICS):
         what = "samples.jsonl only: not scored yet (run `dsdr-eval score " + entry.name + "`)" \
             if entry.has(rundir.SAMPLES) else "no metrics.json"
+        if rundir.METRICS in entry.refused:
+            what = "metrics.json refused: it resolves to a file outside the runs directory"
         return Loaded(error=f"{entry.name}: {what}")
     try:
+        for name in (rundir.METRICS, rundir.CONFIG, rundir.GRADED):  # every file the loader may open
+            if (entry.path / name).exists() or (entry.path / name).is_symlink():
+                entry.file(name)
         return Loaded(_load(entry.path, label=entry.label))
     except DsdrError as exc:
         return Loaded(error=f"{entry.name}: {exc}")
@@ -170,13 +202,20 @@ def load_eval_run(entry: RunEntry) -> Loaded:
         return Loaded(error=f"{entry.name}: malformed run ({type(exc).__name__}: {exc})")
 
 
-def load_jsonl(path: Path, *, tolerate_truncated_tail: bool = True, limit: int | None = None) -> Loaded:
-    """Rows of a JSONL file; a run still being written may end in a partial line (skipped, with a note)."""
+def load_jsonl(entry: RunEntry, name: str, *, tolerate_truncated_tail: bool = True,
+               limit: int | None = None) -> Loaded:
+    """Rows of the run's JSONL file ``name`` (refused outside the runs root); a run still being
+    written may end in a partial line (skipped, with a note)."""
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
+    path = entry.path / name
     try:
-        raw_tail_partial = _ends_mid_line(path)
-        for row in iter_jsonl(path, tolerate_truncated_tail=tolerate_truncated_tail):
+        resolved = entry.file(name)
+    except UnsafePath as exc:
+        return Loaded(error=f"{entry.name}/{exc}")
+    try:
+        raw_tail_partial = _ends_mid_line(resolved)
+        for row in iter_jsonl(resolved, tolerate_truncated_tail=tolerate_truncated_tail):
             rows.append(row)
             if limit is not None and len(rows) >= limit:
                 warnings.append(f"showing the first {limit} lines of {path.name}")

@@ -13,6 +13,7 @@ import sys
 from types import ModuleType
 
 from dsdr_eval import __version__
+from dsdr_eval.cli_args import OneLineParser
 from dsdr_eval.errors import DsdrError
 
 # name -> (module, one-line help). Static on purpose: --help must not import anything heavy.
@@ -36,7 +37,7 @@ def _load(name: str) -> ModuleType:
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser; only ``selected``'s module is imported to add its arguments."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="dsdr-eval", description="Evaluation suite for reasoning LLMs: accuracy, Pass@k, diversity.")
     parser.add_argument("--version", action="version", version=f"dsdr-eval {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -53,9 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     selected = next((arg for arg in argv if not arg.startswith("-")), None)
     try:
         parser = build_parser(selected if selected in SUBCOMMANDS else None)
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            if exc.code in (0, None):  # --help, --version
+                raise
+            return exc.code if isinstance(exc.code, int) else 2  # a bad argument, reported in one line
         if args.command is None:
-            parser.print_help(sys.stderr)
+            print(f"dsdr-eval: error: a COMMAND is required: {', '.join(SUBCOMMANDS)} (see dsdr-eval --help)",
+                  file=sys.stderr)
             return 2
         return int(_load(args.command).main(args) or 0)
     except DsdrError as exc:

@@ -16,12 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsdr_eval.cli_args import integer, number, output_dir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.protocols import PROTOCOLS
 
 
 def _csv(value: str) -> list[str]:
-    return [part.strip() for part in value.split(",") if part.strip()]
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of names, got {value!r}")
+    return names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,21 +37,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--benchmarks", required=True, type=_csv,
                       help="comma-separated names (aime24,aime25,amc23,math500,minerva,olympiadbench) or .jsonl paths")
     what.add_argument("--data-dir", default=None, help="directory with <benchmark>.jsonl (default $DSDR_DATA_DIR, then the hub)")
-    what.add_argument("--limit", type=int, default=None, help="keep N problems per benchmark (first N, or random with --subset-seed)")
-    what.add_argument("--subset-seed", type=int, default=None, help="seed of the random --limit subset")
-    what.add_argument("--out", required=True, help="run directory (created; an existing one is resumed)")
+    what.add_argument("--limit", type=integer(1), default=None, help="keep N problems per benchmark (first N, or random with --subset-seed)")
+    what.add_argument("--subset-seed", type=integer(0), default=None, help="seed of the random --limit subset")
+    what.add_argument("--out", required=True, type=output_dir, help="run directory (created; an existing one is resumed)")
     what.add_argument("--label", default=None, help="free-text label stored in config.json (reports show it)")
 
     proto = parser.add_argument_group("protocol (ALGORITHMS.md §5); every field overridable")
     proto.add_argument("--protocol", default="dsdr-paper", choices=sorted(PROTOCOLS))
-    proto.add_argument("--n", type=int, default=None, help="rollouts of the sampling phase")
-    proto.add_argument("--temperature", type=float, default=None, help="temperature of the sampling phase")
-    proto.add_argument("--top-p", type=float, default=None, help="top-p of the sampling phase")
-    proto.add_argument("--pass1-temperature", type=float, default=None, help="temperature of the pass1 phase")
-    proto.add_argument("--pass1-top-p", type=float, default=None, help="top-p of the pass1 phase")
+    proto.add_argument("--n", type=integer(1), default=None, help="rollouts of the sampling phase")
+    proto.add_argument("--temperature", type=number(0), default=None, help="temperature of the sampling phase")
+    proto.add_argument("--top-p", type=number(0, 1, min_open=True), default=None, help="top-p of the sampling phase")
+    proto.add_argument("--pass1-temperature", type=number(0), default=None, help="temperature of the pass1 phase")
+    proto.add_argument("--pass1-top-p", type=number(0, 1, min_open=True), default=None, help="top-p of the pass1 phase")
     proto.add_argument("--phases", type=_csv, default=None, help="keep only these phases (e.g. sampling)")
-    proto.add_argument("--max-tokens", type=int, default=None, help="max response tokens (paper: 4096; Qwen3 runs: 8192)")
-    proto.add_argument("--seed", type=int, default=None, help="run seed; per-request seeds derive from it")
+    proto.add_argument("--max-tokens", type=integer(1), default=None, help="max response tokens (paper: 4096; Qwen3 runs: 8192)")
+    proto.add_argument("--seed", type=integer(0), default=None, help="run seed; per-request seeds derive from it")
 
     prompt = parser.add_argument_group("prompting")
     prompt.add_argument("--template", default=None,
@@ -59,35 +63,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     be = parser.add_argument_group("backend")
     be.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf", "openai"),
                     help="auto = vllm when importable and a CUDA GPU is visible, else hf")
-    be.add_argument("--dtype", default="auto", help="hf/vllm weights dtype (auto: fp32 on CPU, bf16 on GPU for hf)")
+    be.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"), help="hf/vllm weights dtype (auto: fp32 on CPU, bf16 on GPU for hf)")
     be.add_argument("--device", default="auto", help="hf: cpu, cuda, cuda:1 ... (auto: cuda if available)")
-    be.add_argument("--batch-size", type=int, default=None,
+    be.add_argument("--batch-size", type=integer(1), default=None,
                     help="hf: rollouts per generate() call (default 16 on CPU, 64 on GPU)")
-    be.add_argument("--tensor-parallel-size", type=int, default=1)
-    be.add_argument("--data-parallel-size", type=int, default=1)
-    be.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    be.add_argument("--max-model-len", type=int, default=None, help="vllm (default: the model's; 2048 on CPU)")
-    be.add_argument("--chunk-size", type=int, default=256,
+    be.add_argument("--tensor-parallel-size", type=integer(1), default=1)
+    be.add_argument("--data-parallel-size", type=integer(1), default=1)
+    be.add_argument("--gpu-memory-utilization", type=number(0, 1, min_open=True), default=0.9)
+    be.add_argument("--max-model-len", type=integer(1), default=None, help="vllm (default: the model's; 2048 on CPU)")
+    be.add_argument("--chunk-size", type=integer(1), default=256,
                     help="vllm: prompts per generate() call (results are appended after each)")
     be.add_argument("--enforce-eager", action="store_true", help="vllm: no CUDA graphs")
     be.add_argument("--base-url", action="append", default=None,
                     help="openai: endpoint base URL ending in /v1 (repeat or comma-separate to spread requests)")
     be.add_argument("--api", default="chat", choices=("chat", "completions"), help="openai: which API")
     be.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: env var holding the key (never stored)")
-    be.add_argument("--max-concurrency", type=int, default=16, help="openai: requests in flight")
-    be.add_argument("--max-retries", type=int, default=5, help="openai: retries per request")
-    be.add_argument("--request-timeout", type=float, default=600.0, help="openai: seconds per attempt")
-    be.add_argument("--retry-backoff", type=float, default=0.5,
+    be.add_argument("--max-concurrency", type=integer(1), default=16, help="openai: requests in flight")
+    be.add_argument("--max-retries", type=integer(0), default=5, help="openai: retries per request")
+    be.add_argument("--request-timeout", type=number(0, min_open=True), default=600.0, help="openai: seconds per attempt")
+    be.add_argument("--retry-backoff", type=number(0), default=0.5,
                     help="openai: base of the exponential backoff between retries (seconds)")
     be.add_argument("--tokenizer", default=None, help="openai --api completions: local tokenizer for the chat template")
     be.add_argument("--extra-body", default=None, help="openai: JSON object merged into each request (server-specific)")
 
     after = parser.add_argument_group("after generation")
-    after.add_argument("--grading-timeout", type=float, default=5.0, help="seconds per answer check")
-    after.add_argument("--grading-workers", type=int, default=None)
+    after.add_argument("--grading-timeout", type=number(0, min_open=True), default=5.0, help="seconds per answer check")
+    after.add_argument("--grading-workers", type=integer(1), default=None)
     after.add_argument("--no-diversity", action="store_true", help="skip the CPU diversity metrics")
     after.add_argument("--force-config", action="store_true",
-                       help="continue into a RUN_DIR made with another model/protocol/template/benchmarks")
+                       help="continue into a RUN_DIR made with another protocol/template/benchmarks (config.json "
+                            "keeps the first settings and records each forced change under 'resumed')")
+    after.add_argument("--allow-mixed-models", action="store_true",
+                       help="with --force-config: allow adding samples of a different model to a RUN_DIR that "
+                            "holds samples (config.json records which samples came from which model)")
     after.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -124,26 +132,33 @@ def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed
                            enforce_eager=args.enforce_eager, seed=protocol_seed)
     if name == "openai":
         from dsdr_eval.backends.openai import OpenAIBackend
-        from dsdr_eval.openai_client import EndpointConfig, split_base_urls
 
-        urls = split_base_urls(args.base_url)
-        if not urls:
-            raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-        extra = None
-        if args.extra_body:
-            try:
-                extra = json.loads(args.extra_body)
-            except json.JSONDecodeError as exc:
-                raise DsdrError(f"--extra-body: invalid JSON ({exc})") from None
-            if not isinstance(extra, dict):
-                raise DsdrError("--extra-body: expected a JSON object")
-        endpoint = EndpointConfig(base_urls=urls, model=args.model, api_key_env=args.api_key_env,
-                                  max_concurrency=args.max_concurrency, max_retries=args.max_retries,
-                                  timeout_s=args.request_timeout, backoff_base_s=args.retry_backoff)
+        endpoint, extra = _openai_options(args)
         tokenizer = args.tokenizer or (model.path if model.is_local else None)
         return OpenAIBackend(endpoint, api=args.api, tokenizer_path=tokenizer, prompt_mode=args.prompt_mode,
                              extra_body=extra)
     raise DsdrError(f"--backend {name}: unknown")
+
+
+def _openai_options(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
+    """The endpoint and --extra-body of ``--backend openai``, checked (cheap: no connection made)."""
+    from dsdr_eval.openai_client import EndpointConfig, split_base_urls
+
+    urls = split_base_urls(args.base_url)
+    if not urls:
+        raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+    extra = None
+    if args.extra_body:
+        try:
+            extra = json.loads(args.extra_body)
+        except json.JSONDecodeError as exc:
+            raise DsdrError(f"--extra-body: invalid JSON ({exc})") from None
+        if not isinstance(extra, dict):
+            raise DsdrError("--extra-body: expected a JSON object")
+    endpoint = EndpointConfig(base_urls=urls, model=args.model, api_key_env=args.api_key_env,
+                              max_concurrency=args.max_concurrency, max_retries=args.max_retries,
+                              timeout_s=args.request_timeout, backoff_base_s=args.retry_backoff)
+    return endpoint, extra
 
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> RunResult:
@@ -162,9 +177,11 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
                                phases=args.phases)
     template = load_template(args.template)
     backend_name = resolve_backend_name(args.backend)
-    model = _resolve_model(args, backend_name)
+    if backend_name == "openai":
+        _openai_options(args)  # every argument is checked before anything is resolved or loaded
     benchmarks = runner.load_benchmarks(args.benchmarks, data_dir=args.data_dir, limit=args.limit,
                                         subset_seed=args.subset_seed)
+    model = _resolve_model(args, backend_name)
     out = Path(args.out)
     config: dict[str, Any] = {
         "kind": "eval", "label": args.label, "command": list(argv if argv is not None else sys.argv),
@@ -178,35 +195,76 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
         "diversity": {"enabled": not args.no_diversity},
     }
     # Refuse a mismatched RUN_DIR before paying for an engine start.
-    old_config = runner.check_resume_config(out, config, force=args.force_config)
+    old_config = runner.check_resume_config(out, config, force=args.force_config,
+                                            allow_mixed_models=args.allow_mixed_models)
     out.mkdir(parents=True, exist_ok=True)
 
+    samples_path = rundir.run_path(out, rundir.SAMPLES)
     expected = runner.expected_keys(benchmarks, protocol)
-    if old_config is not None and expected <= runner.read_done_keys(rundir.run_path(out, rundir.SAMPLES)):
+    done = runner.read_done_keys(samples_path)
+    continuation = _continuation(out, old_config, config, done, expected)
+    if continuation is not None and old_config is not None and expected <= done:
         # Everything is generated: re-grade and re-score without starting an engine.
         print(f"all {len(expected)} samples already in {out / rundir.SAMPLES}; nothing to generate")
         outcome = runner.GenerationOutcome(n_expected=len(expected), n_already_done=len(expected))
         config["backend"] = old_config.get("backend", config["backend"])
+        if "forced" in continuation:
+            _record_forced_without_generation(out, old_config, continuation)
         timings["load_s"] = time.perf_counter() - t_start
     else:
         outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
-                            old_config, timings, t_start, progress)
+                            old_config, continuation, timings, t_start, progress)
     return _finish(out, args, protocol, config, outcome, timings, t_start, progress)
+
+
+def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str, Any], done: set,
+                  expected: set) -> dict[str, Any] | None:
+    """The ``resumed`` record of a rerun into a RUN_DIR that holds samples (None for a fresh run)."""
+    from dsdr_eval import rundir, runner
+
+    samples_path = rundir.run_path(out, rundir.SAMPLES)
+    if old_config is None or not done:
+        if done:  # --force-config into samples of unknown settings (no config.json)
+            config["adopted_samples"] = {"n": len(done), "lines": [1, runner.count_lines(samples_path)],
+                                         "note": "already in samples.jsonl, of unknown settings (--force-config)"}
+        return None  # nothing generated yet: this run's settings are the run's
+    continuation = runner.continuation_record(old_config, config, first_line=runner.count_lines(samples_path) + 1,
+                                              n_outside_plan=len(done - expected))
+    if "forced" in continuation:
+        runner.warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
+                    "config.json keeps its first settings and records this continuation, with what changed and "
+                    f"the samples.jsonl lines it writes (from line {continuation['first_line']}), under 'resumed'")
+    return continuation
+
+
+def _record_forced_without_generation(out: Path, old_config: dict[str, Any], continuation: dict[str, Any]) -> None:
+    """A forced rerun that has nothing to generate (e.g. a smaller --n) is recorded, and says so."""
+    from dsdr_eval import rundir, runner
+
+    continuation.update(backend=None, n_generated=0)
+    runner.add_continuation(old_config, continuation)
+    rundir.save_config(out, old_config)
+    outside = continuation["forced"]["n_samples_outside_settings"]
+    if outside:
+        runner.warn(f"{outside} samples in {rundir.run_path(out, rundir.SAMPLES)} lie outside the forced settings "
+                    "(e.g. sample_idx beyond the new n); they are kept and scored with the others, so the metrics "
+                    "are those of the samples in the file (recorded under 'resumed' in config.json)")
 
 
 def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any, protocol: Any, template: Any,
               benchmarks: list[Any], config: dict[str, Any], old_config: dict[str, Any] | None,
-              timings: dict[str, float], t_start: float, progress: bool) -> Any:
+              continuation: dict[str, Any] | None, timings: dict[str, float], t_start: float, progress: bool) -> Any:
     from dsdr_eval import rundir, runner
 
     backend = _make_backend(backend_name, args, model, protocol.seed)
     try:
         config["backend"] = backend.config()
         config["template"]["chat"] = backend.chat
-        if old_config is not None and not args.force_config:
-            # Resume: keep the original record, note each continuation and the backend it used.
-            old_config.setdefault("resumed", []).append(
-                {"at": rundir.now_iso(), "command": config["command"], "backend": config["backend"]})
+        if continuation is not None and old_config is not None:
+            # Resume: keep the original record, note each continuation, the backend it used and
+            # (forced) the settings that changed.
+            continuation["backend"] = config["backend"]
+            runner.add_continuation(old_config, continuation)
             rundir.save_config(out, old_config)
         else:
             rundir.save_config(out, config)
@@ -217,6 +275,9 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
         outcome = runner.generate_missing(out, plan, backend, progress=progress)
     finally:
         backend.close()
+    if continuation is not None and old_config is not None:
+        continuation["n_generated"] = outcome.n_written  # lines first_line .. first_line + n_generated - 1
+        rundir.save_config(out, old_config)
     if outcome.n_already_done:
         print(f"resumed: {outcome.n_already_done} of {outcome.n_expected} samples were already in "
               f"{out / rundir.SAMPLES}; generated {outcome.n_written}")

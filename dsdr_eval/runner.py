@@ -273,9 +273,11 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_resume_config(run_dir: Path, new_config: dict[str, Any], *, force: bool) -> dict[str, Any] | None:
+def check_resume_config(run_dir: Path, new_config: dict[str, Any], *, force: bool,
+                        allow_mixed_models: bool = False) -> dict[str, Any] | None:
     """Refuse to mix runs: a RUN_DIR with a different model/protocol/template/benchmarks is an error
-    unless ``force`` (``--force-config``). Returns the existing config (None for a fresh dir)."""
+    unless ``force`` (``--force-config``); a different model whose samples would join the run's
+    needs ``allow_mixed_models`` too. Returns the existing config (None for a fresh dir)."""
     config_path = rundir.run_path(run_dir, rundir.CONFIG)
     samples_path = rundir.run_path(run_dir, rundir.SAMPLES)
     if not config_path.exists():
@@ -292,8 +294,56 @@ def check_resume_config(run_dir: Path, new_config: dict[str, Any], *, force: boo
         details = "; ".join(f"{k}: was {old_id.get(k)!r}, now {new_id[k]!r}" for k in differing)
         raise DsdrError(f"{config_path}: this run directory was made with a different "
                         f"{', '.join(differing)} ({details[:1500]}). Use another --out, or --force-config "
-                        "to continue into it anyway")
+                        "to continue into it anyway" + (" (with --allow-mixed-models for a different model)"
+                                                        if "model" in differing else ""))
+    has_samples = samples_path.exists() and samples_path.stat().st_size > 0
+    if "model" in differing and has_samples and not allow_mixed_models:
+        raise DsdrError(f"{config_path}: this run directory holds samples of model {old_id.get('model')!r}; "
+                        f"--force-config would add samples of {new_id['model']!r} to the same run. Use another "
+                        "--out, or add --allow-mixed-models (config.json then records which samples came from "
+                        "which model)")
     return old
+
+
+def count_lines(path: Path) -> int:
+    """Lines of a file (samples.jsonl is append-only: line numbers say which run wrote a sample)."""
+    if not path.exists():
+        return 0
+    count = 0
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return count
+
+
+def continuation_record(old_config: dict[str, Any], new_config: dict[str, Any], *, first_line: int,
+                        n_outside_plan: int) -> dict[str, Any]:
+    """The ``resumed`` entry of one continuation of a run (config.json keeps the first run's settings).
+
+    ``first_line``: the samples.jsonl line this continuation's first sample goes to (the lines before
+    it came from earlier entries). A continuation forced into different settings (``--force-config``)
+    records under ``forced`` what changed (``was``/``now`` per identity field), its full settings and
+    how many samples already in the file lie outside them (they are kept and scored)."""
+    record: dict[str, Any] = {"at": rundir.now_iso(), "command": new_config.get("command"),
+                              "backend": new_config.get("backend"), "first_line": first_line,
+                              "n_generated": None}
+    old_id, new_id = identity(old_config), identity(new_config)
+    changed = {k: {"was": old_id.get(k), "now": new_id[k]} for k in new_id if old_id.get(k) != new_id[k]}
+    if changed:
+        record["forced"] = {
+            "changed": changed,
+            "settings": {k: new_config.get(k) for k in ("model", "protocol", "template", "benchmarks", "subset")},
+            "n_samples_outside_settings": n_outside_plan,
+        }
+    return record
+
+
+def add_continuation(config: dict[str, Any], record: dict[str, Any]) -> None:
+    """Append ``record`` to config["resumed"]; a forced one also lists its fields under "mixed_settings"
+    (so a reader knows the top-level settings do not describe every sample)."""
+    config.setdefault("resumed", []).append(record)
+    if "forced" in record:
+        config["mixed_settings"] = sorted(set(config.get("mixed_settings") or ()) | set(record["forced"]["changed"]))
 
 
 def warn(message: str) -> None:

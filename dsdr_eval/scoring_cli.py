@@ -7,21 +7,22 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval import rundir
+from dsdr_eval.cli_args import integer, number, output_dir
 from dsdr_eval.errors import DsdrError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="SAMPLES.jsonl|RUN_DIR",
                         help="a samples JSONL file (needs --out) or a run directory with samples.jsonl")
-    parser.add_argument("--out", metavar="DIR", help="where graded.jsonl and metrics.json go "
+    parser.add_argument("--out", metavar="DIR", type=output_dir, help="where graded.jsonl and metrics.json go "
                         "(default for a run directory: the run directory itself)")
-    parser.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    parser.add_argument("--timeout", type=number(0, min_open=True), default=5.0, metavar="S",
                         help="hard limit per math-verify call, enforced by killing the worker (default 5)")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
+    parser.add_argument("--workers", type=integer(1), default=None, metavar="N",
                         help="grading worker processes (default: number of usable CPU cores)")
-    parser.add_argument("--bootstrap", type=int, default=1000, metavar="B",
+    parser.add_argument("--bootstrap", type=integer(0), default=1000, metavar="B",
                         help="bootstrap replicates for the 95%% CIs over problems; 0 disables (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
+    parser.add_argument("--seed", type=integer(0), default=0, help="bootstrap RNG seed (default 0)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -41,8 +42,6 @@ def main(args: argparse.Namespace) -> int:
         samples, out = path, Path(args.out)
     else:
         raise DsdrError(f"{path}: no such file or directory")
-    if args.workers is not None and args.workers < 1:
-        raise DsdrError(f"--workers must be >= 1 (got {args.workers})")
     metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
                             progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed)
     print_summary(metrics)

@@ -12,13 +12,14 @@ import os
 import sys
 from pathlib import Path
 
+from dsdr_eval.cli_args import OneLineParser
 from dsdr_eval.errors import DsdrError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     from dsdr_train.config import ALGOS
 
-    p = argparse.ArgumentParser(prog="dsdr-train", description=__doc__.split("\n")[0],
+    p = OneLineParser(prog="dsdr-train", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Config precedence: field defaults < algorithm defaults < --config YAML < "
                                        "flags < key=value overrides. See --help-config.")
@@ -38,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: list[str]) -> int:
     from dsdr_train import config as C
 
-    args = build_parser().parse_args(argv)
+    # Intermixed: key=value overrides may come before, between and after the options.
+    args = build_parser().parse_intermixed_args(argv)
     if args.help_config:
         print(C.help_text())
         return 0

@@ -10,6 +10,7 @@ config.json always states the value actually used.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,6 +299,25 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.max_response_length >= 1, "max_response_length", "must be >= 1")
     need(cfg.lr > 0, "lr", "must be > 0")
     need(cfg.val_n >= 1, "val_n", "must be >= 1")
+    for key, value in cfg.to_dict().items():  # NaN/inf would pass every comparison check below
+        if isinstance(value, float):
+            need(math.isfinite(value), key, "must be a finite number")
+    for key in ("save_every", "keep_last", "val_every", "warmup_steps"):
+        need(getattr(cfg, key) >= 0, key, "must be >= 0")
+    for key in ("max_prompt_length", "generation_batch_size"):
+        need(getattr(cfg, key) >= 1, key, "must be >= 1")
+    for key in ("max_train_examples", "val_max_problems", "val_max_tokens", "grade_workers"):
+        need(getattr(cfg, key) is None or getattr(cfg, key) >= 1, key, "must be >= 1 (or null)")
+    need(cfg.time_limit_s is None or cfg.time_limit_s > 0, "time_limit_s", "must be > 0 (or null)")
+    need(cfg.grade_timeout_s > 0, "grade_timeout_s", "must be > 0")
+    need(cfg.weight_decay >= 0, "weight_decay", "must be >= 0")
+    need(cfg.max_grad_norm >= 0, "max_grad_norm", "must be >= 0 (0 = off)")
+    need(0 <= cfg.adam_beta1 < 1, "adam_beta1", "must be in [0, 1)")
+    need(0 <= cfg.adam_beta2 < 1, "adam_beta2", "must be in [0, 1)")
+    need(0 < cfg.vllm_gpu_memory_utilization <= 1, "vllm_gpu_memory_utilization", "must be in (0, 1]")
+    need(cfg.val_temperature >= 0, "val_temperature", "must be >= 0")
+    need(cfg.val_pass1_temperature >= 0, "val_pass1_temperature", "must be >= 0")
+    need(0 < cfg.val_top_p <= 1, "val_top_p", "must be in (0, 1]")
     if cfg.overlong_buffer is not None:
         need(0 < cfg.overlong_buffer <= cfg.max_response_length, "overlong_buffer", "must be in (0, max_response_length]")
     objective_of(cfg)

@@ -198,3 +198,85 @@ def test_training_page_picks_up_new_steps_while_a_run_writes(tmp_path, monkeypat
         fh.write(json.dumps({**row, "step": 4}) + "\n")
     at.run()  # what the live fragment's timer does
     assert at.dataframe[0].value["steps logged"].tolist() == [4]
+
+
+def _graded_rows(problem: str, extracted: str, marker: str = "") -> list[dict]:
+    return [{"benchmark": "math500", "problem_id": "p0", "sample_idx": i, "phase": "sampling", "problem": problem,
+             "gold": "1", "completion": f"{marker} so the answer is 1", "correct": i == 0,
+             "status": "correct" if i == 0 else "incorrect", "extracted": extracted} for i in range(2)]
+
+
+def _write_graded(run: Path, rows: list[dict]) -> None:
+    import json
+
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_file_symlinks_out_of_the_runs_dir_are_never_read(tmp_path, monkeypatch):
+    import json
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.jsonl"
+    secret.write_text("".join(json.dumps(r) + "\n" for r in _graded_rows("SECRET-PROBLEM", "1", "SECRET-TEXT")))
+    (outside / "metrics.json").write_text('{"benchmarks": {"SECRETBENCH": {"avg@n": 0.5}}}')
+    runs = tmp_path / "runs"
+    (runs / "x").mkdir(parents=True)
+    os.symlink(secret, runs / "x" / "graded.jsonl")
+    (runs / "y").mkdir()
+    os.symlink(outside / "metrics.json", runs / "y" / "metrics.json")
+    (runs / "y" / "config.json").write_text('{"kind": "eval"}')
+    _write_graded(runs / "z", _graded_rows("Inside problem", "1"))
+    os.symlink(runs / "z" / "graded.jsonl", runs / "z" / "samples.jsonl")  # a link inside the root is fine
+
+    found = {r.name: r for r in data.discover_runs(runs)}
+    assert found["x"].refused == {"graded.jsonl"} and not found["x"].has("graded.jsonl")
+    assert found["y"].refused == {"metrics.json"} and not found["z"].refused and found["z"].has("samples.jsonl")
+    for page, query in (("samples", "x"), ("samples", "y"), ("evaluation", "y"), ("evaluation", "x"),
+                        ("samples", "../outside"), ("training", "x")):
+        at = open_page(runs, page, monkeypatch, run=query)
+        shown = all_text(at) + "".join(e.label for e in at.expander) + str([d.value for d in at.dataframe])
+        assert "SECRET" not in shown, (page, query)
+    assert any("x: not read" in w and "graded.jsonl" in w for w in texts(at, "warning"))
+    # a file swapped for a link after discovery is refused when it is read
+    z = found["z"]
+    (runs / "z" / "graded.jsonl").unlink()
+    os.symlink(secret, runs / "z" / "graded.jsonl")
+    loaded = data.load_jsonl(z, "graded.jsonl")
+    assert not loaded.ok and "outside the runs directory" in loaded.error and loaded.value is None
+    assert not data.load_jsonl(z, "samples.jsonl").ok  # the in-root link now leads out too
+
+
+def test_refused_run_request_never_falls_back_to_another_run(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    _write_graded(runs / "a", _graded_rows("FALLBACK-PROBLEM", "1", "FALLBACK-TEXT"))
+    (runs / "a" / "metrics.json").write_text('{"benchmarks": {"math500": {"avg@n": 0.5, "n_problems": 1}}}')
+    from fixtures_runs import write_train_run
+
+    write_train_run(runs / "t", algo="grpo", steps=3, label="FALLBACK-TRAIN")
+    for page in ("samples", "evaluation", "training"):
+        for bad in ("../../etc", "nosuch"):
+            at = open_page(runs, page, monkeypatch, run=bad)
+            shown = all_text(at) + "".join(e.label for e in at.expander) + str([d.value for d in at.dataframe])
+            assert "FALLBACK" not in shown, (page, bad)
+            assert texts(at, "error") or texts(at, "warning")
+    at = open_page(runs, "samples", monkeypatch, run="../../etc")
+    assert at.selectbox(key="samples_run").value is None
+    at.selectbox(key="samples_run").set_value("a")  # the user can still pick it
+    at.run()
+    assert "FALLBACK-PROBLEM" in all_text(at)
+    at = open_page(runs, "samples", monkeypatch)  # no request: the first run, as before
+    assert at.selectbox(key="samples_run").value == "a"
+
+
+def test_problem_and_answer_markdown_images_are_not_rendered(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    problem = ("Find $x$. ![pixel](http://tracker.invalid/p.png) and ![ref][r] "
+               "<img src='http://tracker.invalid/h.png'>\n\n[r]: http://tracker.invalid/r.png")
+    _write_graded(runs / "a", _graded_rows(problem, "![e](http://tracker.invalid/e.png)"))
+    at = open_page(runs, "samples", monkeypatch)
+    markdown = texts(at, "markdown") + [e.label for e in at.expander]
+    assert any("tracker.invalid/p.png" in m for m in markdown)  # still shown, as text
+    assert not [m for m in markdown if "![" in m]  # no Markdown image left to fetch
+    assert any("tracker.invalid/e.png" in label for label in (e.label for e in at.expander))

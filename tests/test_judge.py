@@ -325,3 +325,62 @@ def test_judge_equivalent_hook():
         assert judge_equivalent(_client(server), "a", "b") is False
         body = server.completion_requests()[0].body
         assert body["temperature"] == 0.0 and "## Solution B\nb" in body["messages"][1]["content"]
+
+
+def _judge_args(run_dir: Path, server: FaultServer, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    judge_cli.add_arguments(parser)
+    return parser.parse_args([str(run_dir), "--judge-model", server.model, "--judge-base-url", server.base_url,
+                              "--backoff-base", "0", "--max-retries", "0", "--no-progress", *extra])
+
+
+def _failing_for(marks: list[str]):
+    """A reply function: unparseable text when the prompt holds one of ``marks`` (else GOOD)."""
+    def reply(body):
+        text = body["messages"][1]["content"]
+        return "no scores, sorry" if any(mark in text for mark in marks) else GOOD
+    return reply
+
+
+def test_cli_exits_1_when_any_problem_failed_unless_allow_failures(tmp_path, monkeypatch, capsys):
+    """18 of 32 problems failing used to exit 0; the failure-reason column is printed in full off a terminal."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "graded.jsonl", _rows({"aime24": 16, "minerva": 16}, n=3, with_pass1=False))
+    # 15 unparseable replies + 3 HTTP 503 (one request at a time: they hit aime24-0..2) = 18 of 32
+    marks = [f"Problem {p} of {b}" for b in ("aime24", "minerva") for p in range(9, 16)] + ["Problem 8 of aime24"]
+    with FaultServer(script=["503"] * 3, default="ok", reply=_failing_for(marks)) as server:
+        assert judge_cli.main(_judge_args(run, server, "--concurrency", "1")) == 1
+        err = capsys.readouterr().err
+        assert "18 of 32 problems failed" in err and "--allow-failures" in err
+        # the full reason list of one benchmark, on one row or folded, but never cut with an ellipsis
+        assert "…" not in err
+        joined = "".join(line.strip(" │┃") for line in err.splitlines())
+        assert "http_error:http_503=" in joined and "parse:no_json_object=" in joined
+        blocks = read_json(run / "metrics.json")["benchmarks"]
+        assert sum(b["judge"]["n_failed"] for b in blocks.values()) == 18
+        # same failures (cached replies, HTTP failures retried and now answered), allowed: exit 0
+        assert judge_cli.main(_judge_args(run, server, "--allow-failures")) == 0
+        assert "15 of 32 problems failed" in capsys.readouterr().err  # the 3 HTTP failures were retried
+    with FaultServer(default="400") as server:  # nothing judged at all is never a success
+        assert judge_cli.main(_judge_args(run, server, "--allow-failures", "--no-cache")) == 1
+
+
+def test_retry_failed_asks_again_only_for_unparseable_cached_replies(run_dir):
+    broken = ["Problem 0 of", "Problem 1 of"]  # aime24-0/1, math500-0/1: unparseable replies (cached: HTTP 200)
+    with FaultServer(reply=_failing_for(broken)) as server:
+        blocks = run_judge(run_dir, _client(server), JudgeSettings(), progress=False)
+        assert sum(b["n_failed"] for b in blocks.values()) == 4 and len(server.completion_requests()) == 5
+    with FaultServer(reply=GOOD) as fixed:
+        # without --retry-failed the cached bad replies stay failed and nothing is sent
+        blocks = run_judge(run_dir, _client(fixed), JudgeSettings(), progress=False)
+        assert sum(b["n_failed"] for b in blocks.values()) == 4 and not fixed.completion_requests()
+        blocks = run_judge(run_dir, _client(fixed), JudgeSettings(), progress=False, retry_failed=True)
+        assert len(fixed.completion_requests()) == 4  # only the failed ones
+        assert sum(b["n_failed"] for b in blocks.values()) == 0 and blocks["aime24"]["n_cache_hits"] == 1
+        # the new replies replaced the cached ones: a plain rerun is all ok and sends nothing
+        blocks = run_judge(run_dir, _client(fixed), JudgeSettings(), progress=False)
+        assert len(fixed.completion_requests()) == 4
+        assert sum(b["n_ok"] for b in blocks.values()) == 5 and blocks["aime24"]["n_cache_hits"] == 3
+    assert all(r["status"] == "ok" for r in read_jsonl(run_dir / "judge.jsonl"))

@@ -124,3 +124,88 @@ def test_rerun_with_another_protocol_is_refused(uninterrupted, tiny_model_dir, d
     assert "different protocol" in proc.stderr and "--force-config" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert (out / "samples.jsonl").read_bytes() == before
+
+
+# ------------------------------------------------- --force-config provenance (OpenAI backend, fault server)
+def _run_openai(out: Path, data_dir: Path, server, model: str, n: int, *extra: str):
+    import argparse
+
+    from dsdr_eval import run_cli
+
+    argv = ["--model", model, "--backend", "openai", "--base-url", server.base_url, "--benchmarks", "math500",
+            "--limit", "2", "--protocol", "quick", "--n", str(n), "--max-tokens", "16", "--data-dir", str(data_dir),
+            "--out", str(out), "--no-diversity", "--no-progress", "--grading-workers", "1", *extra]
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    return run_cli.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv])
+
+
+def _sampling_n(protocol: dict) -> int:
+    return next(p["n"] for p in protocol["phases"] if p["phase"] == "sampling")
+
+
+def test_force_config_records_every_change_and_which_samples_it_wrote(tmp_path, data_dir, capsys):
+    from fault_server import FaultServer
+
+    from dsdr_eval.errors import DsdrError
+
+    out = tmp_path / "run"
+    with FaultServer(reply="The answer is \\boxed{42}.") as server:
+        assert _run_openai(out, data_dir, server, "model-a", 2).exit_code == 0
+        assert len(read_jsonl(out / "samples.jsonl")) == 2 * (1 + 2)
+
+        # a larger n, forced: the first settings stay on top, the change and its lines are recorded
+        assert _run_openai(out, data_dir, server, "model-a", 3, "--force-config").exit_code == 0
+        config = read_json(out / "config.json")
+        assert _sampling_n(config["protocol"]) == 2 and config["model"]["spec"] == "model-a"
+        forced = config["resumed"][-1]
+        assert set(forced["forced"]["changed"]) == {"protocol"} and config["mixed_settings"] == ["protocol"]
+        change = forced["forced"]["changed"]["protocol"]
+        assert _sampling_n(change["was"]) == 2 and _sampling_n(change["now"]) == 3
+        assert _sampling_n(forced["forced"]["settings"]["protocol"]) == 3
+        assert forced["first_line"] == 7 and forced["n_generated"] == 2 and forced["backend"]["name"] == "openai"
+        samples = read_jsonl(out / "samples.jsonl")
+        assert [r["sample_idx"] for r in samples[6:8]] == [2, 2]  # lines 7-8: the forced continuation's
+
+        # a smaller n, forced: nothing to generate, said and recorded (the extra samples are kept and scored)
+        capsys.readouterr()
+        assert _run_openai(out, data_dir, server, "model-a", 1, "--force-config").exit_code == 0
+        err = capsys.readouterr().err
+        assert "4 samples" in err and "outside the forced settings" in err
+        config = read_json(out / "config.json")
+        shrink = config["resumed"][-1]
+        assert _sampling_n(shrink["forced"]["changed"]["protocol"]["now"]) == 1
+        assert shrink["n_generated"] == 0 and shrink["forced"]["n_samples_outside_settings"] == 4
+        assert len(config["resumed"]) == 2
+
+        # another model: refused even with --force-config, nothing written
+        before = (out / "samples.jsonl").read_bytes()
+        with pytest.raises(DsdrError, match="--allow-mixed-models"):
+            _run_openai(out, data_dir, server, "model-b", 4, "--force-config")
+        assert (out / "samples.jsonl").read_bytes() == before
+        assert len(read_json(out / "config.json")["resumed"]) == 2
+
+        # ... unless explicitly allowed: which samples came from which model is in config.json
+        assert _run_openai(out, data_dir, server, "model-b", 4, "--force-config",
+                           "--allow-mixed-models").exit_code == 0
+    config = read_json(out / "config.json")
+    mixed = config["resumed"][-1]
+    assert config["model"]["spec"] == "model-a" and config["mixed_settings"] == ["model", "protocol"]
+    assert mixed["forced"]["changed"]["model"] == {"was": ["model-a", None], "now": ["model-b", None]}
+    assert mixed["forced"]["settings"]["model"]["spec"] == "model-b"
+    assert mixed["first_line"] == 9 and mixed["n_generated"] == 2
+    samples = read_jsonl(out / "samples.jsonl")
+    assert len(samples) == 10 and [r["sample_idx"] for r in samples[8:]] == [3, 3]
+    assert server.completion_requests()[-1].body["model"] == "model-b"
+
+
+def test_force_config_into_a_run_without_samples_starts_it_afresh(tmp_path, data_dir):
+    from fault_server import FaultServer
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"kind": "eval", "model": {"spec": "old"}, "protocol": {}}))
+    with FaultServer(reply="\\boxed{1}") as server:  # no samples yet: nothing to mix, the new settings are the run's
+        assert _run_openai(out, data_dir, server, "model-b", 2, "--force-config").exit_code == 0
+    config = read_json(out / "config.json")
+    assert config["model"]["spec"] == "model-b" and "resumed" not in config and "mixed_settings" not in config

@@ -3,7 +3,7 @@ so a run that is still writing is re-read as soon as it changes)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
 
 import pandas as pd
 import streamlit as st
@@ -13,12 +13,13 @@ from dsdr_eval import rundir
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _jsonl(path: str, stamp: tuple[int, int]) -> data.Loaded:
-    return data.load_jsonl(Path(path))
+def _jsonl(entry: data.RunEntry, name: str, stamp: tuple) -> data.Loaded:
+    return data.load_jsonl(entry, name)
 
 
-def jsonl(path: Path) -> data.Loaded:
-    return _jsonl(str(path), data.file_stamp(path))
+def jsonl(entry: data.RunEntry, name: str) -> data.Loaded:
+    """The run's JSONL file ``name`` (refused when it resolves outside the runs directory)."""
+    return _jsonl(entry, name, data.file_stamp(entry.path / name))
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
@@ -34,9 +35,9 @@ def eval_run(entry: data.RunEntry) -> data.Loaded:
 
 def train_frame(entry: data.RunEntry) -> data.Loaded:
     """metrics.jsonl as a DataFrame (numeric columns; a partial last line is skipped with a note)."""
-    if not (entry.path / rundir.TRAIN_METRICS).exists():
+    if not entry.has(rundir.TRAIN_METRICS) and rundir.TRAIN_METRICS not in entry.refused:
         return data.Loaded(error=f"{entry.name}: no metrics.jsonl yet (the trainer writes one line per step)")
-    loaded = jsonl(entry.path / rundir.TRAIN_METRICS)
+    loaded = jsonl(entry, rundir.TRAIN_METRICS)
     if not loaded.ok:
         return loaded
     if not loaded.value:
@@ -66,12 +67,33 @@ def display_labels(entries: list[data.RunEntry]) -> dict[str, str]:
     return {e.name: (e.label if counts[e.label] == 1 else f"{e.label} ({e.name})") for e in entries}
 
 
-def pick_runs(title: str, entries: list[data.RunEntry], requested: list[data.RunEntry], *, key: str,
+def pick_runs(title: str, entries: list[data.RunEntry], requested: list[data.RunEntry] | None, *, key: str,
               default_count: int = 4) -> list[data.RunEntry]:
+    """A multiselect of runs: preselected are the requested ones (``?run=``), or, when none was
+    requested (``requested is None``), the first few. A refused request preselects nothing: it
+    never falls back to other runs."""
     labels = display_labels(entries)
     names = [e.name for e in entries]
-    wanted = [e.name for e in requested if e.name in names] or names[:default_count]
+    if requested is None:
+        wanted = names[:default_count]
+    else:
+        wanted = [e.name for e in requested if e.name in names]
     chosen = st.multiselect(title, names, default=wanted, format_func=lambda n: f"{labels[n]} — {n}"
                             if labels[n] != n else n, key=key)
     by_name = {e.name: e for e in entries}
     return [by_name[n] for n in chosen]
+
+
+_IMAGE_OPENER = re.compile(r"!\[")
+
+
+def markdown_text(text: str) -> str:
+    """Untrusted text (problem statements, extracted answers) for st.markdown and labels: Markdown
+    image syntax ``![alt](url)`` is escaped, so it shows as text and the browser fetches nothing.
+    Math and the rest of Markdown still render; raw HTML is already escaped by Streamlit."""
+    return _IMAGE_OPENER.sub(r"!\\[", text)  # "!\[" is a literal "![": neither an image nor a link
+
+
+def inline_code(text: str) -> str:
+    """``text`` as one inline code span (backticks inside cannot end it)."""
+    return "`" + text.replace("`", "'") + "`"

@@ -43,7 +43,7 @@ def _table1_frame(table: tables.Table1, digits: int, with_ci: bool) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]) -> None:
+def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
     st.title("Evaluation")
     evals = [r for r in runs if r.kind == "eval"]
     if not evals:

@@ -1,8 +1,10 @@
 """Samples: per benchmark and problem, the problem, the gold answer and every rollout with its
 extracted answer, grading status, per-rollout diversity (diversity_per_sample.jsonl) and formulas.
 
-Model outputs are untrusted text: completions are shown in code blocks (never as HTML or
-Markdown), and the formula chips are HTML-escaped before they are put in the page.
+Model outputs and problem statements are untrusted text: completions are shown in code blocks
+(never as HTML or Markdown), the formula chips are HTML-escaped before they are put in the page,
+and the problem text and extracted answers are rendered with their Markdown images escaped (an
+image would make the browser fetch its URL).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data
-from dashboards.views.common import display_labels, jsonl
+from dashboards.views.common import display_labels, inline_code, jsonl, markdown_text
 from dsdr_eval import rundir
 from dsdr_eval.diversity.formula import formula_set  # the one formula extractor (DSDR §3.1)
 from dsdr_eval.report.runs import benchmark_title, order_benchmarks
@@ -61,7 +63,7 @@ def _formula_chips(own: frozenset[str], holders: Counter) -> str:
     return " ".join(chips) + more
 
 
-def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]) -> None:
+def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
     st.title("Samples")
     evals = [r for r in runs if r.kind == "eval" and (r.has(rundir.GRADED) or r.has(rundir.SAMPLES))]
     if not evals:
@@ -70,11 +72,18 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
         return
     labels = display_labels(evals)
     names = [e.name for e in evals]
-    default = next((names.index(e.name) for e in requested if e.name in names), 0)
-    name = st.selectbox("Run", names, index=default, format_func=lambda n: f"{labels[n]} — {n}", key="samples_run")
+    if requested is None:
+        default: int | None = 0
+    else:  # a refused or unknown ?run= selects nothing: it never falls back to another run
+        default = next((names.index(e.name) for e in requested if e.name in names), None)
+    name = st.selectbox("Run", names, index=default, format_func=lambda n: f"{labels[n]} — {n}", key="samples_run",
+                        placeholder="Choose a run")
+    if name is None:
+        st.info("The requested run is not shown (see above); choose a run.")
+        return
     entry = next(e for e in evals if e.name == name)
     graded = entry.has(rundir.GRADED)
-    loaded = jsonl(entry.path / (rundir.GRADED if graded else rundir.SAMPLES))
+    loaded = jsonl(entry, rundir.GRADED if graded else rundir.SAMPLES)
     if not loaded.ok:
         st.error(loaded.error, icon=":material/error:")
         return
@@ -88,7 +97,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
         return
     diversity: dict[tuple, dict[str, float]] = {}
     if entry.has(rundir.DIVERSITY_PER_SAMPLE):
-        div_loaded = jsonl(entry.path / rundir.DIVERSITY_PER_SAMPLE)
+        div_loaded = jsonl(entry, rundir.DIVERSITY_PER_SAMPLE)
         if div_loaded.ok:
             diversity = _diversity_index(div_loaded.value)
         else:
@@ -120,8 +129,8 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     show_formulas = f3.toggle("Formulas", value=True, key="samples_formulas")
 
     first = group[0]
-    st.markdown(f"**Problem** ({benchmark_title(benchmark)} / `{problem_id}`)")
-    st.markdown(str(first.get("problem") or "_(no problem text in the sample lines)_"))
+    st.markdown(f"**Problem** ({markdown_text(benchmark_title(benchmark))} / {inline_code(problem_id)})")
+    st.markdown(markdown_text(str(first.get("problem") or "_(no problem text in the sample lines)_")))
     st.markdown("**Gold answer**")
     st.code(str(first.get("gold")), language=None)
     counts = Counter(_status(r) for r in group)
@@ -147,7 +156,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
         div = diversity.get((benchmark, phase, problem_id, r.get("sample_idx")), {})
         div_text = " · ".join(f"{k}={div[k]:.3f}" for k in HEADER_DIVERSITY if div.get(k) is not None)
         header = (f"{ICONS[status]} #{r.get('sample_idx')} [{phase}] {status} · extracted: "
-                  f"{str(r.get('extracted'))[:60] if r.get('extracted') is not None else '—'}"
+                  f"{markdown_text(str(r.get('extracted'))[:60]) if r.get('extracted') is not None else '—'}"
                   + (f" · {div_text}" if div_text else "")
                   + (f" · {r.get('n_completion_tokens')} tok" if r.get("n_completion_tokens") is not None else "")
                   + (" · truncated" if r.get("finish_reason") == "length" else ""))

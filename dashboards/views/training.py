@@ -26,7 +26,7 @@ SUMMARY_KEYS = ("step", "reward/mean", "acc/mean", "entropy/mean", "similarity/s
                 "time/elapsed_s")
 
 
-def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]) -> None:
+def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
     st.title("Training dynamics")
     train = [r for r in runs if r.kind == "train"]
     if not train:

@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from dsdr_eval.cli_args import integer, number
 from dsdr_eval.errors import DsdrError
 
 
@@ -23,14 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default) | classifier:PATH (AutoModelForSequenceClassification pair "
                              "classifier, P(similar) > threshold) | answer-formula | judge (an LLM "
                              "judge decides each pair; see --judge-model and the options below)")
-    parser.add_argument("--threshold", type=float, default=None,
+    parser.add_argument("--threshold", type=number(-1, 1), default=None,
                         help="cosine threshold for --partition embedding (default 0.9) or the "
                              "probability threshold for classifier (default 0.5)")
     parser.add_argument("--chunked", action="store_true",
                         help="embed long responses as the mean of chunk embeddings instead of the "
                              "encoder's truncation (256 word pieces for MiniLM)")
     parser.add_argument("--device", default="cpu", help="torch device for the encoder/classifier")
-    parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
+    parser.add_argument("--batch-size", type=integer(1), default=64, help="encoder batch size")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     judge = parser.add_argument_group("--partition judge (an OpenAI-compatible LLM judge decides each pair)")
     judge.add_argument("--judge-model", default=None, metavar="MODEL", help="model name served by the judge endpoint")
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     judge.add_argument("--judge-api-key-env", default=None, metavar="VAR",
                        help="environment variable holding the API key (default OPENAI_API_KEY); the key "
                             "is never written or logged")
-    judge.add_argument("--concurrency", type=int, default=None, metavar="N", help="judge requests in flight (default 8)")
+    judge.add_argument("--concurrency", type=integer(1), default=None, metavar="N", help="judge requests in flight (default 8)")
 
 
 JUDGE_OPTIONS = ("judge_model", "judge_base_url", "judge_api_key_env", "concurrency")
@@ -56,8 +57,6 @@ def main(args: argparse.Namespace) -> int:
     from dsdr_eval.diversity.semantic import load_encoder
 
     console = Console(stderr=True)
-    if args.batch_size < 1:
-        raise DsdrError(f"--batch-size {args.batch_size}: must be >= 1")
     rundir.require_run_dir(args.run_dir, rundir.GRADED)  # fail before loading any model
     method, _ = check_partition_spec(args.partition)
     judge_options = {name: getattr(args, name) for name in JUDGE_OPTIONS if getattr(args, name) is not None}

@@ -5,7 +5,8 @@ of a fleet can answer; never the API key). Stored as append-only JSONL (``judge_
 under RUN_DIR or ``--cache-dir``): one line per HTTP-successful response, with its text,
 finish_reason and token usage. HTTP failures are not cached, so a rerun retries them; an
 unparseable reply is cached (with the same request it is what the judge says) - use
-``--no-cache`` to ask again.
+``--retry-failed`` to ask again for those only (the new reply replaces the cached one), or
+``--no-cache`` to ask again for everything.
 """
 
 from __future__ import annotations
@@ -50,11 +51,12 @@ class JudgeCache:
             return self._entries.get(key)
 
     def put(self, key: str, *, model: str, text: str | None, finish_reason: str | None,
-            usage: dict[str, Any] | None) -> None:
+            usage: dict[str, Any] | None, replace: bool = False) -> None:
+        """Store a reply; an existing entry is kept unless ``replace`` (the later line wins on load)."""
         entry = {"key": key, "model": model, "text": text, "finish_reason": finish_reason,
                  "usage": usage or {}, "created": now_iso()}
         with self._lock:
-            if key in self._entries:
+            if key in self._entries and not replace:
                 return
             self._entries[key] = entry
             append_jsonl(self.path, [entry])

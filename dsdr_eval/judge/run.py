@@ -169,8 +169,11 @@ def _scored_record(base: dict, prompt: JudgePrompt, key: str, text: str | None, 
 
 def judge_problems(items: list[ProblemRollouts], client: OpenAICompatClient, settings: JudgeSettings, *,
                    cache: JudgeCache | None, on_record: Callable[[dict], None] | None = None,
-                   progress: bool | None = None) -> list[dict[str, Any]]:
-    """One judge call per problem (cache first); a record per problem, in the order of ``items``."""
+                   progress: bool | None = None, retry_failed: bool = False) -> list[dict[str, Any]]:
+    """One judge call per problem (cache first); a record per problem, in the order of ``items``.
+
+    ``retry_failed``: a cached reply that does not parse is asked again (and the new reply replaces
+    it in the cache); without it the cached reply is what the judge said, failed again."""
     model = client.config.model
     params = settings.request_params()
     records: list[dict[str, Any] | None] = [None] * len(items)
@@ -192,10 +195,12 @@ def judge_problems(items: list[ProblemRollouts], client: OpenAICompatClient, set
         key = request_key(model, prompt.messages, params)
         hit = cache.get(key) if cache is not None else None
         if hit is not None:
-            emit(index, _scored_record(base, prompt, key, hit.get("text"), finish_reason=hit.get("finish_reason"),
-                                       usage=hit.get("usage"), cache_hit=True, attempts=0,
-                                       excerpt_chars=settings.excerpt_chars))
-            continue
+            record = _scored_record(base, prompt, key, hit.get("text"), finish_reason=hit.get("finish_reason"),
+                                    usage=hit.get("usage"), cache_hit=True, attempts=0,
+                                    excerpt_chars=settings.excerpt_chars)
+            if not (retry_failed and record["status"] == "failed"):
+                emit(index, record)
+                continue
         pending.append((index, prompt, key, base))
 
     def on_result(position: int, result: Result) -> None:
@@ -210,7 +215,7 @@ def judge_problems(items: list[ProblemRollouts], client: OpenAICompatClient, set
             finish = response_finish_reason(result.response)
             usage = response_usage(result.response)
             if cache is not None:
-                cache.put(key, model=model, text=text, finish_reason=finish, usage=usage)
+                cache.put(key, model=model, text=text, finish_reason=finish, usage=usage, replace=retry_failed)
             record = _scored_record(base, prompt, key, text, finish_reason=finish, usage=usage, cache_hit=False,
                                     attempts=result.attempts, excerpt_chars=settings.excerpt_chars)
         emit(index, record)
@@ -267,7 +272,8 @@ def summarize(records: list[dict[str, Any]], *, settings: JudgeSettings, endpoin
 
 
 def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSettings, *,
-              cache_dir: str | Path | None = None, progress: bool | None = None) -> dict[str, dict[str, Any]]:
+              cache_dir: str | Path | None = None, progress: bool | None = None,
+              retry_failed: bool = False) -> dict[str, dict[str, Any]]:
     """Judge a run directory; write judge.jsonl, metrics.json["benchmarks"][b]["judge"], config.json["judge"].
 
     Returns the per-benchmark judge blocks. judge.jsonl is appended as results arrive (a crash keeps
@@ -286,7 +292,7 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
     kept = ([r for r in read_jsonl(judge_path, tolerate_truncated_tail=True) if r.get("benchmark") not in judged]
             if judge_path.exists() else [])
     write_jsonl(judge_path, kept)
-    records = judge_problems(items, client, settings, cache=cache, progress=progress,
+    records = judge_problems(items, client, settings, cache=cache, progress=progress, retry_failed=retry_failed,
                              on_record=lambda record: append_jsonl(judge_path, [record], fsync=False))
     write_jsonl(judge_path, kept + records)
 

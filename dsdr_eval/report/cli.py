@@ -6,7 +6,16 @@ Heavy imports (matplotlib, numpy) happen inside `main`, so ``dsdr-eval --help`` 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+
+from dsdr_eval.cli_args import integer, number, output_dir
+
+
+def _avg_metric(text: str) -> str:
+    if not re.fullmatch(r"auto|avg@n|avg@[1-9][0-9]*", text):
+        raise argparse.ArgumentTypeError(f"expected auto, avg@16, avg@n or avg@K, got {text!r}")
+    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "bootstrap comparisons, and the protocol every number was computed with.")
     parser.add_argument("runs", nargs="*", metavar="RUN_DIR",
                         help="evaluation run directories (each with metrics.json from `dsdr-eval score`)")
-    parser.add_argument("--out", required=True, metavar="DIR",
+    parser.add_argument("--out", required=True, metavar="DIR", type=output_dir,
                         help="report directory, e.g. reports/NAME (regenerated if it holds a previous report)")
     parser.add_argument("--label", action="append", default=[], metavar="TEXT",
                         help="row label of each RUN_DIR, in order (default: config.json label, else the directory name)")
@@ -26,18 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="put runs with different protocols (n, temperature, top-p, max tokens, template, "
                              "backend, problem sets) side by side; the report says so")
     parser.add_argument("--ci", action="store_true", help="show 95%% CIs in the Markdown/LaTeX tables (always in the CSV)")
-    parser.add_argument("--avg-metric", default="auto", metavar="METRIC",
+    parser.add_argument("--avg-metric", default="auto", metavar="METRIC", type=_avg_metric,
                         help="second number of each Table 1 cell: avg@16 (the paper's), avg@n, avg@64; 'auto' = avg@16 "
                              "when every run has >= 16 rollouts, else avg@n (default: auto)")
-    parser.add_argument("--digits", type=int, default=1, help="decimals in the tables (default 1)")
+    parser.add_argument("--digits", type=integer(0, 6), default=1, help="decimals in the tables (default 1)")
     parser.add_argument("--baseline", metavar="LABEL", default=None,
                         help="run the others are compared against (label or directory; default: the first RUN_DIR)")
-    parser.add_argument("--bootstrap", type=int, default=2000, help="paired-bootstrap resamples (default 2000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the paired bootstrap (default 0)")
+    parser.add_argument("--bootstrap", type=integer(0), default=2000, help="paired-bootstrap resamples (default 2000)")
+    parser.add_argument("--seed", type=integer(0), default=0, help="seed of the paired bootstrap (default 0)")
     parser.add_argument("--no-compare", action="store_true", help="skip the paired comparisons")
     parser.add_argument("--train", action="append", default=[], metavar="TRAIN_RUN",
                         help="also plot the training dynamics of this training run (metrics.jsonl); repeatable")
-    parser.add_argument("--smoothing", type=float, default=0.0,
+    parser.add_argument("--smoothing", type=number(0, 1, max_open=True), default=0.0,
                         help="EMA weight of the past for the training curves, 0 (none) to <1 (default 0)")
     parser.add_argument("--title", default=None, help="report title (default: the --out directory name)")
 
@@ -66,13 +75,11 @@ def _command_line(args: argparse.Namespace) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.errors import DsdrError
     from dsdr_eval.report.build import ReportOptions, make_report
 
-    if not 0.0 <= args.smoothing < 1.0:
-        raise DsdrError(f"--smoothing {args.smoothing}: must be in [0, 1)")
-    if args.digits < 0 or args.digits > 6:
-        raise DsdrError(f"--digits {args.digits}: must be between 0 and 6")
+    from dsdr_eval.report.reference import select_reference
+
+    select_reference(args.reference)  # an unknown --reference fails before any run is read
     options = ReportOptions(
         runs=tuple(args.runs), out=args.out, labels=tuple(args.label), reference=args.reference,
         allow_mixed=args.allow_mixed, with_ci=args.ci, avg_metric=args.avg_metric, digits=args.digits,
