@@ -67,6 +67,13 @@ class _DuplicateKeys(dict):
     duplicates: tuple[str, ...] = ()
 
 
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (for messages)."""
+    return ("boolean" if isinstance(value, bool) else "null" if value is None else
+            "string" if isinstance(value, str) else "array" if isinstance(value, list) else
+            "object" if isinstance(value, dict) else "number")
+
+
 def number_text(value: Any) -> str | None:
     """The exact JSON literal of a decoded number (``None`` for anything else, bools included)."""
     if isinstance(value, (ExactFloat, OversizeInt)):
@@ -202,11 +209,11 @@ def _decode_line(decoder: _Decoder, line: bytes, where: str, long_int_fields: It
     try:
         record = decoder.loads(text)
     except json.JSONDecodeError as exc:
-        raise DsdrError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raise DsdrError(f"{where}: invalid JSON ({exc.msg}; column {exc.colno})") from None
     except RecursionError:
         raise DsdrError(f"{where}: invalid JSON (nested deeper than the decoder can follow)") from None
     if not isinstance(record, dict):
-        raise DsdrError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        raise DsdrError(f"{where}: expected a JSON object, got {json_type(record)}")
     if decoder.suspect:
         found = _find_problem(record, long_int_fields=long_int_fields)
         if found:

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import (OversizeInt, field_label, is_finite_number, is_non_finite_constant, number_text,
-                             read_json, write_json)
+from dsdr_eval.jsonl import (OversizeInt, field_label, is_finite_number, is_non_finite_constant, json_type,
+                             number_text, read_json, write_json)
 
 CONFIG = "config.json"
 SAMPLES = "samples.jsonl"
@@ -135,13 +135,6 @@ def _describe(value: Any) -> str:
     text = number_text(value) if not isinstance(value, (str, bool)) else None
     return text if text is not None else (repr(value)[:60] if isinstance(value, str) else
                                           "null" if value is None else json_type(value))
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type (for messages)."""
-    return ("boolean" if isinstance(value, bool) else "null" if value is None else
-            "string" if isinstance(value, str) else "array" if isinstance(value, list) else
-            "object" if isinstance(value, dict) else "number")
 
 
 def _identity_text(value: Any, where: str, name: str, *, numbers: str) -> str:

@@ -64,7 +64,7 @@ def load_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) 
     for name, lines in replaced.items():
         more = f" (and on {len(lines) - 1} more lines)" if len(lines) > 1 else ""
         on_warning(f"{path}:{lines[0]}:{field_label(name)}: lone surrogate(s) (not valid Unicode) replaced "
-                   f"by U+FFFD{more}; graded as replaced")
+                   f"by U+FFFD{more}")
     return rows
 
 
