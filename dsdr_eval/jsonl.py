@@ -5,8 +5,8 @@ Reading is strict: every line must be one JSON object in UTF-8; a bad line raise
 json module checks, a line is refused for a duplicate key (which value would win is a guess), an
 integer literal over Python's 4,300-digit conversion limit, nesting deeper than the decoder can
 follow, and bytes that are not UTF-8. A leading byte-order mark, CRLF endings and blank lines are
-accepted: they change no value. Every JSON number keeps its literal text (``number_text``), so a
-caller that wants text (a gold answer) gets ``0.00001``, not ``1e-05``.
+accepted: they change no value. A JSON number can keep its literal text (``number_text``), so a
+caller that wants text (a gold answer, ``exact_number_fields``) gets ``0.00001``, not ``1e-05``.
 
 Sample files are append-only: a crash (even ``kill -9``) can leave at most one partial final line
 (no newline, a prefix of a JSON object). ``tolerate_truncated_tail=True`` skips exactly that, with a
@@ -91,10 +91,19 @@ def is_non_finite_constant(value: Any) -> bool:
 
 
 class _Decoder:
-    """json.loads with the hooks above; flags when an object needs a second look (slow path only)."""
+    """json decoding with duplicate-key detection; a slower exact pass only where it is needed.
 
-    def __init__(self) -> None:
-        self.suspect = False
+    The fast pass uses the C number parsers. A line is decoded again with the exact hooks
+    (``ExactFloat`` literals, ``OversizeInt`` instead of int()'s ValueError) when an integer is over
+    the conversion limit or when a top-level field in ``exact_fields`` holds a number."""
+
+    def __init__(self, exact_fields: Iterable[str] = ()) -> None:
+        self.suspect = False  # the last record holds a _DuplicateKeys / OversizeInt somewhere
+        self.exact_fields = tuple(exact_fields)
+        # one decoder each for the whole file: json.loads(text, **hooks) would build a scanner per line
+        self._fast = json.JSONDecoder(object_pairs_hook=self._object)
+        self._exact = json.JSONDecoder(parse_float=ExactFloat, parse_int=self._int, parse_constant=ExactFloat,
+                                       object_pairs_hook=self._object)
 
     def _int(self, text: str) -> int | OversizeInt:
         if len(text) - text.startswith("-") > _MAX_INT_DIGITS:
@@ -114,13 +123,24 @@ class _Decoder:
 
     def loads(self, text: str) -> Any:
         self.suspect = False
-        return json.loads(text, parse_float=ExactFloat, parse_int=self._int, parse_constant=ExactFloat,
-                          object_pairs_hook=self._object)
+        try:
+            record = self._fast.decode(text)
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer literal over int()'s digit limit
+            self.suspect = False
+            return self._exact.decode(text)
+        if self.exact_fields and isinstance(record, dict) and any(
+                isinstance(record.get(name), (int, float)) and not isinstance(record.get(name), bool)
+                for name in self.exact_fields):
+            self.suspect = False
+            record = self._exact.decode(text)
+        return record
 
 
-def _find_problem(value: Any, path: str = "", long_int_fields: Iterable[str] = ()) -> tuple[str, str] | None:
+def _find_problem(value: Any, path: str = "", exact_number_fields: Iterable[str] = ()) -> tuple[str, str] | None:
     """(dotted field path, message) of the first duplicate key / oversize integer in ``value``
-    (an oversize integer is fine as the whole value of a top-level field in ``long_int_fields``)."""
+    (an oversize integer is fine as the whole value of a top-level field in ``exact_number_fields``)."""
     if isinstance(value, _DuplicateKeys):
         key = value.duplicates[0]
         return (f"{path}.{key}" if path else key), f"duplicate key {key!r} (which value is meant is ambiguous)"
@@ -129,7 +149,7 @@ def _find_problem(value: Any, path: str = "", long_int_fields: Iterable[str] = (
                       f"{_MAX_INT_DIGITS}-digit limit")
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        if not path and key in long_int_fields and isinstance(item, OversizeInt):
+        if not path and key in exact_number_fields and isinstance(item, OversizeInt):
             continue
         found = _find_problem(item, f"{path}.{key}" if path else str(key))
         if found:
@@ -195,7 +215,7 @@ def looks_truncated(line: bytes) -> bool:
     return False  # it parses: a complete record
 
 
-def _decode_line(decoder: _Decoder, line: bytes, where: str, long_int_fields: Iterable[str] = ()) -> dict[str, Any]:
+def _decode_line(decoder: _Decoder, line: bytes, where: str) -> dict[str, Any]:
     """One JSONL line -> dict; DsdrError ``where: ...`` / ``where:FIELD: ...`` otherwise."""
     try:
         text = line.decode("utf-8")
@@ -215,7 +235,7 @@ def _decode_line(decoder: _Decoder, line: bytes, where: str, long_int_fields: It
     if not isinstance(record, dict):
         raise DsdrError(f"{where}: expected a JSON object, got {json_type(record)}")
     if decoder.suspect:
-        found = _find_problem(record, long_int_fields=long_int_fields)
+        found = _find_problem(record, exact_number_fields=decoder.exact_fields)
         if found:
             field, message = found
             raise DsdrError(f"{where}:{field_label(field)}: {message}")
@@ -224,12 +244,13 @@ def _decode_line(decoder: _Decoder, line: bytes, where: str, long_int_fields: It
 
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
                         on_warning: Callable[[str], None] = warn,
-                        long_int_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+                        exact_number_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` per non-empty line; DsdrError naming file and line on a bad line.
 
     ``context`` prefixes error messages (e.g. ``"benchmark aime24: "``); ``on_warning`` receives the
-    one-line warning about a skipped partial last line; top-level fields in ``long_int_fields`` may
-    hold an integer literal over the conversion limit (an OversizeInt: only its text is usable)."""
+    one-line warning about a skipped partial last line; a number in a top-level field named in
+    ``exact_number_fields`` keeps its literal (``number_text``), even an integer over the conversion
+    limit (an OversizeInt, refused anywhere else)."""
     path = Path(path)
     if not path.exists():
         raise DsdrError(f"{context}{path}: file not found")
@@ -239,7 +260,7 @@ def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = Fal
         raw = raw[len(BOM):]
     ends_with_newline = raw.endswith(b"\n")
     lines = raw.split(b"\n")
-    decoder = _Decoder()
+    decoder = _Decoder(exact_number_fields)
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -249,7 +270,7 @@ def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = Fal
             on_warning(f"{where}: skipped a partial last line ({len(line)} bytes, no newline: an interrupted "
                        "append); it is not counted")
             return
-        yield lineno, _decode_line(decoder, line, where, long_int_fields)
+        yield lineno, _decode_line(decoder, line, where)
 
 
 def iter_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False) -> Iterator[dict[str, Any]]:

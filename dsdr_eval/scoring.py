@@ -39,7 +39,7 @@ def load_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) 
     next_idx: dict[tuple, int] = {}
     replaced: dict[str, list[int]] = {}
     for lineno, raw in iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_warning,
-                                           long_int_fields=("gold",)):
+                                           exact_number_fields=("gold",)):
         where = f"{path}:{lineno}"
         row, replaced_fields = rundir.validate_sample(raw, where)
         for name in replaced_fields:
