@@ -1,49 +1,280 @@
-"""JSONL reading and appending with line-numbered errors and crash-tolerant appends.
+"""JSONL reading and writing: line-numbered errors, crash-tolerant appends, atomic rewrites.
 
-Sample files are append-only: a crash (even ``kill -9``) can leave at most one partial final
-line, which ``read_jsonl(..., tolerate_truncated_tail=True)`` skips so a resumed run
-regenerates exactly that record.
+Reading is strict: every line must be one JSON object in UTF-8; a bad line raises DsdrError
+``FILE:LINE: message`` (``FILE:LINE:FIELD: message`` when one field is at fault). Beyond what the
+json module checks, a line is refused for a duplicate key (which value would win is a guess), an
+integer literal over Python's 4,300-digit conversion limit, nesting deeper than the decoder can
+follow, and bytes that are not UTF-8. A leading byte-order mark, CRLF endings and blank lines are
+accepted: they change no value. A JSON number can keep its literal text (``number_text``), so a
+caller that wants text (a gold answer, ``exact_number_fields``) gets ``0.00001``, not ``1e-05``.
+
+Sample files are append-only: a crash (even ``kill -9``) can leave at most one partial final line
+(no newline, a prefix of a JSON object). ``tolerate_truncated_tail=True`` skips exactly that, with a
+warning, so a resumed run regenerates the record; a final line that is not such a prefix is an error.
+
+Writers never leave a temp file behind and never fail on lone surrogates (written as JSON ``\\uXXXX``
+escapes, which read back to the same string).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, warn
+
+BOM = b"\xef\xbb\xbf"
+NON_FINITE_CONSTANTS = ("NaN", "Infinity", "-Infinity")
+_MAX_INT_DIGITS = 4300  # Python's default int <-> str conversion limit (sys.get_int_max_str_digits)
+_NUMBER_FRAGMENT = re.compile(r"[-+.eE0-9]+")
 
 
-def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False,
-                        context: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)`` per non-empty line; DsdrError naming file and line on bad JSON.
+class ExactFloat(float):
+    """A JSON float (or NaN/Infinity) that remembers its literal text: ``ExactFloat("1e400")`` is
+    ``inf`` as a number and ``"1e400"`` as ``number_text``."""
 
-    ``context`` prefixes error messages (e.g. ``"benchmark aime24: "``)."""
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str) -> "ExactFloat":
+        value = super().__new__(cls, text)
+        value.text = text
+        return value
+
+    def __reduce__(self):
+        return (ExactFloat, (self.text,))
+
+
+class OversizeInt:
+    """An integer literal too long for ``int()``: kept as text, refused wherever a number is needed."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"<integer of {len(self.text.lstrip('-'))} digits>"
+
+
+class _DuplicateKeys(dict):
+    """A decoded object that had repeated keys (``duplicates``); the reader refuses it."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (for messages)."""
+    return ("boolean" if isinstance(value, bool) else "null" if value is None else
+            "string" if isinstance(value, str) else "array" if isinstance(value, list) else
+            "object" if isinstance(value, dict) else "number")
+
+
+def number_text(value: Any) -> str | None:
+    """The exact JSON literal of a decoded number (``None`` for anything else, bools included)."""
+    if isinstance(value, (ExactFloat, OversizeInt)):
+        return value.text
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):  # built in code, not read from JSON
+        return repr(value)
+    return None
+
+
+def is_non_finite_constant(value: Any) -> bool:
+    """True for JSON's non-standard ``NaN`` / ``Infinity`` / ``-Infinity`` (not for ``1e400``)."""
+    return isinstance(value, ExactFloat) and value.text in NON_FINITE_CONSTANTS
+
+
+class _Decoder:
+    """json decoding with duplicate-key detection; a slower exact pass only where it is needed.
+
+    The fast pass uses the C number parsers. A line is decoded again with the exact hooks
+    (``ExactFloat`` literals, ``OversizeInt`` instead of int()'s ValueError) when an integer is over
+    the conversion limit or when a top-level field in ``exact_fields`` holds a number."""
+
+    def __init__(self, exact_fields: Iterable[str] = ()) -> None:
+        self.suspect = False  # the last record holds a _DuplicateKeys / OversizeInt somewhere
+        self.exact_fields = tuple(exact_fields)
+        # one decoder each for the whole file: json.loads(text, **hooks) would build a scanner per line
+        self._fast = json.JSONDecoder(object_pairs_hook=self._object)
+        self._exact = json.JSONDecoder(parse_float=ExactFloat, parse_int=self._int, parse_constant=ExactFloat,
+                                       object_pairs_hook=self._object)
+
+    def _int(self, text: str) -> int | OversizeInt:
+        if len(text) - text.startswith("-") > _MAX_INT_DIGITS:
+            self.suspect = True
+            return OversizeInt(text)
+        return int(text)
+
+    def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        self.suspect = True
+        seen: set[str] = set()
+        flagged = _DuplicateKeys(obj)
+        flagged.duplicates = tuple(k for k, _ in pairs if k in seen or seen.add(k))
+        return flagged
+
+    def loads(self, text: str) -> Any:
+        self.suspect = False
+        try:
+            record = self._fast.decode(text)
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # an integer literal over int()'s digit limit
+            self.suspect = False
+            return self._exact.decode(text)
+        if self.exact_fields and isinstance(record, dict) and any(
+                isinstance(record.get(name), (int, float)) and not isinstance(record.get(name), bool)
+                for name in self.exact_fields):
+            self.suspect = False
+            record = self._exact.decode(text)
+        return record
+
+
+def _find_problem(value: Any, path: str = "", exact_number_fields: Iterable[str] = ()) -> tuple[str, str] | None:
+    """(dotted field path, message) of the first duplicate key / oversize integer in ``value``
+    (an oversize integer is fine as the whole value of a top-level field in ``exact_number_fields``)."""
+    if isinstance(value, _DuplicateKeys):
+        key = value.duplicates[0]
+        return (f"{path}.{key}" if path else key), f"duplicate key {key!r} (which value is meant is ambiguous)"
+    if isinstance(value, OversizeInt):
+        return path, (f"integer literal of {len(value.text.lstrip('-'))} digits is over the "
+                      f"{_MAX_INT_DIGITS}-digit limit")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if not path and key in exact_number_fields and isinstance(item, OversizeInt):
+            continue
+        found = _find_problem(item, f"{path}.{key}" if path else str(key))
+        if found:
+            return found
+    return None
+
+
+def field_label(name: str) -> str:
+    """A field name as it appears in a message (lone surrogates as ``\\udXXX`` escapes)."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _locate_bad_bytes(line: bytes, exc: UnicodeDecodeError) -> str:
+    """The field holding the first non-UTF-8 byte ('' when it lies outside any string)."""
+    text = line.decode("utf-8", "surrogateescape")
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return ""
+    bad = re.compile("[\udc80-\udcff]")
+
+    def walk(value: Any, path: str) -> str | None:
+        if isinstance(value, str):
+            return path if bad.search(value) else None
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and bad.search(key):
+                return field_label(where)
+            found = walk(item, where)
+            if found:
+                return found
+        return None
+
+    return walk(record, "") or ""
+
+
+def looks_truncated(line: bytes) -> bool:
+    """Whether ``line`` is a cut-off prefix of a JSON object (what an interrupted append leaves)."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason != "unexpected end of data":
+            return False
+        text = line[:exc.start].decode("utf-8", "replace")  # a multi-byte character cut at the end
+    text = text.lstrip("\ufeff").strip()
+    if not text.startswith("{"):
+        return False
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Unterminated string"):
+            return True
+        if exc.msg.startswith("Extra data"):
+            return False
+        rest = text[exc.pos:]
+        if exc.msg.startswith("Invalid \\"):  # an escape cut mid-way, inside an unterminated string
+            return '"' not in rest
+        return (not rest or any(word.startswith(rest) for word in ("true", "false", "null", *NON_FINITE_CONSTANTS))
+                or bool(_NUMBER_FRAGMENT.fullmatch(rest)))
+    except (ValueError, RecursionError):
+        return False
+    return False  # it parses: a complete record
+
+
+def _decode_line(decoder: _Decoder, line: bytes, where: str) -> dict[str, Any]:
+    """One JSONL line -> dict; DsdrError ``where: ...`` / ``where:FIELD: ...`` otherwise."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        field = _locate_bad_bytes(line, exc)
+        prefix = f"{where}:{field}" if field else where
+        raise DsdrError(f"{prefix}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at byte {exc.start + 1} "
+                        "of the line)") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark (files concatenated from an editor's output)
+    try:
+        record = decoder.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DsdrError(f"{where}: invalid JSON ({exc.msg}; column {exc.colno})") from None
+    except RecursionError:
+        raise DsdrError(f"{where}: invalid JSON (nested deeper than the decoder can follow)") from None
+    if not isinstance(record, dict):
+        raise DsdrError(f"{where}: expected a JSON object, got {json_type(record)}")
+    if decoder.suspect:
+        found = _find_problem(record, exact_number_fields=decoder.exact_fields)
+        if found:
+            field, message = found
+            raise DsdrError(f"{where}:{field_label(field)}: {message}")
+    return record
+
+
+def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
+                        on_warning: Callable[[str], None] = warn,
+                        exact_number_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` per non-empty line; DsdrError naming file and line on a bad line.
+
+    ``context`` prefixes error messages (e.g. ``"benchmark aime24: "``); ``on_warning`` receives the
+    one-line warning about a skipped partial last line; a number in a top-level field named in
+    ``exact_number_fields`` keeps its literal (``number_text``), even an integer over the conversion
+    limit (an OversizeInt, refused anywhere else)."""
     path = Path(path)
     if not path.exists():
         raise DsdrError(f"{context}{path}: file not found")
     with path.open("rb") as fh:
         raw = fh.read()
+    if raw.startswith(BOM):
+        raw = raw[len(BOM):]
     ends_with_newline = raw.endswith(b"\n")
     lines = raw.split(b"\n")
+    decoder = _Decoder(exact_number_fields)
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            is_last = lineno == len(lines) and not ends_with_newline
-            if tolerate_truncated_tail and is_last:
-                return  # a partial record from an interrupted append: it will be redone
-            raise DsdrError(f"{context}{path}:{lineno}: invalid JSON ({exc})") from None
-        if not isinstance(record, dict):
-            raise DsdrError(f"{context}{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-        yield lineno, record
+        where = f"{context}{path}:{lineno}"
+        is_last = lineno == len(lines) and not ends_with_newline
+        if tolerate_truncated_tail and is_last and looks_truncated(line):
+            on_warning(f"{where}: skipped a partial last line ({len(line)} bytes, no newline: an interrupted "
+                       "append); it is not counted")
+            return
+        yield lineno, _decode_line(decoder, line, where)
 
 
 def iter_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False) -> Iterator[dict[str, Any]]:
-    """Yield one dict per non-empty line; raise DsdrError naming file and line on bad JSON."""
+    """Yield one dict per non-empty line; raise DsdrError naming file and line on a bad line."""
     for _, record in iter_jsonl_numbered(path, tolerate_truncated_tail=tolerate_truncated_tail):
         yield record
 
@@ -52,10 +283,12 @@ def read_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False) -> li
     return list(iter_jsonl(path, tolerate_truncated_tail=tolerate_truncated_tail))
 
 
-def repair_truncated_tail(path: str | Path) -> int:
-    """Cut a partial last line (left by a crash) so later appends start on a fresh line.
+def repair_truncated_tail(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> int:
+    """Make the file end with a newline so later appends start on a fresh line.
 
-    Returns the number of bytes removed."""
+    A partial last line (left by a crash) is cut, with a warning; a complete last record that only
+    lacks its newline gets one. Anything else on the last line is left alone and refused as bad
+    input (DsdrError naming the line). Returns the number of bytes removed."""
     path = Path(path)
     if not path.exists():
         return 0
@@ -64,45 +297,72 @@ def repair_truncated_tail(path: str | Path) -> int:
         if not data or data.endswith(b"\n"):
             return 0
         cut = data.rfind(b"\n") + 1
-        fh.truncate(cut)
-        return len(data) - cut
+        tail = data[cut:]
+        lineno = data.count(b"\n") + 1
+        if not tail.strip():
+            return 0
+        if looks_truncated(tail):
+            fh.truncate(cut)
+            on_warning(f"{path}:{lineno}: cut a partial last line ({len(tail)} bytes, no newline: an "
+                       "interrupted append); that record is redone")
+            return len(tail)
+        _decode_line(_Decoder(), tail, f"{path}:{lineno}")  # raises for garbage
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\n")
+        return 0
+
+
+def _encode_line(record: Any, **dumps_options: Any) -> bytes:
+    """One JSON text as UTF-8; lone surrogates become ``\\uXXXX`` escapes (valid JSON, same string)."""
+    return json.dumps(record, ensure_ascii=False, **dumps_options).encode("utf-8", "backslashreplace")
 
 
 def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, fsync: bool = True) -> int:
     """Append records, one line each, flushed (and fsynced) so a kill loses at most the last line."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with path.open("a", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-            n += 1
+    data = b"".join(_encode_line(record) + b"\n" for record in records)
+    with path.open("ab") as fh:
+        fh.write(data)
         fh.flush()
         if fsync:
             os.fsync(fh.fileno())
-    return n
+    return data.count(b"\n")
+
+
+def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``.
+
+    On any failure (including an interrupt) the temp file is removed and ``path`` is untouched."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
     """Atomically (re)write a whole JSONL file (write to a temp file, then rename)."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    n = 0
-    with tmp.open("w", encoding="utf-8") as fh:
+    count = 0
+
+    def lines() -> Iterator[bytes]:
+        nonlocal count
         for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-            n += 1
-    os.replace(tmp, path)
-    return n
+            yield _encode_line(record) + b"\n"
+            count += 1
+
+    _atomic_write(Path(path), lines())
+    return count
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Atomically write pretty JSON (NaN is written as null-safe ``NaN`` per Python's json)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Atomically write pretty JSON (NaN is written as Python's json writes it: ``NaN``)."""
+    _atomic_write(Path(path), [_encode_line(obj, indent=2, sort_keys=False) + b"\n"])
 
 
 def read_json(path: str | Path) -> Any:
@@ -110,6 +370,17 @@ def read_json(path: str | Path) -> Any:
     if not path.exists():
         raise DsdrError(f"{path}: file not found")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise DsdrError(f"{path}: not valid UTF-8 (byte offset {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise DsdrError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise DsdrError(f"{path}: invalid JSON ({exc})") from None
+
+
+def is_finite_number(value: Any) -> bool:
+    """A JSON number (not a bool) with a finite value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)

@@ -11,25 +11,25 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from dsdr_eval import rundir
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading import grade_samples, grader_provenance
-from dsdr_eval.jsonl import iter_jsonl_numbered, read_json, write_json, write_jsonl
-from dsdr_eval.metrics import DEFAULT_BENCHMARK, PASS1, SAMPLING, compute_metrics
+from dsdr_eval.jsonl import field_label, iter_jsonl_numbered, read_json, write_json, write_jsonl
+from dsdr_eval.metrics import DEFAULT_BENCHMARK, compute_metrics
 
-REQUIRED_SAMPLE_FIELDS = ("problem_id", "gold", "completion")
-PHASES = (PASS1, SAMPLING)
 PRESERVED_BENCHMARK_KEYS = ("diversity", "judge")  # written by other subcommands
 
 
-def load_samples(path: str | Path) -> list[dict[str, Any]]:
-    """Read and validate a samples JSONL; errors name ``file:line:field``.
+def load_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[dict[str, Any]]:
+    """Read and validate a whole samples JSONL before any grading; errors name ``file:line:field``.
 
-    A partial last line (a generation run killed mid-append) is skipped, like the run loop does.
-    ``sample_idx`` defaults to the order of appearance within (benchmark, phase, problem_id);
-    ``phase`` to "sampling"."""
+    Each record is checked by ``rundir.validate_sample`` (types, ranges, lone surrogates, exact
+    number text of golds). A partial last line (a generation run killed mid-append) is skipped with
+    a warning, like the run loop does. ``sample_idx`` defaults to the order of appearance within
+    (benchmark, phase, problem_id); ``phase`` to "sampling". One warning line per field whose lone
+    surrogates were replaced (with the first line and how many lines)."""
     path = Path(path)
     if not path.is_file():
         raise DsdrError(f"{path}: samples file not found")
@@ -37,58 +37,49 @@ def load_samples(path: str | Path) -> list[dict[str, Any]]:
     keys: dict[tuple, int] = {}
     golds: dict[tuple[str, str], tuple[str, int]] = {}
     next_idx: dict[tuple, int] = {}
-    for lineno, row in iter_jsonl_numbered(path, tolerate_truncated_tail=True):
-        for name in REQUIRED_SAMPLE_FIELDS:
-            if name not in row or row[name] is None:
-                raise DsdrError(f"{path}:{lineno}:{name}: missing required field '{name}'")
-        for name in ("problem_id", "gold"):
-            value = row[name]
-            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                raise DsdrError(f"{path}:{lineno}:{name}: must be a string (got {type(value).__name__})")
-            row[name] = value if isinstance(value, str) else (str(int(value)) if float(value).is_integer() else str(value))
-        if not row["gold"].strip():
-            raise DsdrError(f"{path}:{lineno}:gold: empty gold answer")
-        if not isinstance(row["completion"], str):
-            raise DsdrError(f"{path}:{lineno}:completion: must be a string (got {type(row['completion']).__name__})")
-        benchmark = row.get("benchmark")
-        if benchmark is not None and not isinstance(benchmark, str):
-            raise DsdrError(f"{path}:{lineno}:benchmark: must be a string")
-        phase = row.setdefault("phase", SAMPLING)
-        if phase not in PHASES:
-            raise DsdrError(f"{path}:{lineno}:phase: must be one of {', '.join(PHASES)} (got {phase!r})")
-        group = (benchmark or DEFAULT_BENCHMARK, phase, row["problem_id"])
-        if "sample_idx" not in row or row["sample_idx"] is None:
+    replaced: dict[str, list[int]] = {}
+    for lineno, raw in iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_warning,
+                                           exact_number_fields=("gold",)):
+        where = f"{path}:{lineno}"
+        row, replaced_fields = rundir.validate_sample(raw, where)
+        for name in replaced_fields:
+            replaced.setdefault(name, []).append(lineno)
+        group = (row.get("benchmark") or DEFAULT_BENCHMARK, row["phase"], row["problem_id"])
+        if row.get("sample_idx") is None:
             row["sample_idx"] = next_idx.get(group, 0)
         idx = row["sample_idx"]
-        if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
-            raise DsdrError(f"{path}:{lineno}:sample_idx: must be a non-negative integer (got {idx!r})")
         next_idx[group] = max(next_idx.get(group, 0), idx + 1)
         key = (*group, idx)
         if key in keys:
-            raise DsdrError(f"{path}:{lineno}:sample_idx: duplicate sample {key} (first on line {keys[key]})")
+            raise DsdrError(f"{where}:sample_idx: duplicate sample {key} (first on line {keys[key]})")
         keys[key] = lineno
         problem = (group[0], row["problem_id"])
         if problem in golds and golds[problem][0] != row["gold"]:
-            raise DsdrError(f"{path}:{lineno}:gold: {row['gold']!r} differs from {golds[problem][0]!r} "
+            raise DsdrError(f"{where}:gold: {row['gold']!r} differs from {golds[problem][0]!r} "
                             f"given for the same problem on line {golds[problem][1]}")
         golds.setdefault(problem, (row["gold"], lineno))
         rows.append(row)
     if not rows:
         raise DsdrError(f"{path}: no samples")
+    for name, lines in replaced.items():
+        more = f" (and on {len(lines) - 1} more lines)" if len(lines) > 1 else ""
+        on_warning(f"{path}:{lines[0]}:{field_label(name)}: lone surrogate(s) (not valid Unicode) replaced "
+                   f"by U+FFFD{more}")
     return rows
 
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   seed: int = 0) -> dict[str, Any]:
-    """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``."""
+    """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
+
+    The whole file is validated before any grading; both outputs are written (atomically) only
+    after grading and metrics succeeded, so a failure leaves the previous ones untouched."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     rows = load_samples(samples_path)
-    out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     graded = grade_samples(rows, timeout_s=timeout_s, workers=workers, progress=progress)
     grading_wall_s = time.perf_counter() - started
-    write_jsonl(out_dir / rundir.GRADED, graded)
 
     metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
     metrics_path = out_dir / rundir.METRICS
@@ -106,6 +97,8 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     run_config = _run_config_summary(samples_path.parent)
     if run_config:
         provenance["run_config"] = run_config
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out_dir / rundir.GRADED, graded)
     write_json(metrics_path, metrics)
     return metrics
 
