@@ -160,3 +160,18 @@ def test_no_grad_log_prob_passes_run_in_eval_mode(dropout_model_dir, train_data_
     reference = trainer._log_probs_of(trainer.model, batch, rows)
     for i in rows:
         assert torch.allclose(first[i], reference[i], atol=1e-6)
+
+
+def test_local_norm_divides_the_mini_batch_sum_of_j_local(trainer):
+    """prompts: / 4 prompts (default); correct_prompts: / 3 (group 2 has no correct rollout);
+    none: the plain sum of the per-prompt terms."""
+    batch, shaped = hand_made_batch()
+    local = {}
+    for norm in ("prompts", "correct_prompts", "none"):
+        trainer.cfg = dataclasses.replace(trainer.cfg, loss_agg_mode="seq-mean-token-mean", micro_batch_size=3,
+                                          local_term=True, lambda_l=0.5, use_kl=False, kl_coef=0.0,
+                                          loss_norm_constant=None, local_norm=norm)
+        local[norm] = update_and_capture(trainer, batch, shaped)[0]["loss/local"]
+    assert local["prompts"] != 0
+    assert local["correct_prompts"] == pytest.approx(local["prompts"] * 4 / 3, rel=1e-6)
+    assert local["none"] == pytest.approx(local["prompts"] * 4, rel=1e-6)
