@@ -215,11 +215,12 @@ def groups_of(group_ids: list[int]) -> dict[int, list[int]]:
     return out
 
 
-def group_diversity(batch: RolloutBatch, encoder: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def group_diversity(batch: RolloutBatch, encoder: Any, formula_rules: str = "extended"
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-rollout (d_emb, d_eq, d) of ALGORITHMS.md §3.1, each within its group (one encode call)."""
     from dsdr_eval.diversity import dsdr_diversity_batch
 
-    div = dsdr_diversity_batch(batch.texts, batch.group_ids, encoder=encoder)
+    div = dsdr_diversity_batch(batch.texts, batch.group_ids, encoder=encoder, formula_rules=formula_rules)
     return div.d_emb, div.d_eq, div.d
 
 
@@ -232,7 +233,7 @@ def darling_diversity(batch: RolloutBatch, graded: list[dict], equivalence: Any,
     for rows in groups_of(batch.group_ids).values():
         texts = [batch.texts[i] for i in rows]
         classes = darling_partition(texts, equivalence, answer_classes=[graded[i].get("answer_class") for i in rows],
-                                    formula_sets=[formula_set(t) for t in texts])
+                                    formula_sets=[formula_set(t, rules=cfg.formula_rules) for t in texts])
         out[rows] = darling_div(classes, floor=cfg.darling_floor)
     return out
 
@@ -340,12 +341,12 @@ class Trainer:
         if self.dist.main and config_record is not None:
             from dsdr_eval.rundir import save_config
 
-            from dsdr_eval.diversity import EXTRACTION_RULE
+            from dsdr_eval.diversity import EXTRACTION_RULES
 
             config_record = dict(config_record, template={"name": self.template.name, "text": self.template.text,
                                                           "chat": self.chat},
                                  encoder=self.encoder.settings() if self.encoder is not None else None,
-                                 formula_extraction=EXTRACTION_RULE,
+                                 formula_extraction=EXTRACTION_RULES[cfg.formula_rules],
                                  objective_notes={**algos.COMMON_NOTES, **algos.ALGO_NOTES.get(cfg.algo, {})})
             save_config(run_dir, config_record)
 
@@ -442,7 +443,7 @@ class Trainer:
                                                           buffer=cfg.overlong_buffer, factor=cfg.overlong_factor).double()
         d = torch.zeros_like(reward)
         if self.encoder is not None and (cfg.reward == "dsdr" or cfg.log_diversity):
-            d_emb, d_eq, d_np = group_diversity(batch, self.encoder)
+            d_emb, d_eq, d_np = group_diversity(batch, self.encoder, cfg.formula_rules)
             d = torch.tensor(d_np, dtype=torch.float64)
             m["diversity/semantic"], m["diversity/formula"] = self._mean(d_emb.tolist()), self._mean(d_eq.tolist())
             m["similarity/semantic"], m["similarity/formula"] = 1 - m["diversity/semantic"], 1 - m["diversity/formula"]

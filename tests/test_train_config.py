@@ -55,6 +55,7 @@ def test_choices_the_papers_leave_open_are_recorded_options():
         record = cfg.to_dict()
         assert (record["singleton_advantage"], record["local_norm"], record["dapo_exhausted"]) == ("zero", "prompts", "train")
         assert (record["encoder_chunked"], record["encoder_max_seq_length"], record["disable_dropout"]) == (False, None, True)
+        assert record["formula_rules"] == "extended"
     cfg = build(**C.parse_overrides(["dapo_exhausted=error", "singleton_advantage=reward", "local_norm=correct_prompts",
                                      "encoder_chunked=true", "encoder_max_seq_length=128"]))
     assert C.objective_of(cfg).dapo_exhausted == "error" and C.objective_of(cfg).local_norm == "correct_prompts"
@@ -86,6 +87,7 @@ def test_overrides_are_typed_and_beat_yaml(tmp_path):
     ("local_norm=groups", "'local_norm'"),
     ("loss_norm_constant=0", "'loss_norm_constant'"),
     ("encoder_max_seq_length=2", "'encoder_max_seq_length'"),
+    ("formula_rules=latex", "'formula_rules'"),
 ])
 def test_bad_keys_and_values_name_the_key(item, needle):
     with pytest.raises(DsdrError) as err:

@@ -230,12 +230,14 @@ def test_encoder_settings_and_open_choices_are_recorded(tiny_model_dir, train_fi
     out = tmp_path / "record"
     assert main(["--algo", "dsdr", "--model", str(tiny_model_dir), "--train-data", str(train_file), "--out", str(out),
                  "total_steps=1", "save_every=0", "save_final=false", "encoder_chunked=true",
-                 "encoder_max_seq_length=32", *TINY]) == 0
+                 "encoder_max_seq_length=32", "formula_rules=diver", *TINY]) == 0
     record = json.loads((out / "config.json").read_text())
     assert record["config"]["encoder_chunked"] is True and record["config"]["encoder_max_seq_length"] == 32
     assert record["encoder"]["truncation"] == "chunk-mean" and record["encoder"]["max_seq_length"] == 32
     assert record["encoder"]["chunk_tokens"] == 30
-    assert record["formula_extraction"].startswith("spans")
+    from dsdr_eval.diversity import EXTRACTION_RULES
+
+    assert record["config"]["formula_rules"] == "diver" and record["formula_extraction"] == EXTRACTION_RULES["diver"]
     for key in ("singleton_advantage", "local_norm", "dapo_exhausted"):
         assert key in record["config"] and key in record["objective_notes"]
 
@@ -251,3 +253,14 @@ def test_encoder_max_seq_length_truncates_without_touching_the_shared_model():
     assert np.allclose(short.encode([words]), default.encode([cut]), atol=1e-5)
     assert not np.allclose(default.encode([words]), short.encode([words]), atol=1e-3)
     assert default.model.max_seq_length == default.max_seq_length == 256
+
+
+def test_formula_rules_reach_the_trainers_diversity():
+    from dsdr_eval.diversity import load_encoder
+    from dsdr_train.rollout import RolloutBatch
+
+    batch = RolloutBatch(texts=["\\begin{align} x &= 1 \\end{align} so $y$", "so $y$"], group_ids=[0, 0])
+    encoder = load_encoder()
+    _, d_eq_extended, _ = T.group_diversity(batch, encoder, "extended")
+    _, d_eq_diver, _ = T.group_diversity(batch, encoder, "diver")
+    assert list(d_eq_extended) == [0.5, 0.0] and list(d_eq_diver) == [0.0, 0.0]
