@@ -1,6 +1,6 @@
 """The RL objective of GRPO, DAPO, DSDR (and its ablations) and DARLING as pure torch functions.
 
-Section numbers (§) refer to ``/work/shared/docs/ALGORITHMS.md``, which assembles the DSDR paper
+Section numbers (§) refer to ``ALGORITHMS.md`` (``../shared/docs/`` from the repo root), which assembles the DSDR paper
 (arXiv 2602.19895) and the DARLING paper (arXiv 2509.02534); DAPO is arXiv 2503.14476.
 
 Modelled on verl's ``verl/trainer/ppo/core_algos.py``: the advantage estimators and policy losses

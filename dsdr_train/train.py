@@ -339,9 +339,8 @@ class Trainer:
 
             self.tb = SummaryWriter(str(run_dir / "tensorboard"))
         if self.dist.main and config_record is not None:
-            from dsdr_eval.rundir import save_config
-
             from dsdr_eval.diversity import EXTRACTION_RULES
+            from dsdr_eval.rundir import save_config
 
             config_record = dict(config_record, template={"name": self.template.name, "text": self.template.text,
                                                           "chat": self.chat},
