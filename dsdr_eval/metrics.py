@@ -20,14 +20,22 @@ Definitions (ALGORITHMS.md §5, DSDR paper Table 1 / Table 3):
   file holds Table 1's five benchmarks plus others (amc23), ``average_table1`` is the mean over
   exactly those five.
 
-CIs: percentile bootstrap over problems (``bootstrap`` replicates, ``numpy.random.default_rng
-(seed)`` fresh per benchmark, the same resampled problem indices for every metric of a
-benchmark).
+CIs: percentile bootstrap over problems (``bootstrap`` replicates). Each benchmark resamples its
+problems from its own random stream, derived from (seed, benchmark name) by
+:func:`bootstrap_indices` (numpy ``SeedSequence`` of the seed, a SHA-256 key of the name and the
+number of problems; never Python's salted ``hash()``), so two benchmarks of equal size are
+resampled independently, the stratified CI of the average is built from independent strata, and
+a benchmark's CI does not depend on which other benchmarks are in the file. Every metric of a
+benchmark uses the same resampled problem indices. The paired comparison
+(``dsdr_eval.report.compare``) uses the same implementation (:func:`stratified_bootstrap_means`).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 import numpy as np
@@ -123,10 +131,45 @@ def _per_problem_values(phases: dict[str, dict[str, list[dict]]]) -> tuple[dict[
     return values, info
 
 
-def _bootstrap_means(vector: np.ndarray, n_boot: int, rng_for_length) -> np.ndarray:
-    """Means of ``n_boot`` resamples (with replacement) of the problems: shape [n_boot]."""
-    index = rng_for_length(len(vector))  # [n_boot, P]
-    return vector[index].mean(axis=1)
+BOOTSTRAP_STREAMS = ("numpy default_rng(SeedSequence([seed, sha256(stratum name)[:8] as little-endian uint64, "
+                     "n_problems])) per stratum (benchmark); indices = rng.integers(0, n, (bootstrap, n))")
+
+
+def stratum_key(name: str) -> int:
+    """A stable 64-bit key of a stratum (benchmark) name: the same in every process and Python."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()[:8], "little")
+
+
+@functools.lru_cache(maxsize=64)
+def bootstrap_indices(seed: int, stratum: str, n_items: int, n_boot: int) -> np.ndarray:
+    """Resampled item indices of one stratum: int64 [n_boot, n_items] (read-only), drawn with
+    replacement from the stream of (seed, stratum, n_items); see :data:`BOOTSTRAP_STREAMS`."""
+    if seed < 0:
+        raise DsdrError(f"bootstrap seed must be >= 0 (got {seed})")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, stratum_key(stratum), n_items]))
+    index = rng.integers(0, n_items, size=(n_boot, n_items))
+    index.flags.writeable = False
+    return index
+
+
+def stratified_bootstrap_means(strata: Mapping[str, np.ndarray], *, n_boot: int, seed: int = 0,
+                               rng: np.random.Generator | None = None) -> np.ndarray:
+    """Bootstrap replicates [n_boot] of the unweighted mean over strata of each stratum's mean.
+
+    strata: stratum name -> per-item values [n_items] (the problems of one benchmark). Items are
+    resampled with replacement within each stratum, from that stratum's own stream
+    (:func:`bootstrap_indices` of (seed, name)): independent strata, and a stratum's resamples do
+    not depend on the other strata. ``rng`` instead draws every stratum's indices from that one
+    generator, in order."""
+    if not strata:
+        raise ValueError("stratified_bootstrap_means needs at least one stratum")
+    total = np.zeros(n_boot)
+    for name, values in strata.items():
+        values = np.asarray(values, dtype=np.float64)
+        index = (bootstrap_indices(seed, name, len(values), n_boot) if rng is None
+                 else rng.integers(0, len(values), size=(n_boot, len(values))))
+        total += values[index].mean(axis=1)
+    return total / len(strata)
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:
@@ -152,20 +195,12 @@ def compute_metrics(graded_rows: list[dict], *, bootstrap: int = 1000, seed: int
     for name in sorted(grouped):
         phases = grouped[name]
         values, info = _per_problem_values(phases)
-        rng = np.random.default_rng(seed)
-        index_cache: dict[int, np.ndarray] = {}
-
-        def rng_for_length(length: int) -> np.ndarray:
-            if length not in index_cache:
-                index_cache[length] = rng.integers(0, length, size=(bootstrap, length))
-            return index_cache[length]
-
         point = {key: float(vector.mean()) for key, vector in values.items()}
         ci: dict[str, list[float]] = {}
         replicates[name] = {}
         if bootstrap > 0:
             for key, vector in values.items():
-                means = _bootstrap_means(vector, bootstrap, rng_for_length)
+                means = stratified_bootstrap_means({name: vector}, n_boot=bootstrap, seed=seed)
                 replicates[name][key] = means
                 lo, hi = np.percentile(means, [2.5, 97.5])
                 ci[key] = [float(lo), float(hi)]
@@ -187,6 +222,7 @@ def compute_metrics(graded_rows: list[dict], *, bootstrap: int = 1000, seed: int
                            "maj@k": "majority vote over the first k samples by sample_idx on answer_class; "
                                     "no-answer samples do not vote; ties -> class seen first",
                            "ci95": "percentile bootstrap over problems", "bootstrap": bootstrap, "seed": seed,
+                           "bootstrap_streams": BOOTSTRAP_STREAMS,
                            "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)"}}
     if set(TABLE1_BENCHMARKS) < set(benchmarks):
         # Table 1's "Average" is over exactly these five; other benchmarks (amc23) would shift it.
@@ -214,6 +250,7 @@ def _macro_average(benchmarks: dict[str, Any], replicates: dict[str, dict[str, n
         ci = {}
         for key in common:
             if all(key in s for s in flat_sets):
+                # = stratified_bootstrap_means over these benchmarks: their replicates, averaged
                 means = np.mean([replicates[n][key] for n in names], axis=0)
                 lo, hi = np.percentile(means, [2.5, 97.5])
                 ci[key] = [float(lo), float(hi)]

@@ -72,6 +72,9 @@ class TrainConfig:
     warmup_steps: int = _f(0, "linear LR warmup in optimizer updates, then constant")
     max_grad_norm: float = _f(1.0, "gradient clipping by global norm (0 = off)")
     gradient_checkpointing: bool = _f(False, "trade compute for memory in the policy forward")
+    disable_dropout: bool = _f(True, "zero the policy's dropout probabilities at load, so the update scores the "
+                               "distribution the rollouts were sampled from (ratio 1 before the first update); "
+                               "old / reference log-probs always run in eval mode")
     # --- objective (None = the algorithm's default from core_algos.ALGO_DEFAULTS) -----------
     # Names are those of core_algos.ALGO_DEFAULTS / ObjectiveConfig, which validates them.
     std_mode: str | None = _f(None, "advantage normalisation: population | bessel | none (§1)")
@@ -80,6 +83,8 @@ class TrainConfig:
     clip_ratio_high: float | None = _f(None, "PPO clip eps_high (§1: GRPO 0.2, DAPO/DSDR 0.28)")
     log_ratio_clamp: float | None = _f(None, "clamp of the log importance ratio before exp (§1: 20)")
     loss_agg_mode: str | None = _f(None, "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (§1)")
+    loss_norm_constant: int | None = _f(None, "C of seq-mean-token-sum-norm (Dr.GRPO: loss = token sum / C); "
+                                        "None = max_response_length (verl's loss_scale_factor); unused by other modes")
     reward: str | None = _f(None, "reward shaping: verifier | dsdr (§3.2 bonus) | darling (§4 r*Div)")
     lambda_d: float | None = _f(None, "DSDR correct-only diversity bonus weight (§3.2: 0.001)")
     sigma_d: float | None = _f(None, "DSDR diversity clip bound (§3.2: 1.0, not given in the paper)")
@@ -92,12 +97,26 @@ class TrainConfig:
     kl_estimator: str | None = _f(None, "KL estimator (low_var_kl = k3, the only one implemented)")
     dynamic_sampling: bool | None = _f(None, "DAPO: drop zero-variance-accuracy groups and resample (§2)")
     max_num_gen_batches: int | None = _f(None, "DAPO: stop resampling after this many generation batches (§2: 10)")
+    dapo_exhausted: str | None = _f(None, "DAPO, max_num_gen_batches reached with the batch not full: train (on the "
+                                    "groups kept; default) | error (stop, as verl does)", choices=("train", "error"))
+    singleton_advantage: str | None = _f(None, "advantage of a group of one rollout: zero (default) | reward "
+                                         "(verl: mean 0, std 1)", choices=("zero", "reward"))
+    local_norm: str | None = _f(None, "divisor of the mini-batch sum of J_local (§3.4 is per prompt): prompts "
+                                "(default) | correct_prompts (prompts with a correct rollout) | none (plain sum)",
+                                choices=("prompts", "correct_prompts", "none"))
     overlong_shaping: bool | None = _f(None, "DAPO overlong reward shaping (§2)")
     overlong_buffer: int | None = _f(None, "DAPO overlong buffer in tokens (§2: max_response_length // 4)")
     overlong_factor: float | None = _f(None, "DAPO overlong penalty factor (§2: 1.0)")
     darling_floor: float | None = _f(None, "DARLING Div floor (§4: 0.1)")
     # --- diversity -------------------------------------------------------------------------
     encoder: str | None = _f(None, "sentence encoder for D_emb (None = all-MiniLM-L6-v2, offline)")
+    encoder_chunked: bool = _f(False, "embed a long rollout as the mean of its chunk embeddings instead of the "
+                               "encoder's truncation (§3.1 option; dsdr-eval diversity --chunked)")
+    encoder_max_seq_length: int | None = _f(None, "encoder truncation / chunk window in word pieces "
+                                            "(None = the encoder's own: 256 for all-MiniLM-L6-v2)")
+    formula_rules: str = _f("extended", "formula extraction for D_eq (§3.1; the paper is silent): extended = DIVER's "
+                            "\\[..\\], \\(..\\), $$..$$, $..$ plus equation-like \\begin{ENV} (default) | diver = "
+                            "the four delimiters only", choices=("extended", "diver"))
     darling_partition: str = _f("embedding", "DARLING partition (dsdr_eval.diversity.make_equivalence spec): embedding "
                                 "(cosine >= darling_threshold) | answer-formula | classifier:PATH | judge")
     darling_threshold: float | None = _f(None, "DARLING threshold (embedding cosine / classifier probability; None = dsdr_eval default 0.9 / 0.5)")
@@ -135,8 +154,8 @@ FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 OBJECTIVE_FIELDS = (
     "std_mode", "eps", "clip_ratio_low", "clip_ratio_high", "log_ratio_clamp", "loss_agg_mode", "reward",
     "lambda_d", "sigma_d", "tau", "uniform_coupling", "local_term", "lambda_l", "use_kl", "kl_coef",
-    "kl_estimator", "dynamic_sampling", "max_num_gen_batches", "overlong_shaping", "overlong_buffer",
-    "overlong_factor", "darling_floor",
+    "kl_estimator", "dynamic_sampling", "max_num_gen_batches", "dapo_exhausted", "singleton_advantage", "local_norm",
+    "overlong_shaping", "overlong_buffer", "overlong_factor", "darling_floor",
 )
 
 
@@ -263,6 +282,9 @@ def resolve_config(values: dict[str, Any]) -> TrainConfig:
     for key, value in algo_defaults(algo).items():
         if key in FIELDS and merged.get(key) is None:
             merged[key] = value
+    if merged.get("loss_agg_mode") == "seq-mean-token-sum-norm" and merged.get("loss_norm_constant") is None:
+        # Dr.GRPO's constant, as verl's loss_scale_factor: fixed over training (a padded width is not)
+        merged["loss_norm_constant"] = int(merged.get("max_response_length", FIELDS["max_response_length"].default))
     if merged.get("overlong_shaping") and merged.get("overlong_buffer") is None:
         merged["overlong_buffer"] = max(1, int(merged.get("max_response_length", FIELDS["max_response_length"].default)) // 4)
     cfg = TrainConfig(**merged)
@@ -318,6 +340,10 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.val_temperature >= 0, "val_temperature", "must be >= 0")
     need(cfg.val_pass1_temperature >= 0, "val_pass1_temperature", "must be >= 0")
     need(0 < cfg.val_top_p <= 1, "val_top_p", "must be in (0, 1]")
+    if cfg.loss_norm_constant is not None:
+        need(cfg.loss_norm_constant >= 1, "loss_norm_constant", "must be >= 1")
+    if cfg.encoder_max_seq_length is not None:
+        need(cfg.encoder_max_seq_length >= 3, "encoder_max_seq_length", "must be >= 3 (room for [CLS]/[SEP])")
     if cfg.overlong_buffer is not None:
         need(0 < cfg.overlong_buffer <= cfg.max_response_length, "overlong_buffer", "must be in (0, max_response_length]")
     objective_of(cfg)

@@ -1,6 +1,6 @@
 """The RL objective of GRPO, DAPO, DSDR (and its ablations) and DARLING as pure torch functions.
 
-Section numbers (§) refer to ``/work/shared/docs/ALGORITHMS.md``, which assembles the DSDR paper
+Section numbers (§) refer to ``ALGORITHMS.md`` (``../shared/docs/`` from the repo root), which assembles the DSDR paper
 (arXiv 2602.19895) and the DARLING paper (arXiv 2509.02534); DAPO is arXiv 2503.14476.
 
 Modelled on verl's ``verl/trainer/ppo/core_algos.py``: the advantage estimators and policy losses
@@ -43,10 +43,15 @@ __all__ = [
     "ADV_ESTIMATOR_REGISTRY",
     "ALGO_DEFAULTS",
     "ALGO_NOTES",
+    "COMMON_NOTES",
+    "DAPO_EXHAUSTED",
+    "LOCAL_NORMS",
     "LOSS_AGG_MODES",
     "POLICY_LOSS_REGISTRY",
+    "SINGLETON_ADVANTAGES",
     "STD_MODES",
     "ObjectiveConfig",
+    "agg_divisors",
     "agg_loss",
     "compute_darling_advantage",
     "compute_dsdr_advantage",
@@ -70,6 +75,9 @@ __all__ = [
 ]
 
 STD_MODES = ("population", "bessel", "none")
+SINGLETON_ADVANTAGES = ("zero", "reward")  # the advantage of a group of one (see compute_group_advantage)
+LOCAL_NORMS = ("prompts", "correct_prompts", "none")  # J_local's batch divisor (see dsdr_local_entropy_term)
+DAPO_EXHAUSTED = ("train", "error")  # dynamic sampling out of max_num_gen_batches (see ObjectiveConfig)
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 REWARD_KINDS = ("verifier", "dsdr", "darling")
 
@@ -272,7 +280,12 @@ def group_ids_from_prompt_index(
 
 @register_adv_estimator("grpo")
 def compute_group_advantage(
-    rewards: Tensor, group_ids: Tensor, *, std_mode: str = "population", eps: float = 1e-6
+    rewards: Tensor,
+    group_ids: Tensor,
+    *,
+    std_mode: str = "population",
+    eps: float = 1e-6,
+    singleton: str = "zero",
 ) -> Tensor:
     """Group-relative advantage, ALGORITHMS.md §1 (DSDR paper's GRPO advantage).
 
@@ -281,15 +294,18 @@ def compute_group_advantage(
     ``torch.std``'s default, which verl's GRPO estimator uses), ``"none"`` (``A_i = r_i - mean``,
     Dr.GRPO / DARLING). The caller broadcasts ``A_i`` to every token of ``o_i``.
 
-    A group of one rollout (G = 1) gets advantage 0 in every mode (verl instead uses mean 0,
-    std 1, i.e. ``A = r``; a lone rollout has nothing to be compared with, so it carries no
-    signal here). Statistics are computed in float64 (see the module docstring).
+    A group of one rollout (G = 1; the papers are silent): ``singleton="zero"`` (default) gives
+    it advantage 0 in every mode (a lone rollout has nothing to be compared with, so it carries
+    no signal); ``singleton="reward"`` is verl's convention, mean 0 and std 1, i.e.
+    ``A = r / (1 + eps)`` (``A = r`` with ``std_mode="none"``). Statistics are computed in
+    float64 (see the module docstring).
 
     Args:
         rewards: ``[B]`` float (bool/int accepted) per-rollout reward, possibly shaped.
         group_ids: ``[B]`` long; see :func:`group_ids_from_prompt_index`.
         std_mode: ``"population" | "bessel" | "none"``.
         eps: added to the std (default 1e-6, §1).
+        singleton: ``"zero" | "reward"``, the advantage of a group of one (see above).
 
     Returns:
         ``[B]`` advantages, dtype of ``rewards`` (float32 when rewards are bool/int).
@@ -298,6 +314,8 @@ def compute_group_advantage(
     group_ids = _as_group_ids(group_ids, rewards.shape[0])
     if std_mode not in STD_MODES:
         raise ValueError(f"unknown std_mode {std_mode!r}; expected one of {STD_MODES}")
+    if singleton not in SINGLETON_ADVANTAGES:
+        raise ValueError(f"unknown singleton {singleton!r}; expected one of {SINGLETON_ADVANTAGES}")
     if not eps >= 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
     out_dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
@@ -318,7 +336,11 @@ def compute_group_advantage(
         denominator = (sum_sq / dof).sqrt()[index] + eps
         # eps = 0 and a constant group: 0/0 -> advantage 0 (no signal), not NaN
         advantages = torch.where(denominator > 0, deviation / denominator.clamp(min=1e-300), 0.0)
-    advantages = torch.where(counts[index] > 1, advantages, torch.zeros_like(advantages))
+    if singleton == "zero":
+        lone = torch.zeros_like(advantages)
+    else:  # verl: mean 0, std 1
+        lone = r if std_mode == "none" else r / (1.0 + eps)
+    advantages = torch.where(counts[index] > 1, advantages, lone)
     return advantages.to(out_dtype)
 
 
@@ -445,8 +467,11 @@ def dsdr_local_entropy_term(
     Batch normalisation: §3.4 is written per prompt (the ``w_i`` sum to 1 over P, no 1/G), so the
     plain sum over a batch holding several groups grows with the number of groups. The objective
     is an expectation over prompts like ``J_GRPO``; pass ``num_groups`` = the number of prompts in
-    the (mini-)batch the update normalises over (under gradient accumulation: the whole
-    mini-batch, on every micro-batch) to get that mean. ``None`` returns the literal sum.
+    the (mini-)batch the update normalises over (under gradient accumulation and data
+    parallelism: the whole mini-batch over all micro-batches and ranks) to get that mean.
+    ``None`` returns the literal sum. The trainer's ``local_norm`` picks the divisor: ``prompts``
+    (default), ``correct_prompts`` (only the prompts that have a local term, i.e. a correct
+    rollout) or ``none`` (the literal sum of the per-prompt terms).
 
     Args:
         log_probs: ``[B, T]`` ``logp_theta`` of the sampled tokens (with grad).
@@ -626,7 +651,13 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
 
 
 def agg_loss(
-    loss_mat: Tensor, loss_mask: Tensor, loss_agg_mode: str, *, norm_constant: float | None = None
+    loss_mat: Tensor,
+    loss_mask: Tensor,
+    loss_agg_mode: str,
+    *,
+    norm_constant: float | None = None,
+    num_tokens: float | None = None,
+    num_sequences: float | None = None,
 ) -> Tensor:
     """Reduce a per-token loss matrix to a scalar, ALGORITHMS.md §1 (verl's modes and formulas).
 
@@ -644,11 +675,24 @@ def agg_loss(
     return NaN for them in ``seq-mean-token-mean``). Masked entries of ``loss_mat`` may hold
     anything, even inf/NaN: they are selected out, not multiplied by 0.
 
+    Pieces of a batch (gradient accumulation, data parallelism): every mode is a sum over the
+    rows divided by a divisor of the *whole* batch, so a piece's loss computed with the whole
+    batch's divisor is its exact share, and the shares add up to the one-pass loss. Pass the
+    whole batch's ``num_tokens`` (token-mean) or ``num_sequences`` (the two seq-mean modes; rows
+    with at least one valid token) as verl's ``batch_num_tokens`` / ``global_batch_size`` do;
+    ``seq-mean-token-sum-norm`` needs nothing more than its constant ``C``.
+    :func:`agg_divisors` returns the keyword a mode needs. (DDP averages gradients over ranks:
+    the caller multiplies the loss by the world size, verl's ``dp_size``.)
+
     Args:
         loss_mat: ``[B, T]`` per-token loss.
         loss_mask: ``[B, T]`` 0/1 (bool accepted).
         loss_agg_mode: one of :data:`LOSS_AGG_MODES`.
         norm_constant: ``C`` for ``seq-mean-token-sum-norm`` (> 0); an error for other modes.
+        num_tokens: divisor of ``token-mean`` (> 0) instead of this piece's token count; an error
+            for other modes.
+        num_sequences: divisor of ``seq-mean-token-mean`` / ``seq-mean-token-sum`` (> 0) instead
+            of this piece's number of non-empty rows; an error for other modes.
 
     Returns:
         scalar loss.
@@ -657,24 +701,59 @@ def agg_loss(
     _require_same_shape([("loss_mat", loss_mat), ("loss_mask", _require_2d("loss_mask", loss_mask))])
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; expected one of {LOSS_AGG_MODES}")
-    if norm_constant is not None:
-        if loss_agg_mode != "seq-mean-token-sum-norm":
-            raise ValueError(f"norm_constant only applies to seq-mean-token-sum-norm, not {loss_agg_mode!r}")
-        if not norm_constant > 0:
-            raise ValueError(f"norm_constant must be > 0, got {norm_constant}")
+    for name, value, modes in (("norm_constant", norm_constant, ("seq-mean-token-sum-norm",)),
+                               ("num_tokens", num_tokens, ("token-mean",)),
+                               ("num_sequences", num_sequences, ("seq-mean-token-mean", "seq-mean-token-sum"))):
+        if value is None:
+            continue
+        if loss_agg_mode not in modes:
+            raise ValueError(f"{name} only applies to {' / '.join(modes)}, not {loss_agg_mode!r}")
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value}")
     mask = _mask_as("loss_mask", loss_mask, loss_mat)
     masked = torch.where(mask.bool(), loss_mat, torch.zeros_like(loss_mat))
     token_sums = masked.sum(dim=-1)
     lengths = mask.sum(dim=-1)
-    n_sequences = (lengths > 0).sum().to(loss_mat.dtype).clamp(min=1.0)
+    if num_sequences is None:
+        n_sequences = (lengths > 0).sum().to(loss_mat.dtype).clamp(min=1.0)
+    else:
+        n_sequences = torch.tensor(float(num_sequences), dtype=loss_mat.dtype, device=loss_mat.device)
     if loss_agg_mode == "token-mean":
-        return token_sums.sum() / lengths.sum().clamp(min=1.0)
+        n_tokens = lengths.sum().clamp(min=1.0) if num_tokens is None else float(num_tokens)
+        return token_sums.sum() / n_tokens
     if loss_agg_mode == "seq-mean-token-mean":
         return (token_sums / lengths.clamp(min=1.0)).sum() / n_sequences
     if loss_agg_mode == "seq-mean-token-sum":
         return token_sums.sum() / n_sequences
     divisor = float(norm_constant) if norm_constant is not None else float(loss_mask.shape[-1])
     return token_sums.sum() / max(divisor, 1.0)
+
+
+def agg_divisors(
+    loss_agg_mode: str, *, num_tokens: float, num_sequences: float, norm_constant: float | None = None
+) -> dict[str, float]:
+    """The :func:`agg_loss` keyword that makes a piece's loss its exact share of a whole batch.
+
+    Args:
+        loss_agg_mode: one of :data:`LOSS_AGG_MODES`.
+        num_tokens: valid tokens of the whole batch (over all micro-batches and all ranks).
+        num_sequences: rows with at least one valid token in the whole batch.
+        norm_constant: ``C`` of ``seq-mean-token-sum-norm``; required for that mode (a constant
+            over training, e.g. the max response length: the padded width of a piece is not).
+
+    Returns:
+        ``{"num_tokens": ...}``, ``{"num_sequences": ...}`` or ``{"norm_constant": ...}``
+        (counts floored at 1, so an all-empty batch gives a zero loss rather than 0/0).
+    """
+    if loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; expected one of {LOSS_AGG_MODES}")
+    if loss_agg_mode == "token-mean":
+        return {"num_tokens": max(float(num_tokens), 1.0)}
+    if loss_agg_mode == "seq-mean-token-sum-norm":
+        if norm_constant is None:
+            raise ValueError("seq-mean-token-sum-norm needs a norm_constant (e.g. max_response_length)")
+        return {"norm_constant": float(norm_constant)}
+    return {"num_sequences": max(float(num_sequences), 1.0)}
 
 
 @register_policy_loss("vanilla")
@@ -689,6 +768,8 @@ def compute_policy_loss(
     loss_agg_mode: str = "token-mean",
     clamp: float = 20.0,
     norm_constant: float | None = None,
+    num_tokens: float | None = None,
+    num_sequences: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """PPO/GRPO clipped surrogate, ALGORITHMS.md §1 (GRPO; DAPO's clip-higher via the bounds).
 
@@ -703,7 +784,8 @@ def compute_policy_loss(
         response_mask: ``[B, T]`` 0/1.
         clip_ratio_low / clip_ratio_high: ``eps_low`` / ``eps_high`` (GRPO 0.2/0.2, DAPO and DSDR
             0.2/0.28).
-        loss_agg_mode: see :func:`agg_loss`; ``norm_constant`` is passed through to it.
+        loss_agg_mode: see :func:`agg_loss`; ``norm_constant`` / ``num_tokens`` /
+            ``num_sequences`` are passed through to it (see :func:`agg_divisors`).
         clamp: bound of the log-ratio (default 20).
 
     Returns:
@@ -750,7 +832,8 @@ def compute_policy_loss(
     surrogate = ratio * advantages
     clipped_surrogate = ratio.clamp(1.0 - clip_ratio_low, 1.0 + clip_ratio_high) * advantages
     loss_mat = -torch.minimum(surrogate, clipped_surrogate)
-    pg_loss = agg_loss(loss_mat, mask, loss_agg_mode, norm_constant=norm_constant)
+    pg_loss = agg_loss(loss_mat, mask, loss_agg_mode, norm_constant=norm_constant, num_tokens=num_tokens,
+                       num_sequences=num_sequences)
 
     with torch.no_grad():
         clipped = (clipped_surrogate < surrogate) & valid
@@ -835,6 +918,9 @@ _COMMON: dict[str, Any] = {
     "kl_estimator": "low_var_kl",
     "dynamic_sampling": False,
     "max_num_gen_batches": 10,  # §2
+    "dapo_exhausted": "train",  # §2 "give up": train on what was kept (verl: "error")
+    "singleton_advantage": "zero",  # §1 silent on G = 1 (verl: "reward")
+    "local_norm": "prompts",  # §3.4 per prompt; batch mean over the mini-batch's prompts
     "overlong_shaping": False,
     "overlong_buffer": None,  # None -> max_response_length // 4 (§2)
     "overlong_factor": 1.0,  # §2
@@ -917,6 +1003,18 @@ ALGO_NOTES: dict[str, dict[str, str]] = {
 }
 
 
+# Choices the papers leave open that apply to every algorithm (recorded with every run).
+COMMON_NOTES: dict[str, str] = {
+    "singleton_advantage": "a group of one rollout: the papers are silent; zero = no signal without a "
+    "comparison (default), reward = verl's mean 0 / std 1, i.e. A = r / (1 + eps)",
+    "dapo_exhausted": "§2 says only 'give up after max_num_gen_batches'; train = update on the groups kept so "
+    "far (when none was kept: on the last generation batch as is, whose accuracy advantages are all 0), "
+    "error = stop the run with an error as verl's DAPO trainer does",
+    "local_norm": "§3.4 defines J_local per prompt (no 1/G); prompts = mean over the mini-batch's prompts like "
+    "J_GRPO (default), correct_prompts = mean over the prompts that have a correct rollout, none = plain sum",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class ObjectiveConfig:
     """The objective settings of one run (see :data:`ALGO_DEFAULTS`); validated on construction."""
@@ -940,6 +1038,9 @@ class ObjectiveConfig:
     kl_estimator: str
     dynamic_sampling: bool
     max_num_gen_batches: int
+    dapo_exhausted: str
+    singleton_advantage: str
+    local_norm: str
     overlong_shaping: bool
     overlong_buffer: int | None
     overlong_factor: float
@@ -952,6 +1053,10 @@ class ObjectiveConfig:
             raise ValueError(f"loss_agg_mode: unknown {self.loss_agg_mode!r}; expected one of {LOSS_AGG_MODES}")
         if self.reward not in REWARD_KINDS:
             raise ValueError(f"reward: unknown {self.reward!r}; expected one of {REWARD_KINDS}")
+        for name, allowed in (("dapo_exhausted", DAPO_EXHAUSTED), ("singleton_advantage", SINGLETON_ADVANTAGES),
+                              ("local_norm", LOCAL_NORMS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}: unknown {getattr(self, name)!r}; expected one of {allowed}")
         if self.kl_estimator != "low_var_kl":
             raise ValueError(f"kl_estimator: only 'low_var_kl' is implemented, got {self.kl_estimator!r}")
         for name in ("eps", "lambda_d", "tau", "lambda_l", "kl_coef", "overlong_factor"):

@@ -15,7 +15,8 @@ import os
 import random
 import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ from dsdr_train.config import TrainConfig
 from dsdr_train.data import PromptSampler, TrainProblem, load_train_problems
 from dsdr_train.rollout import HFRollout, RolloutBatch, VLLMRollout
 
+
+class DapoExhausted(DsdrError):
+    """DAPO's dynamic sampling did not fill the batch within max_num_gen_batches (dapo_exhausted=error)."""
 
 
 # ----------------------------------------------------------------------------- distributed
@@ -68,6 +72,19 @@ def all_reduce_scalar(value: float, dist: Dist, op: str = "sum") -> float:
     return float(t.item())
 
 
+def all_reduce_sums(values: list[float], dist: Dist) -> list[float]:
+    """Element-wise sum over ranks, in one collective (float64: exact for token counts)."""
+    if dist.world == 1:
+        return [float(v) for v in values]
+    import torch.distributed as tdist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    if tdist.get_backend() == "nccl":
+        t = t.cuda()
+    tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
+    return [float(v) for v in t.tolist()]
+
+
 def gather_lists(values: list[float], dist: Dist) -> list[float]:
     if dist.world == 1:
         return values
@@ -91,6 +108,36 @@ def pick_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype:
     if cfg.dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return getattr(torch, cfg.dtype)
+
+
+def load_policy(path: str, dtype: torch.dtype, *, disable_dropout: bool) -> torch.nn.Module:
+    """The policy from an HF dir; with ``disable_dropout`` every dropout probability of its config
+    (``attention_dropout``, ``resid_pdrop``, ...) and of its ``nn.Dropout`` modules is zeroed, so the
+    update's forward is the deterministic distribution the rollouts were sampled from."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if not disable_dropout:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    config = AutoConfig.from_pretrained(path)
+    for key, value in config.to_dict().items():
+        if ("dropout" in key or key.endswith("pdrop")) and isinstance(value, float) and value > 0:
+            setattr(config, key, 0.0)
+    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
+
+
+@contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Run ``model`` in eval mode (no dropout) and restore its train/eval state afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def pad_rollouts(batch: RolloutBatch, rows: list[int], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -168,11 +215,12 @@ def groups_of(group_ids: list[int]) -> dict[int, list[int]]:
     return out
 
 
-def group_diversity(batch: RolloutBatch, encoder: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def group_diversity(batch: RolloutBatch, encoder: Any, formula_rules: str = "extended"
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-rollout (d_emb, d_eq, d) of ALGORITHMS.md §3.1, each within its group (one encode call)."""
     from dsdr_eval.diversity import dsdr_diversity_batch
 
-    div = dsdr_diversity_batch(batch.texts, batch.group_ids, encoder=encoder)
+    div = dsdr_diversity_batch(batch.texts, batch.group_ids, encoder=encoder, formula_rules=formula_rules)
     return div.d_emb, div.d_eq, div.d
 
 
@@ -185,7 +233,7 @@ def darling_diversity(batch: RolloutBatch, graded: list[dict], equivalence: Any,
     for rows in groups_of(batch.group_ids).values():
         texts = [batch.texts[i] for i in rows]
         classes = darling_partition(texts, equivalence, answer_classes=[graded[i].get("answer_class") for i in rows],
-                                    formula_sets=[formula_set(t) for t in texts])
+                                    formula_sets=[formula_set(t, rules=cfg.formula_rules) for t in texts])
         out[rows] = darling_div(classes, floor=cfg.darling_floor)
     return out
 
@@ -213,7 +261,7 @@ class Trainer:
         self.tokenizer = AutoTokenizer.from_pretrained(init_path)
         self.tokenizer.padding_side = "left"
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        self.policy = AutoModelForCausalLM.from_pretrained(init_path, dtype=dtype).to(self.device)
+        self.policy = load_policy(init_path, dtype, disable_dropout=cfg.disable_dropout).to(self.device)
         if cfg.gradient_checkpointing:
             self.policy.gradient_checkpointing_enable()
         self.ref = None
@@ -276,7 +324,8 @@ class Trainer:
         if cfg.reward == "dsdr" or cfg.log_diversity or (cfg.reward == "darling" and cfg.darling_partition.startswith("embedding")):
             from dsdr_eval.diversity import load_encoder
 
-            self.encoder = load_encoder(cfg.encoder, device="cpu" if self.device.type == "cpu" else str(self.device))
+            self.encoder = load_encoder(cfg.encoder, device="cpu" if self.device.type == "cpu" else str(self.device),
+                                        chunked=cfg.encoder_chunked, max_seq_length=cfg.encoder_max_seq_length)
         self.equivalence = None
         if cfg.reward == "darling":
             from dsdr_eval.diversity import make_equivalence
@@ -290,10 +339,14 @@ class Trainer:
 
             self.tb = SummaryWriter(str(run_dir / "tensorboard"))
         if self.dist.main and config_record is not None:
+            from dsdr_eval.diversity import EXTRACTION_RULES
             from dsdr_eval.rundir import save_config
 
             config_record = dict(config_record, template={"name": self.template.name, "text": self.template.text,
-                                                          "chat": self.chat})
+                                                          "chat": self.chat},
+                                 encoder=self.encoder.settings() if self.encoder is not None else None,
+                                 formula_extraction=EXTRACTION_RULES[cfg.formula_rules],
+                                 objective_notes={**algos.COMMON_NOTES, **algos.ALGO_NOTES.get(cfg.algo, {})})
             save_config(run_dir, config_record)
 
     # -- rollout ----------------------------------------------------------------------------
@@ -347,6 +400,11 @@ class Trainer:
             need_more = all_reduce_scalar(float(have < self.local_prompts), self.dist, "max") > 0
             if not need_more or n_gen >= limit:
                 break
+        if cfg.dynamic_sampling and need_more and cfg.dapo_exhausted == "error":
+            kept_total = int(all_reduce_scalar(float(have), self.dist, "sum"))
+            raise DapoExhausted(f"config key 'max_num_gen_batches': DAPO dynamic sampling kept {kept_total} of "
+                                f"{cfg.prompts_per_step} prompts with varying accuracy after {n_gen} generation batches "
+                                f"at step {self.step + 1} (dapo_exhausted=error; dapo_exhausted=train updates on what was kept)")
         if cfg.dynamic_sampling:
             # Trim to whole groups, the same number on every rank (DDP needs equal update counts).
             target = int(all_reduce_scalar(float(min(len(set(kept.group_ids)), self.local_prompts)), self.dist, "min"))
@@ -384,7 +442,7 @@ class Trainer:
                                                           buffer=cfg.overlong_buffer, factor=cfg.overlong_factor).double()
         d = torch.zeros_like(reward)
         if self.encoder is not None and (cfg.reward == "dsdr" or cfg.log_diversity):
-            d_emb, d_eq, d_np = group_diversity(batch, self.encoder)
+            d_emb, d_eq, d_np = group_diversity(batch, self.encoder, cfg.formula_rules)
             d = torch.tensor(d_np, dtype=torch.float64)
             m["diversity/semantic"], m["diversity/formula"] = self._mean(d_emb.tolist()), self._mean(d_eq.tolist())
             m["similarity/semantic"], m["similarity/formula"] = 1 - m["diversity/semantic"], 1 - m["diversity/formula"]
@@ -399,7 +457,8 @@ class Trainer:
         if cfg.local_term:  # §3.3 global-to-local coupling weights (uniform for w/o GD)
             weights = algos.dsdr_coupling_weights(acc_t, d, gids, tau=cfg.tau, sigma_d=cfg.sigma_d,
                                                   uniform=bool(cfg.uniform_coupling))
-        adv = algos.compute_group_advantage(shaped, gids, std_mode=cfg.std_mode, eps=cfg.eps).float()
+        adv = algos.compute_group_advantage(shaped, gids, std_mode=cfg.std_mode, eps=cfg.eps,
+                                            singleton=cfg.singleton_advantage).float()
         for key, values in (("reward", reward), ("shaped_reward", shaped)):
             m[f"{key}/mean"], m[f"{key}/std"] = self._mean(values.tolist()), self._std(values.tolist())
         m["acc/mean"] = self._mean(acc.tolist())
@@ -429,12 +488,16 @@ class Trainer:
 
     @torch.no_grad()
     def _log_probs_of(self, model: torch.nn.Module, batch: RolloutBatch, rows: list[int]) -> dict[int, torch.Tensor]:
+        """Detached log-probs (old policy, reference) in eval mode: the rollouts were sampled in
+        eval mode, so dropout here would make log pi_old a noisy sample of another distribution."""
         out: dict[int, torch.Tensor] = {}
-        for micro in self._micro_batches(rows):
-            t = pad_rollouts(batch, micro, self.pad_id, self.device)
-            lp = token_log_probs(response_logits(model, t), t["input_ids"][:, int(t["prompt_width"]):], self.cfg.temperature)
-            for r, i in enumerate(micro):
-                out[i] = lp[r, :len(batch.response_ids[i])].cpu()
+        with eval_mode(model):
+            for micro in self._micro_batches(rows):
+                t = pad_rollouts(batch, micro, self.pad_id, self.device)
+                lp = token_log_probs(response_logits(model, t), t["input_ids"][:, int(t["prompt_width"]):],
+                                     self.cfg.temperature)
+                for r, i in enumerate(micro):
+                    out[i] = lp[r, :len(batch.response_ids[i])].cpu()
         return out
 
     @staticmethod
@@ -464,19 +527,35 @@ class Trainer:
                 rows = [i for gi in perm[start:start + mini_groups] for i in groups[gi]]
                 self._update_mini_batch(batch, rows, shaped, old, ref, sums)
                 weight_total += 1
+        # Each rank's sums are its shares of the whole mini-batches' values: sum over ranks.
         for key, value in sums.items():
-            m[key] = all_reduce_scalar(value / max(weight_total, 1), self.dist, "sum") / self.dist.world
+            m[key] = all_reduce_scalar(value / max(weight_total, 1), self.dist, "sum")
         m["loss/total"] = m["loss/pg"] + m["loss/local"] + m["loss/kl"]
         m["lr"] = self.scheduler.get_last_lr()[0]
         m["time/update_s"] = time.perf_counter() - t0
+
+    def _mini_batch_divisors(self, batch: RolloutBatch, rows: list[int], weights: torch.Tensor
+                             ) -> tuple[dict[str, float], float, float]:
+        """Divisors of the whole mini-batch (all its micro-batches on all ranks, one all-reduce):
+        the ``agg_loss`` keyword of the run's loss_agg_mode, the J_local divisor of ``local_norm``
+        and the token count. With them every micro-batch loss is its exact share of the one-pass
+        loss over the concatenated mini-batch (core_algos.agg_loss)."""
+        cfg = self.cfg
+        lengths = [len(batch.response_ids[i]) for i in rows]
+        members = groups_of([batch.group_ids[i] for i in rows])
+        with_correct = sum(float(weights[[rows[j] for j in js]].sum()) > 0 for js in members.values())
+        tokens, sequences, prompts, correct_prompts = all_reduce_sums(
+            [float(sum(lengths)), float(sum(n > 0 for n in lengths)), float(len(members)), float(with_correct)], self.dist)
+        divisors = algos.agg_divisors(cfg.loss_agg_mode, num_tokens=tokens, num_sequences=sequences,
+                                      norm_constant=cfg.loss_norm_constant)
+        local_divisor = {"prompts": prompts, "correct_prompts": max(correct_prompts, 1.0), "none": 1.0}[cfg.local_norm]
+        return divisors, local_divisor, max(tokens, 1.0)
 
     def _update_mini_batch(self, batch: RolloutBatch, rows: list[int], shaped: dict[str, torch.Tensor],
                            old: dict[int, torch.Tensor] | None, ref: dict[int, torch.Tensor] | None,
                            sums: dict[str, float]) -> None:
         cfg = self.cfg
-        token_level = cfg.loss_agg_mode == "token-mean"
-        total_tokens = sum(len(batch.response_ids[i]) for i in rows)
-        n_groups = len(set(batch.group_ids[i] for i in rows))
+        divisors, local_divisor, total_tokens = self._mini_batch_divisors(batch, rows, shaped["weights"])
         micros = self._micro_batches(rows)
         acc: dict[str, float] = {}
         self.optimizer.zero_grad(set_to_none=True)
@@ -484,44 +563,42 @@ class Trainer:
             t = pad_rollouts(batch, micro, self.pad_id, self.device)
             mask = t["response_mask"]
             P = int(t["prompt_width"])
-            # Share of this micro-batch in the mini-batch aggregate, so accumulated gradients equal
-            # those of one pass over the whole mini-batch (token- or sequence-weighted per agg mode).
-            share = (sum(len(batch.response_ids[i]) for i in micro) / total_tokens) if token_level else len(micro) / len(rows)
             sync = nullcontext() if (k == len(micros) - 1 or self.dist.world == 1) else self.model.no_sync()
             with sync:
                 logits = response_logits(self.model, t)
                 log_probs = token_log_probs(logits, t["input_ids"][:, P:], cfg.temperature)
                 old_lp = self._stack(old, micro, mask.shape[1], self.device) if old is not None else log_probs.detach()
                 adv = shaped["advantages"][micro].to(self.device)
+                # Every term is this micro-batch's share of the mini-batch value (global divisors).
                 pg_loss, stats = algos.compute_policy_loss(
                     log_probs, old_lp, adv, mask, clip_ratio_low=cfg.clip_ratio_low,
-                    clip_ratio_high=cfg.clip_ratio_high, loss_agg_mode=cfg.loss_agg_mode, clamp=cfg.log_ratio_clamp)
+                    clip_ratio_high=cfg.clip_ratio_high, loss_agg_mode=cfg.loss_agg_mode, clamp=cfg.log_ratio_clamp,
+                    **divisors)
                 loss = pg_loss
                 local = torch.zeros((), device=self.device)
                 if cfg.local_term and cfg.lambda_l:
-                    # §3.4-3.5: maximise lambda_l * J_local; the w_i sum to 1 per group, so the
-                    # mini-batch sum is divided by its number of groups (a mean over prompts like
-                    # J_GRPO). The micro-batch part is already a share of that sum: not rescaled.
+                    # §3.4-3.5: maximise lambda_l * J_local; the w_i sum to 1 per group, and the
+                    # mini-batch sum is divided per local_norm (default: its number of prompts,
+                    # a mean over prompts like J_GRPO).
                     j_local = algos.dsdr_local_entropy_term(log_probs, old_lp, mask, shaped["weights"][micro].to(self.device),
-                                                            clamp=cfg.log_ratio_clamp, num_groups=n_groups)
+                                                            clamp=cfg.log_ratio_clamp, num_groups=local_divisor)
                     local = -cfg.lambda_l * j_local
-                    loss = loss + local / share
+                    loss = loss + local
                 kl = torch.zeros((), device=self.device)
                 if ref is not None:
-                    kl = algos.agg_loss(algos.kl_penalty_k3(log_probs, self._stack(ref, micro, mask.shape[1], self.device)),
-                                        mask, cfg.loss_agg_mode)
-                    loss = loss + cfg.kl_coef * kl
-                (loss * share).backward()
+                    k3 = algos.kl_penalty_k3(log_probs, self._stack(ref, micro, mask.shape[1], self.device))
+                    kl = cfg.kl_coef * algos.agg_loss(k3, mask, cfg.loss_agg_mode, **divisors)
+                    loss = loss + kl
+                # DDP averages gradients over ranks; the shares above add up over ranks, so undo the mean.
+                (loss * self.dist.world).backward()
             with torch.no_grad():
                 entropy = algos.agg_loss(algos.token_entropy_from_logits(logits.detach(), cfg.temperature), mask,
-                                         cfg.loss_agg_mode)
-            for key, value in (("loss/pg", pg_loss), ("loss/local", local / share), ("loss/kl", cfg.kl_coef * kl if ref is not None else kl),
-                               ("entropy/mean", entropy), ("clip/frac", stats.get("clip/frac", 0.0)),
-                               ("clip/frac_low", stats.get("clip/frac_low", 0.0)),
-                               ("clip/frac_high", stats.get("clip/frac_high", 0.0)),
-                               ("kl/approx", stats.get("kl/approx", 0.0))):
-                value = value.detach() if torch.is_tensor(value) else value
-                acc[key] = acc.get(key, 0.0) + float(value) * share
+                                         cfg.loss_agg_mode, **divisors)
+            token_share = float(mask.sum().item()) / total_tokens  # the stats are token means of this micro-batch
+            for key, value in (("loss/pg", pg_loss), ("loss/local", local), ("loss/kl", kl), ("entropy/mean", entropy)):
+                acc[key] = acc.get(key, 0.0) + float(value.detach())
+            for key in ("clip/frac", "clip/frac_low", "clip/frac_high", "kl/approx"):
+                acc[key] = acc.get(key, 0.0) + stats.get(key, 0.0) * token_share
             del logits
         if cfg.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
@@ -601,7 +678,12 @@ class Trainer:
                 break
             t0 = time.perf_counter()
             m: dict[str, Any] = {"step": self.step + 1}
-            batch, graded, acc = self.collect(m)
+            try:
+                batch, graded, acc = self.collect(m)
+            except DapoExhausted:
+                if self.step and not (cfg.save_every and self.step % cfg.save_every == 0):
+                    self.save()  # keep the steps already trained before stopping
+                raise
             shaped = self.shape(batch, graded, acc, m)
             self.update(batch, shaped, m)
             self.step += 1

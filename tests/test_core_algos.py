@@ -90,6 +90,20 @@ def test_constant_group_and_single_rollout_group_get_zero_advantage():
     assert torch.equal(adv, torch.zeros(6, dtype=F64))
 
 
+def test_single_rollout_group_advantage_option():
+    """singleton="reward" is verl's mean 0 / std 1 for a group of one; other groups are unchanged."""
+    rewards, group = t64([1, 0, 1, 0.5]), ids([0, 0, 1, 2])
+    for mode in C.STD_MODES:
+        zero = C.compute_group_advantage(rewards, group, std_mode=mode)
+        verl = C.compute_group_advantage(rewards, group, std_mode=mode, singleton="reward", eps=0.01)
+        lone = [1.0, 0.5] if mode == "none" else [1.0 / 1.01, 0.5 / 1.01]
+        assert torch.allclose(verl[2:], t64(lone), atol=1e-12), mode
+        assert torch.equal(zero[2:], t64([0.0, 0.0]))
+        assert torch.allclose(verl[:2], C.compute_group_advantage(rewards, group, std_mode=mode, eps=0.01)[:2])
+    with pytest.raises(ValueError, match="singleton"):
+        C.compute_group_advantage(rewards, group, singleton="one")
+
+
 def test_interleaved_groups_equal_separate_computation():
     r_a, r_b = [1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0]
     sep_a = C.compute_group_advantage(t64(r_a), ids([0] * 4))
@@ -365,6 +379,49 @@ def test_agg_loss_norm_constant_and_validation():
     with pytest.raises(ValueError, match="shape mismatch"):
         C.agg_loss(RAGGED_LOSS, RAGGED_MASK[:, :3], "token-mean")
     assert float(C.agg_loss(RAGGED_LOSS, torch.zeros_like(RAGGED_MASK), "token-mean")) == 0.0
+
+
+@pytest.mark.parametrize("mode", C.LOSS_AGG_MODES)
+def test_agg_loss_pieces_with_whole_batch_divisors_sum_to_one_pass(mode):
+    """Gradient accumulation / data parallelism: unequal pieces (different rows, lengths and padded
+    widths), each reduced with the whole batch's divisors, add up to the one-pass loss."""
+    gen = torch.Generator().manual_seed(0)
+    lengths = [1, 7, 2, 8, 3, 3, 5, 1, 0]  # the last row is empty (a padding row)
+    pieces = [[0, 1, 2], [3], [4, 5, 6, 7, 8]]
+    width = max(lengths)
+    loss = torch.randn(len(lengths), width, generator=gen, dtype=F64)
+    mask = t64([[1.0] * n + [0.0] * (width - n) for n in lengths])
+    divisors = C.agg_divisors(mode, num_tokens=sum(lengths), num_sequences=sum(n > 0 for n in lengths),
+                              norm_constant=16)
+    one_pass = C.agg_loss(loss, mask, mode, **divisors)
+    by_hand = {  # from the formulas, over the whole batch
+        "token-mean": sum(loss[i, :n].sum().item() for i, n in enumerate(lengths)) / 30,
+        "seq-mean-token-mean": sum(loss[i, :n].mean().item() for i, n in enumerate(lengths) if n) / 8,
+        "seq-mean-token-sum": sum(loss[i, :n].sum().item() for i, n in enumerate(lengths)) / 8,
+        "seq-mean-token-sum-norm": sum(loss[i, :n].sum().item() for i, n in enumerate(lengths)) / 16,
+    }[mode]
+    assert abs(one_pass.item() - by_hand) < 1e-12
+    accumulated = 0.0
+    for rows in pieces:
+        piece_width = max(max(lengths[i] for i in rows), 1)  # each piece padded to its own width
+        accumulated += C.agg_loss(loss[rows, :piece_width], mask[rows, :piece_width], mode, **divisors).item()
+    assert abs(accumulated - by_hand) < 1e-12
+
+
+def test_agg_divisors_and_their_validation():
+    assert C.agg_divisors("token-mean", num_tokens=30, num_sequences=8) == {"num_tokens": 30.0}
+    assert C.agg_divisors("seq-mean-token-mean", num_tokens=30, num_sequences=8) == {"num_sequences": 8.0}
+    assert C.agg_divisors("seq-mean-token-sum", num_tokens=0, num_sequences=0) == {"num_sequences": 1.0}
+    assert C.agg_divisors("seq-mean-token-sum-norm", num_tokens=30, num_sequences=8, norm_constant=4096) == {
+        "norm_constant": 4096.0}
+    with pytest.raises(ValueError, match="norm_constant"):
+        C.agg_divisors("seq-mean-token-sum-norm", num_tokens=30, num_sequences=8)
+    with pytest.raises(ValueError, match="num_tokens only applies"):
+        C.agg_loss(RAGGED_LOSS, RAGGED_MASK, "seq-mean-token-mean", num_tokens=7)
+    with pytest.raises(ValueError, match="num_sequences only applies"):
+        C.agg_loss(RAGGED_LOSS, RAGGED_MASK, "token-mean", num_sequences=3)
+    with pytest.raises(ValueError, match="num_tokens must be > 0"):
+        C.agg_loss(RAGGED_LOSS, RAGGED_MASK, "token-mean", num_tokens=0)
 
 
 def test_policy_loss_asymmetric_clipping():

@@ -133,3 +133,70 @@ def test_table1_average_over_the_papers_five_benchmarks():
     assert metrics["average_table1"]["avg@n"] == pytest.approx(np.mean(five))
     assert metrics["average"]["avg@n"] == pytest.approx(np.mean(five + [metrics["benchmarks"]["amc23"]["avg@n"]]))
     assert "average_table1" not in compute_metrics(rows[:8], bootstrap=0)
+
+
+def _same_five_solved(names: tuple[str, ...]) -> list[dict]:
+    """The constructed case of issue 9: benchmarks of 30 problems each, the same 5 solved."""
+    solved = np.zeros((30, 1), dtype=bool)
+    solved[:5] = True
+    return [r for name in names for r in _rows(name, solved, phase="pass1")]
+
+
+def test_equal_size_benchmarks_are_independent_strata_of_the_average_ci():
+    """AIME24 and AIME25 (30 problems each) used to be resampled with the same indices: the
+    stratified CI of their average was as wide as one benchmark's (0.233 at seed 0, B = 2000)
+    instead of about 1/sqrt(2) of it (0.183)."""
+    metrics = compute_metrics(_same_five_solved(("aime24", "aime25")), bootstrap=2000, seed=0)
+    widths = [hi - lo for lo, hi in (metrics["benchmarks"][n]["ci95"]["pass1"] for n in ("aime24", "aime25"))]
+    lo, hi = metrics["average"]["ci95"]["pass1"]
+    # independent strata: sd of the average = sqrt(p (1 - p) / (2 * 30)), p = 1/6 -> 95% width ~ 0.189
+    expected = 2 * 1.96 * math.sqrt((1 / 6) * (5 / 6) / 60)
+    assert abs((hi - lo) - expected) < 0.03, (hi - lo, expected)
+    assert hi - lo < 0.8 * min(widths)
+
+
+def test_bootstrap_streams_depend_on_the_benchmark_name_only():
+    rows = _same_five_solved(("aime24", "aime25", "amc23"))
+    together = compute_metrics(rows, bootstrap=500, seed=4)["benchmarks"]
+    alone = compute_metrics([r for r in rows if r["benchmark"] == "aime25"], bootstrap=500, seed=4)["benchmarks"]
+    assert alone["aime25"]["ci95"] == together["aime25"]["ci95"]  # other benchmarks do not shift it
+    from dsdr_eval.metrics import bootstrap_indices, stratified_bootstrap_means
+
+    a, b = bootstrap_indices(4, "aime24", 30, 500), bootstrap_indices(4, "aime25", 30, 500)
+    assert a.shape == (500, 30) and not np.array_equal(a, b)
+    values = np.arange(30.0)
+    assert np.array_equal(stratified_bootstrap_means({"aime24": values}, n_boot=500, seed=4), values[a].mean(axis=1))
+    provenance = compute_metrics(rows, bootstrap=10)["provenance"]
+    assert "SeedSequence" in provenance["bootstrap_streams"] and "sha256" in provenance["bootstrap_streams"]
+
+
+def test_bootstrap_streams_are_stable_across_processes():
+    """No salted hash(): the CIs are the same under any PYTHONHASHSEED."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from dsdr_eval.metrics import compute_metrics; "
+            "rows = json.load(sys.stdin); print(json.dumps(compute_metrics(rows, bootstrap=300, seed=2)['benchmarks']"
+            "['aime24']['ci95']))")
+    rows = json.dumps(_same_five_solved(("aime24", "aime25")))
+    outputs = {subprocess.run([sys.executable, "-c", code], input=rows, capture_output=True, text=True, check=True,
+                              env=dict(os.environ, PYTHONHASHSEED=str(h))).stdout for h in (1, 2)}
+    assert len(outputs) == 1
+
+
+def test_paired_comparison_uses_the_same_stratified_bootstrap():
+    from dsdr_eval.metrics import stratified_bootstrap_means
+    from dsdr_eval.report import compare
+
+    rng = np.random.default_rng(5)
+    diffs = {"aime24": rng.integers(-1, 2, 30).astype(float), "aime25": rng.integers(-1, 2, 30).astype(float)}
+    delta, lo, hi, _ = compare.paired_bootstrap(diffs, bootstrap=1000, seed=3)
+    replicates = stratified_bootstrap_means(diffs, n_boot=1000, seed=3)
+    assert delta == pytest.approx(np.mean([d.mean() for d in diffs.values()]))
+    assert [lo, hi] == [pytest.approx(x) for x in np.percentile(replicates, [2.5, 97.5])]
+    # the two equal-size strata are resampled independently (not with one index matrix)
+    same = {"aime24": diffs["aime24"], "aime25": diffs["aime24"]}
+    assert compare.paired_bootstrap(same, bootstrap=1000, seed=3)[1:3] != compare.paired_bootstrap(
+        {"aime24": diffs["aime24"]}, bootstrap=1000, seed=3)[1:3]

@@ -48,6 +48,20 @@ def test_paper_values_per_algo():
     assert (dsdr.lambda_d, dsdr.lambda_l, dsdr.tau, dsdr.reward) == (0.001, 0.001, 5.0, "dsdr")
 
 
+def test_choices_the_papers_leave_open_are_recorded_options():
+    """Defaults keep today's behaviour; every choice is a field of the recorded config."""
+    for algo in sorted(ALGO_DEFAULTS):
+        cfg = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": algo}, overrides={})
+        record = cfg.to_dict()
+        assert (record["singleton_advantage"], record["local_norm"], record["dapo_exhausted"]) == ("zero", "prompts", "train")
+        assert (record["encoder_chunked"], record["encoder_max_seq_length"], record["disable_dropout"]) == (False, None, True)
+        assert record["formula_rules"] == "extended"
+    cfg = build(**C.parse_overrides(["dapo_exhausted=error", "singleton_advantage=reward", "local_norm=correct_prompts",
+                                     "encoder_chunked=true", "encoder_max_seq_length=128"]))
+    assert C.objective_of(cfg).dapo_exhausted == "error" and C.objective_of(cfg).local_norm == "correct_prompts"
+    assert cfg.encoder_chunked and cfg.encoder_max_seq_length == 128 and cfg.singleton_advantage == "reward"
+
+
 def test_overrides_are_typed_and_beat_yaml(tmp_path):
     yml = tmp_path / "c.yaml"
     yml.write_text("group_size: 4\nlr: 3.0e-6\nalgo: dsdr\n")
@@ -68,6 +82,12 @@ def test_overrides_are_typed_and_beat_yaml(tmp_path):
     ("rollout_engine=sglang", "'rollout_engine'"),
     ("mini_batch_prompts=3", "'mini_batch_prompts'"),
     ("nokeyvalue", "key=value"),
+    ("dapo_exhausted=stop", "'dapo_exhausted'"),
+    ("singleton_advantage=one", "'singleton_advantage'"),
+    ("local_norm=groups", "'local_norm'"),
+    ("loss_norm_constant=0", "'loss_norm_constant'"),
+    ("encoder_max_seq_length=2", "'encoder_max_seq_length'"),
+    ("formula_rules=latex", "'formula_rules'"),
 ])
 def test_bad_keys_and_values_name_the_key(item, needle):
     with pytest.raises(DsdrError) as err:

@@ -199,3 +199,68 @@ def test_kill_9_then_resume_continues_without_duplicate_steps(tiny_model_dir, tr
     assert (out / "final" / "config.json").exists()
     state = torch.load(out / "checkpoints" / "step_000004" / "trainer_state.pt", weights_only=False)
     assert state["step"] == 4 and state["sampler"]["cursor"] == 4 * 2  # 2 prompts per step, no re-draws
+
+
+def test_dapo_exhausted_error_stops_with_one_line_and_keeps_the_trained_steps(tiny_model_dir, train_file, tmp_path,
+                                                                              monkeypatch, capsys):
+    """dapo_exhausted=error (verl's behaviour): when max_num_gen_batches cannot fill the batch the run
+    stops with exit code 2 and a one-line error, after saving the steps already trained."""
+    calls = []
+
+    def mixed_then_all_wrong(batch, problems, cfg):
+        calls.append(1)
+        if len(calls) == 1:
+            return fake_grade(batch, problems, cfg)
+        return [{"correct": False, "answer_class": None, "status": "incorrect"} for _ in batch.group_ids]
+
+    monkeypatch.setattr(T, "grade", mixed_then_all_wrong)
+    out = tmp_path / "exhausted"
+    code = run_cli(["--algo", "dapo", "--model", str(tiny_model_dir), "--train-data", str(train_file), "--out", str(out),
+                    "total_steps=3", "save_every=0", "dapo_exhausted=error", "log_diversity=false", *TINY])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and err.startswith("dsdr-train: error: config key 'max_num_gen_batches'") and "step 2" in err
+    assert [r["step"] for r in read_metrics(out)] == [1]
+    assert (out / "checkpoints" / "step_000001" / "trainer_state.pt").exists()
+    assert len(calls) == 3  # step 1, then the 2 generation batches of step 2
+
+
+def test_encoder_settings_and_open_choices_are_recorded(tiny_model_dir, train_file, tmp_path):
+    from dsdr_train.cli import main
+
+    out = tmp_path / "record"
+    assert main(["--algo", "dsdr", "--model", str(tiny_model_dir), "--train-data", str(train_file), "--out", str(out),
+                 "total_steps=1", "save_every=0", "save_final=false", "encoder_chunked=true",
+                 "encoder_max_seq_length=32", "formula_rules=diver", *TINY]) == 0
+    record = json.loads((out / "config.json").read_text())
+    assert record["config"]["encoder_chunked"] is True and record["config"]["encoder_max_seq_length"] == 32
+    assert record["encoder"]["truncation"] == "chunk-mean" and record["encoder"]["max_seq_length"] == 32
+    assert record["encoder"]["chunk_tokens"] == 30
+    from dsdr_eval.diversity import EXTRACTION_RULES
+
+    assert record["config"]["formula_rules"] == "diver" and record["formula_extraction"] == EXTRACTION_RULES["diver"]
+    for key in ("singleton_advantage", "local_norm", "dapo_exhausted"):
+        assert key in record["config"] and key in record["objective_notes"]
+
+
+def test_encoder_max_seq_length_truncates_without_touching_the_shared_model():
+    from dsdr_eval.diversity import load_encoder
+
+    default = load_encoder()
+    short = load_encoder(max_seq_length=16)
+    assert short.model is default.model  # one cached model
+    words = " ".join(f"word{i}" for i in range(200))
+    cut = short.model.tokenizer.convert_tokens_to_string(short.model.tokenizer.tokenize(words)[:14])
+    assert np.allclose(short.encode([words]), default.encode([cut]), atol=1e-5)
+    assert not np.allclose(default.encode([words]), short.encode([words]), atol=1e-3)
+    assert default.model.max_seq_length == default.max_seq_length == 256
+
+
+def test_formula_rules_reach_the_trainers_diversity():
+    from dsdr_eval.diversity import load_encoder
+    from dsdr_train.rollout import RolloutBatch
+
+    batch = RolloutBatch(texts=["\\begin{align} x &= 1 \\end{align} so $y$", "so $y$"], group_ids=[0, 0])
+    encoder = load_encoder()
+    _, d_eq_extended, _ = T.group_diversity(batch, encoder, "extended")
+    _, d_eq_diver, _ = T.group_diversity(batch, encoder, "diver")
+    assert list(d_eq_extended) == [0.5, 0.0] and list(d_eq_diver) == [0.0, 0.0]

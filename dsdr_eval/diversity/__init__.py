@@ -13,6 +13,8 @@ from dsdr_eval.diversity.combined import (
 )
 from dsdr_eval.diversity.formula import (
     EXTRACTION_RULE,
+    EXTRACTION_RULES,
+    FORMULA_RULES,
     extract_formulas,
     formula_set,
     formula_uniqueness,
@@ -43,7 +45,7 @@ from dsdr_eval.diversity.semantic import (
 )
 
 __all__ = [
-    "DEFAULT_COSINE_THRESHOLD", "DEFAULT_ENCODER", "EQUIVALENCES", "EXTRACTION_RULE",
+    "DEFAULT_COSINE_THRESHOLD", "DEFAULT_ENCODER", "EQUIVALENCES", "EXTRACTION_RULE", "EXTRACTION_RULES", "FORMULA_RULES",
     "AnswerFormulaEquivalence", "DsdrDiversity", "EmbeddingThresholdEquivalence", "Encoder",
     "Equivalence", "GroupView", "PairClassifierEquivalence", "compute_run_diversity", "coverage_at_n",
     "darling_div", "darling_partition", "dsdr_diversity", "dsdr_diversity_batch", "dsdr_from_parts",

@@ -59,7 +59,7 @@ def dsdr_diversity(texts: list[str], *, encoder: Any = None,
 
 
 def dsdr_diversity_batch(texts: list[str], group_ids: Sequence[Hashable], *, encoder: Any = None,
-                         progress: bool = False) -> DsdrDiversity:
+                         progress: bool = False, formula_rules: str = "extended") -> DsdrDiversity:
     """d_i for many groups at once: ONE batched encode of all texts, then one product per group.
 
     texts[k] belongs to group group_ids[k] (any hashable; rollouts of one group need not be
@@ -69,7 +69,7 @@ def dsdr_diversity_batch(texts: list[str], group_ids: Sequence[Hashable], *, enc
     texts = [t if isinstance(t, str) else "" for t in texts]
     embeddings = embed_texts(texts, encoder if encoder is not None else load_encoder(),
                              progress=progress)
-    sets = [formula_set(t) for t in texts]
+    sets = [formula_set(t, rules=formula_rules) for t in texts]
     n = len(texts)
     d_emb = np.zeros(n)
     d_eq = np.zeros(n)

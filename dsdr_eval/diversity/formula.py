@@ -46,6 +46,16 @@ EXTRACTION_RULE = (
     "control word and a following letter; set of distinct spans per rollout"
 )
 
+# The rule sets a run can choose (recorded with it): "extended" = the rule above (default);
+# "diver" = DIVER's four delimiters only (\begin{ENV} is then literal text, math inside it is
+# found by the delimiters).
+FORMULA_RULES = ("extended", "diver")
+EXTRACTION_RULES = {
+    "extended": EXTRACTION_RULE,
+    "diver": EXTRACTION_RULE.split(" and \\begin")[0] + "; \\begin{ENV} is literal text; "
+    + EXTRACTION_RULE.split("(+ starred); ")[1],
+}
+
 # Openers, scanned left to right. `\\.` consumes any other escape (\\$, \\\\, \\alpha ...) so it is
 # never mistaken for an opener and the scan stays in sync.
 _OPENER = re.compile(
@@ -88,10 +98,17 @@ def _dollar_display_end(text: str, start: int) -> int:
     return -1
 
 
-def extract_formulas(text: str) -> list[str]:
+_OPENER_DIVER = re.compile(r"\\[\[\(]|\\.|\$\$|\$", re.DOTALL)
+
+
+def extract_formulas(text: str, *, rules: str = "extended") -> list[str]:
     """The normalised math spans of `text`, in order of appearance, duplicates kept.
 
-    See the module docstring for the rule. Never raises on any `str`; linear time."""
+    See the module docstring for the rule (``rules``: one of :data:`FORMULA_RULES`). Never raises
+    on any `str`; linear time."""
+    if rules not in FORMULA_RULES:
+        raise ValueError(f"unknown formula rules {rules!r}; expected one of {FORMULA_RULES}")
+    opener = _OPENER if rules == "extended" else _OPENER_DIVER
     if not text:
         return []
     spans: list[str] = []
@@ -99,7 +116,7 @@ def extract_formulas(text: str) -> list[str]:
     pos = 0
     closer_absent: set[str] = set()  # closer kinds known not to occur in the rest of the text
     while pos < n:
-        match = _OPENER.search(text, pos)
+        match = opener.search(text, pos)
         if match is None:
             break
         token = match.group(0)
@@ -157,9 +174,9 @@ def extract_formulas(text: str) -> list[str]:
     return [span for span in normalised if span]
 
 
-def formula_set(text: str) -> frozenset[str]:
+def formula_set(text: str, *, rules: str = "extended") -> frozenset[str]:
     """S(o): the set of normalised formulas of one rollout."""
-    return frozenset(extract_formulas(text))
+    return frozenset(extract_formulas(text, rules=rules))
 
 
 def formula_uniqueness(formula_sets: Sequence[Iterable[str]]) -> np.ndarray:

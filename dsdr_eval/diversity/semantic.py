@@ -46,14 +46,15 @@ class Encoder:
     ``encode(texts) -> float32 [N, D]`` with unit-norm rows (zero rows stay zero)."""
 
     def __init__(self, model: Any, *, name: str, path: str, device: str, chunked: bool = False,
-                 batch_size: int = 64):
+                 batch_size: int = 64, max_seq_length: int | None = None):
         self.model = model
         self.name = name
         self.path = path
         self.device = device
         self.chunked = chunked
         self.batch_size = batch_size
-        self.max_seq_length = int(getattr(model, "max_seq_length", 0) or 0)
+        # None = the model's own; an override is applied per encode call (the model is shared).
+        self.max_seq_length = int(max_seq_length or getattr(model, "max_seq_length", 0) or 0)
 
     def settings(self) -> dict[str, Any]:
         return {
@@ -73,8 +74,18 @@ class Encoder:
         if not texts:
             dim = self.model.get_sentence_embedding_dimension() or 0
             return np.zeros((0, dim), dtype=np.float32)
-        out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
-                                convert_to_numpy=True, normalize_embeddings=True)
+        own = getattr(self.model, "max_seq_length", None)
+        if not self.max_seq_length or own is None or own == self.max_seq_length:
+            out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
+                                    convert_to_numpy=True, normalize_embeddings=True)
+            return np.asarray(out, dtype=np.float32)
+        with _LOAD_LOCK:  # the model is shared (cached): override its truncation for this call only
+            self.model.max_seq_length = self.max_seq_length
+            try:
+                out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
+                                        convert_to_numpy=True, normalize_embeddings=True)
+            finally:
+                self.model.max_seq_length = own
         return np.asarray(out, dtype=np.float32)
 
     def _chunks(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
@@ -156,7 +167,7 @@ def _load_sentence_transformer(path: str, device: str) -> Any:
 
 
 def load_encoder(name_or_path: str | None = None, device: str = "cpu", *, chunked: bool = False,
-                 batch_size: int = 64) -> Encoder:
+                 batch_size: int = 64, max_seq_length: int | None = None) -> Encoder:
     """Load a frozen sentence-transformers encoder (default all-MiniLM-L6-v2, offline).
 
     The model is cached per (path, device), so the trainer can call this every step."""
@@ -164,7 +175,7 @@ def load_encoder(name_or_path: str | None = None, device: str = "cpu", *, chunke
     with _LOAD_LOCK:
         model = _load_sentence_transformer(path, device)
     return Encoder(model, name=name, path=path, device=device, chunked=chunked,
-                   batch_size=batch_size)
+                   batch_size=batch_size, max_seq_length=max_seq_length)
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:

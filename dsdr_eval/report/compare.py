@@ -14,11 +14,17 @@ Avg@16 / Avg@n mean correctness, or its unbiased Pass@k from (n, c)); the proble
 The "average" row is the difference of the unweighted macro means over the benchmarks both runs
 have; its bootstrap resamples problems within each benchmark (stratified), as Table 1 averages
 benchmarks, not problems.
+
+The resampling is the one of ``metrics.json``'s CIs (``dsdr_eval.metrics.stratified_bootstrap_means``):
+each benchmark's problems are resampled from the stream of (seed, benchmark name), the same for every
+metric, so equal-size benchmarks are independent strata and a benchmark's row is the same whether
+or not other benchmarks are compared.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +34,7 @@ import numpy as np
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import iter_jsonl
+from dsdr_eval.metrics import pass_at_k, stratified_bootstrap_means
 from dsdr_eval.report.runs import EvalRun, order_benchmarks
 
 AVERAGE = "average"
@@ -75,8 +82,6 @@ def problem_score(outcomes: ProblemOutcomes, metric: str) -> float | None:
         k = int(metric[4:])
         return float(np.mean(samples[:k])) if len(samples) >= k else None
     if metric.startswith("pass@"):
-        from dsdr_eval.metrics import pass_at_k  # the one unbiased estimator (ALGORITHMS.md §5)
-
         k = int(metric[5:])
         return float(pass_at_k(len(samples), int(sum(samples)), k)) if len(samples) >= k else None
     raise DsdrError(f"compare: unknown metric {metric!r} (pass1, avg@n, avg@K, pass@K)")
@@ -102,17 +107,18 @@ class Comparison:
         return asdict(self)
 
 
-def paired_bootstrap(diffs_by_stratum: list[np.ndarray], *, bootstrap: int, rng: np.random.Generator
-                     ) -> tuple[float, float, float, float]:
+def paired_bootstrap(diffs_by_stratum: Mapping[str, np.ndarray] | Sequence[np.ndarray], *, bootstrap: int,
+                     seed: int = 0, rng: np.random.Generator | None = None) -> tuple[float, float, float, float]:
     """(delta, ci_lo, ci_hi, p) for the unweighted mean over strata of each stratum's mean difference.
 
-    diffs_by_stratum: one array [n_problems] of per-problem (run - baseline) per stratum (benchmark)."""
-    delta = float(np.mean([d.mean() for d in diffs_by_stratum]))
-    replicates = np.zeros(bootstrap)
-    for d in diffs_by_stratum:
-        idx = rng.integers(0, len(d), size=(bootstrap, len(d)))
-        replicates += d[idx].mean(axis=1)
-    replicates /= len(diffs_by_stratum)
+    diffs_by_stratum: benchmark name -> array [n_problems] of per-problem (run - baseline); each
+    stratum is resampled from the stream of (seed, name) (``metrics.stratified_bootstrap_means``).
+    A plain sequence of arrays names the strata by position; ``rng`` draws all strata from it."""
+    strata = dict(diffs_by_stratum) if isinstance(diffs_by_stratum, Mapping) else {
+        str(i): d for i, d in enumerate(diffs_by_stratum)}
+    strata = {name: np.asarray(d, dtype=float) for name, d in strata.items()}
+    delta = float(np.mean([d.mean() for d in strata.values()]))
+    replicates = stratified_bootstrap_means(strata, n_boot=bootstrap, seed=seed, rng=rng)
     lo, hi = np.percentile(replicates, [2.5, 97.5])
     extreme = int(np.sum(np.abs(replicates - delta) >= abs(delta) - 1e-12))
     p = (1 + extreme) / (1 + bootstrap)
@@ -163,16 +169,14 @@ def compare_runs(baseline: EvalRun, run: EvalRun, *, metrics=DEFAULT_METRICS, bo
             if any(x is None for x in a) or any(x is None for x in b):
                 continue  # the metric is undefined for this benchmark (too few rollouts / no pass1 phase)
             per_bench[bench] = (np.asarray(a, dtype=float), np.asarray(b, dtype=float))
-        # One generator per metric, seeded from (seed, metric): results do not depend on the metric list.
-        metric_seed = [seed, sum(ord(ch) * (i + 1) for i, ch in enumerate(metric))]
+        # Streams from (seed, benchmark): results depend neither on the metric list nor on the other benchmarks.
         for bench, (a, b) in per_bench.items():
-            rng = np.random.default_rng(metric_seed + [len(bench), sum(map(ord, bench))])
-            delta, lo, hi, p = paired_bootstrap([b - a], bootstrap=bootstrap, rng=rng)
+            delta, lo, hi, p = paired_bootstrap({bench: b - a}, bootstrap=bootstrap, seed=seed)
             results.append(Comparison(baseline.label, run.label, bench, metric, len(a), float(a.mean()),
                                       float(b.mean()), delta, lo, hi, p, bootstrap, seed))
         if len(per_bench) > 1:
-            rng = np.random.default_rng(metric_seed + [0])
-            delta, lo, hi, p = paired_bootstrap([b - a for a, b in per_bench.values()], bootstrap=bootstrap, rng=rng)
+            delta, lo, hi, p = paired_bootstrap({bench: b - a for bench, (a, b) in per_bench.items()},
+                                                bootstrap=bootstrap, seed=seed)
             results.append(Comparison(
                 baseline.label, run.label, AVERAGE, metric, sum(len(a) for a, _ in per_bench.values()),
                 float(np.mean([a.mean() for a, _ in per_bench.values()])),

@@ -1,0 +1,177 @@
+"""The trainer's update on a hand-made rollout batch (tiny random Llama, CPU): gradient
+accumulation equals one pass for every loss_agg_mode with unequal micro-batches (policy loss,
+KL term and DSDR local term together), the one-pass losses match the formulas, and every
+no-grad log-prob pass is dropout-free (the first mini-batch's importance ratio is 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from dsdr_train import core_algos as algos
+from dsdr_train import train as T
+from dsdr_train.config import config_from_sources, parse_overrides
+from dsdr_train.rollout import RolloutBatch
+
+# 4 prompts x G=2 with unequal response lengths; micro_batch_size=3 gives micro-batches of 3, 3, 2
+# rollouts with different token counts and padded widths.
+LENGTHS = [1, 7, 2, 8, 3, 3, 5, 1]
+ADVANTAGES = [1.0, -1.0, 0.5, -0.5, 1.0, -1.0, -1.0, 1.0]
+WEIGHTS = [1.0, 0.0, 0.3, 0.7, 0.0, 0.0, 0.5, 0.5]  # coupling weights: group 2 has no correct rollout
+MAX_RESPONSE = 16  # > every padded width, so the Dr.GRPO constant differs from any padded width
+BASE = ["group_size=2", "prompts_per_step=4", "mini_batch_prompts=4", f"max_response_length={MAX_RESPONSE}",
+        "max_grad_norm=0", "progress=false", "log_diversity=false", "max_prompt_length=512", "max_train_examples=8"]
+
+
+def make_trainer(model_dir: Path, train_file: Path, run_dir: Path, overrides: list[str]) -> T.Trainer:
+    cfg = config_from_sources(yaml_path=None, cli={"algo": "grpo", "model": str(model_dir), "train_data": str(train_file),
+                                                   "out": str(run_dir)}, overrides=parse_overrides([*BASE, *overrides]))
+    return T.Trainer(cfg, model_path=str(model_dir), run_dir=run_dir)
+
+
+def hand_made_batch(rows: range | list[int] = range(len(LENGTHS))) -> tuple[RolloutBatch, dict[str, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(5, 1000, (3 + i % 3,), generator=gen).tolist() for i in range(len(LENGTHS))]
+    responses = [torch.randint(5, 1000, (n,), generator=gen).tolist() for n in LENGTHS]
+    batch = RolloutBatch()
+    for i in rows:
+        batch.prompt_ids.append(prompts[i])
+        batch.response_ids.append(responses[i])
+        batch.texts.append("")
+        batch.finish_reasons.append("stop")
+        batch.group_ids.append(i // 2)
+        batch.problem_idx.append(i // 2)
+    shaped = {"advantages": torch.tensor([ADVANTAGES[i] for i in rows]),
+              "weights": torch.tensor([WEIGHTS[i] for i in rows], dtype=torch.float64)}
+    return batch, shaped
+
+
+def update_and_capture(trainer: T.Trainer, batch: RolloutBatch, shaped: dict[str, torch.Tensor]
+                       ) -> tuple[dict[str, float], torch.Tensor]:
+    """Run Trainer.update with the optimizer step replaced by a capture of the gradient."""
+    grads: list[torch.Tensor] = []
+    trainer.optimizer.step = lambda: grads.append(  # type: ignore[method-assign]
+        torch.cat([p.grad.flatten() for p in trainer.policy.parameters() if p.grad is not None]).clone())
+    metrics: dict[str, float] = {}
+    trainer.update(batch, shaped, metrics)
+    assert len(grads) == 1
+    return metrics, grads[0]
+
+
+@pytest.fixture(scope="module")
+def trainer(tiny_model_dir, train_data_dir, tmp_path_factory) -> T.Trainer:
+    trainer = make_trainer(tiny_model_dir, train_data_dir / "gsm8k_train.jsonl", tmp_path_factory.mktemp("acc"), [])
+    # A reference policy that differs from the policy, so the KL term has a gradient.
+    ref = T.load_policy(str(tiny_model_dir), torch.float32, disable_dropout=True).eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+    ref.requires_grad_(False)
+    trainer.ref = ref
+    return trainer
+
+
+@pytest.mark.parametrize("mode", algos.LOSS_AGG_MODES)
+def test_gradient_accumulation_equals_one_pass(trainer, mode):
+    batch, shaped = hand_made_batch()
+    results = {}
+    for micro in (8, 3):
+        trainer.cfg = dataclasses.replace(
+            trainer.cfg, loss_agg_mode=mode, micro_batch_size=micro, local_term=True, lambda_l=0.5, use_kl=True,
+            kl_coef=0.5, loss_norm_constant=MAX_RESPONSE if mode == "seq-mean-token-sum-norm" else None)
+        results[micro] = update_and_capture(trainer, batch, shaped)
+    (one, grad_one), (acc, grad_acc) = results[8], results[3]
+    assert float((grad_one - grad_acc).norm() / grad_one.norm()) < 1e-5
+    for key in ("loss/pg", "loss/local", "loss/kl", "entropy/mean", "kl/approx"):
+        assert acc[key] == pytest.approx(one[key], rel=1e-5, abs=1e-7), key
+    # On-policy (one update): ratio 1, so the per-token loss is -A and loss/pg follows the formula.
+    signed = sum(a * n for a, n in zip(ADVANTAGES, LENGTHS))
+    expected = {"token-mean": -signed / sum(LENGTHS), "seq-mean-token-mean": -sum(ADVANTAGES) / len(LENGTHS),
+                "seq-mean-token-sum": -signed / len(LENGTHS),
+                "seq-mean-token-sum-norm": -signed / MAX_RESPONSE}[mode]  # Dr.GRPO: a fixed C, not the padded width
+    assert one["loss/pg"] == pytest.approx(expected, abs=1e-6)
+    assert one["loss/kl"] > 0 and one["loss/local"] != 0
+
+
+def test_the_run_records_the_dr_grpo_constant(tiny_model_dir, train_data_dir, tmp_path):
+    from dsdr_train.config import resolve_config
+
+    values = {"model": "m", "train_data": "d", "out": "o", "max_response_length": 512}
+    assert resolve_config({**values, "loss_agg_mode": "seq-mean-token-sum-norm"}).loss_norm_constant == 512
+    assert resolve_config({**values, "loss_agg_mode": "seq-mean-token-sum-norm", "loss_norm_constant": 64}
+                          ).loss_norm_constant == 64
+    assert resolve_config(values).loss_norm_constant is None  # not used by the algorithm's token-level mode
+
+
+@pytest.fixture(scope="module")
+def dropout_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny model with attention dropout 0.5 (Llama applies it in train mode only)."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("tiny-dropout") / "model"
+    shutil.copytree(tiny_model_dir, out)
+    config = json.loads((out / "config.json").read_text())
+    config["attention_dropout"] = 0.5
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+def test_first_mini_batch_ratio_is_one_with_a_dropout_model(dropout_model_dir, train_data_dir, tmp_path, monkeypatch):
+    """Two mini-batches, so log pi_old comes from a separate no-grad pass: before the first update
+    pi_theta == pi_old, and the ratio must be exactly 1 (it was not when dropout was active)."""
+    trainer = make_trainer(dropout_model_dir, train_data_dir / "gsm8k_train.jsonl", tmp_path,
+                           ["mini_batch_prompts=2", "micro_batch_size=8"])
+    ratios: list[tuple[float, float]] = []
+    real = algos.compute_policy_loss
+
+    def spy(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        ratios.append((stats["ratio/min"], stats["ratio/max"]))
+        return loss, stats
+
+    monkeypatch.setattr(T.algos, "compute_policy_loss", spy)
+    batch, shaped = hand_made_batch()
+    trainer.model.train()
+    trainer.update(batch, shaped, {})
+    assert len(ratios) == 2
+    low, high = ratios[0]
+    assert abs(low - 1.0) < 1e-5 and abs(high - 1.0) < 1e-5, ratios[0]
+    assert trainer.model.training  # the no-grad pass restored train mode
+
+
+def test_no_grad_log_prob_passes_run_in_eval_mode(dropout_model_dir, train_data_dir, tmp_path):
+    """disable_dropout=false keeps the checkpoint's dropout for the update, but log pi_old and
+    log pi_ref are still computed in eval mode: deterministic, equal to an eval-mode forward."""
+    trainer = make_trainer(dropout_model_dir, train_data_dir / "gsm8k_train.jsonl", tmp_path, ["disable_dropout=false"])
+    assert trainer.policy.config.attention_dropout == 0.5
+    batch, _ = hand_made_batch()
+    rows = list(range(len(batch)))
+    trainer.model.train()
+    first = trainer._log_probs_of(trainer.model, batch, rows)
+    second = trainer._log_probs_of(trainer.model, batch, rows)
+    assert trainer.model.training
+    for i in rows:
+        assert torch.equal(first[i], second[i])
+    trainer.model.eval()
+    reference = trainer._log_probs_of(trainer.model, batch, rows)
+    for i in rows:
+        assert torch.allclose(first[i], reference[i], atol=1e-6)
+
+
+def test_local_norm_divides_the_mini_batch_sum_of_j_local(trainer):
+    """prompts: / 4 prompts (default); correct_prompts: / 3 (group 2 has no correct rollout);
+    none: the plain sum of the per-prompt terms."""
+    batch, shaped = hand_made_batch()
+    local = {}
+    for norm in ("prompts", "correct_prompts", "none"):
+        trainer.cfg = dataclasses.replace(trainer.cfg, loss_agg_mode="seq-mean-token-mean", micro_batch_size=3,
+                                          local_term=True, lambda_l=0.5, use_kl=False, kl_coef=0.0,
+                                          loss_norm_constant=None, local_norm=norm)
+        local[norm] = update_and_capture(trainer, batch, shaped)[0]["loss/local"]
+    assert local["prompts"] != 0
+    assert local["correct_prompts"] == pytest.approx(local["prompts"] * 4 / 3, rel=1e-6)
+    assert local["none"] == pytest.approx(local["prompts"] * 4, rel=1e-6)
