@@ -292,6 +292,7 @@ def test_vllm_backend_and_rollout_ignore_generation_config(model_pair, policies,
         assert record["engine_generation_config"] == "vllm" and record["engine_default_sampling"] == {}
         assert (record["top_k"], record["min_p"], record["repetition_penalty"], record["presence_penalty"]) == (0, 0.0, 1.0, 0.0)
     assert outs[0] == outs[1]
+    assert len({text for text, _, _ in outs[0][1]}) > len(PROBLEMS)  # the seeded draws are random
 
     tokenizer, models = policies
     prompts = [tokenizer(p)["input_ids"] for p in PROBLEMS]
