@@ -124,7 +124,6 @@ class HFBackend(LocalTokenizerBackend):
     def generate_batch(self, batch: Sequence[GenerationRequest]) -> list[RequestResult]:
         """Shapes: input_ids [B, L] left-padded; output sequences [B*n, L + T]."""
         import torch
-        from transformers import GenerationConfig
 
         first = batch[0]
         settings = {(r.n, r.temperature, r.top_p, r.max_tokens) for r in batch}
