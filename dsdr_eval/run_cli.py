@@ -258,7 +258,10 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
 
     backend = _make_backend(backend_name, args, model, protocol.seed)
     try:
-        config["backend"] = backend.config()
+        t0 = time.perf_counter()
+        plan = runner.plan_requests(benchmarks, protocol, backend, template)
+        timings["plan_s"] = time.perf_counter() - t0
+        config["backend"] = dict(backend.config(), sampling=runner.sampling_record(plan, backend))
         config["template"]["chat"] = backend.chat
         if continuation is not None and old_config is not None:
             # Resume: keep the original record, note each continuation, the backend it used and
@@ -268,10 +271,7 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
             rundir.save_config(out, old_config)
         else:
             rundir.save_config(out, config)
-        timings["load_s"] = time.perf_counter() - t_start
-        t0 = time.perf_counter()
-        plan = runner.plan_requests(benchmarks, protocol, backend, template)
-        timings["plan_s"] = time.perf_counter() - t0
+        timings["load_s"] = time.perf_counter() - t_start - timings["plan_s"]
         outcome = runner.generate_missing(out, plan, backend, progress=progress)
     finally:
         backend.close()

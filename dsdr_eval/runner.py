@@ -117,6 +117,31 @@ def plan_requests(benchmarks: Sequence[BenchmarkData], protocol: Protocol, backe
     return plan
 
 
+def sampling_record(plan: Sequence[PlannedRequest], backend: Backend) -> dict[str, Any]:
+    """Per protocol phase, the sampling settings the backend actually uses, read back from the
+    engine object it builds for the phase's first request (every request of a phase shares them;
+    seeds are per request and stored with each sample). Recorded in config.json."""
+    record: dict[str, Any] = {}
+    for planned in plan:
+        name = planned.phase.phase
+        if name in record:
+            continue
+        effective = backend.effective_sampling(planned.request)
+        if effective is not None:
+            record[name] = {k: _json_safe(v) for k, v in effective.items() if k != "seed"}
+    return record
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_json_safe(v) for v in (sorted(value) if isinstance(value, (set, frozenset)) else value)]
+    return repr(value)
+
+
 def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: int) -> list[list[int]]:
     """Consecutive requests with identical sampling settings, <= capacity rollouts and <= max_prompts
     requests per batch. Depends only on the plan, so reruns form the same batches."""

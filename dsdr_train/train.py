@@ -30,7 +30,7 @@ from dsdr_train import checkpoint as ckpt
 from dsdr_train import core_algos as algos
 from dsdr_train.config import TrainConfig
 from dsdr_train.data import PromptSampler, TrainProblem, load_train_problems
-from dsdr_train.rollout import HFRollout, RolloutBatch, VLLMRollout
+from dsdr_train.rollout import HFRollout, RolloutBatch, VLLMRollout, sampler_ratio_deviation
 
 
 class DapoExhausted(DsdrError):
@@ -517,6 +517,9 @@ class Trainer:
         # On-policy shortcut: with a single update the old policy is the current one, so the
         # detached current log-probs are exactly log pi_old (ratio 1), saving a forward pass.
         old = self._log_probs_of(self.model, batch, everything) if n_updates > 1 else None
+        if batch.sampler_log_probs:  # the first mini-batch's importance ratio, against what was sampled
+            m["rollout/ratio_dev_max"] = all_reduce_scalar(sampler_ratio_deviation(
+                old if old is not None else self._log_probs_of(self.model, batch, everything), batch), self.dist, "max")
         ref = self._log_probs_of(self.ref, batch, everything) if self.ref is not None else None
         sums: dict[str, float] = {}
         weight_total = 0.0

@@ -89,6 +89,11 @@ class Backend(ABC):
     def config(self) -> dict[str, Any]:
         """name, version and every option that can change an output (recorded in config.json)."""
 
+    def effective_sampling(self, request: GenerationRequest) -> dict[str, Any] | None:
+        """The sampling settings ``generate`` uses for ``request``, read back from the engine object
+        it builds for it (GenerationConfig, SamplingParams, request body); None if it cannot say."""
+        return None
+
     @property
     def chat(self) -> bool:
         """Whether prompts go through a chat template (recorded with the template)."""

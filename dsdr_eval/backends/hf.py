@@ -12,20 +12,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
+from dsdr_eval.backends.sampling import SamplingSpec, chosen_eos_ids, hf_effective_sampling, hf_generate, hf_generation_config
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
 from dsdr_eval.protocols import derive_seed
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    ids: list[int] = []
-    configured = getattr(model.generation_config, "eos_token_id", None)
-    for value in (configured if isinstance(configured, (list, tuple)) else [configured]):
-        if value is not None:
-            ids.append(int(value))
-    if tokenizer.eos_token_id is not None:
-        ids.append(int(tokenizer.eos_token_id))
-    return sorted(set(ids))
 
 
 class HFBackend(LocalTokenizerBackend):
@@ -61,7 +51,7 @@ class HFBackend(LocalTokenizerBackend):
         self.batch_size = batch_size
         self.prompt_mode = prompt_mode
         self._chat = resolve_chat_mode(prompt_mode, self.tokenizer)
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self.eos_ids = list(chosen_eos_ids(self.tokenizer, self.model.generation_config))
         self._prefill_once = prefill_once
         self.prefill_fallback_reason: str | None = None
         if not self.eos_ids:
@@ -77,8 +67,18 @@ class HFBackend(LocalTokenizerBackend):
         return {"name": self.name, "version": transformers.__version__, "torch": torch.__version__,
                 "device": self.device, "dtype": self.dtype, "batch_size": self.batch_size,
                 "eos_token_ids": self.eos_ids,
-                "prefill_once": self._prefill_once, "top_k": None, "repetition_penalty": 1.0,
+                "prefill_once": self._prefill_once,
                 "seeding": "per batch, seed = derive_seed(0, request seeds of the batch)"}
+
+    def _generation_config(self, request: GenerationRequest) -> Any:
+        """Built from scratch (``sampling.hf_generation_config``): a checkpoint's generation_config.json
+        (Qwen's top_k=20, repetition_penalty=1.05) cannot change the protocol's sampling."""
+        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, tuple(self.eos_ids))
+        return hf_generation_config(spec, pad_token_id=int(self.tokenizer.pad_token_id),
+                                    bos_token_id=self.tokenizer.bos_token_id)
+
+    def effective_sampling(self, request: GenerationRequest) -> dict[str, Any]:
+        return hf_effective_sampling(self.model, self._generation_config(request))
 
     def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
                  on_results: OnResults) -> None:
@@ -109,23 +109,21 @@ class HFBackend(LocalTokenizerBackend):
                            position_ids=positions[:, :-1], past_key_values=cache, use_cache=True)
                 if n > 1:
                     cache.batch_repeat_interleave(n)
-                return self.model.generate(input_ids=input_ids.repeat_interleave(n, dim=0),
-                                           attention_mask=attention.repeat_interleave(n, dim=0),
-                                           past_key_values=cache, generation_config=gen_config)
+                return hf_generate(self.model, gen_config, input_ids=input_ids.repeat_interleave(n, dim=0),
+                                   attention_mask=attention.repeat_interleave(n, dim=0), past_key_values=cache)
             except (TypeError, ValueError, AttributeError, NotImplementedError) as exc:
                 self._prefill_once = False  # e.g. a hybrid/sliding cache this path cannot build
                 self.prefill_fallback_reason = f"{type(exc).__name__}: {exc}"
         torch.manual_seed(seed)  # (again: a failed fast path may have drawn from the generator)
         gen_config.num_return_sequences = n
         try:
-            return self.model.generate(input_ids=input_ids, attention_mask=attention, generation_config=gen_config)
+            return hf_generate(self.model, gen_config, input_ids=input_ids, attention_mask=attention)
         finally:
             gen_config.num_return_sequences = 1
 
     def generate_batch(self, batch: Sequence[GenerationRequest]) -> list[RequestResult]:
         """Shapes: input_ids [B, L] left-padded; output sequences [B*n, L + T]."""
         import torch
-        from transformers import GenerationConfig
 
         first = batch[0]
         settings = {(r.n, r.temperature, r.top_p, r.max_tokens) for r in batch}
@@ -143,13 +141,7 @@ class HFBackend(LocalTokenizerBackend):
         # Greedy rollouts of one prompt are identical: decode once, copy n times (HF also refuses
         # num_return_sequences > 1 without sampling).
         n_decode = 1 if greedy else first.n
-        # An explicit GenerationConfig so a checkpoint's generation_config.json (top_k=20,
-        # repetition_penalty=1.05 in Qwen's) cannot silently change the protocol's sampling.
-        gen_config = GenerationConfig(
-            do_sample=not greedy, temperature=None if greedy else first.temperature,
-            top_p=None if greedy else first.top_p, top_k=None if greedy else 0,
-            max_new_tokens=first.max_tokens, num_return_sequences=1,
-            eos_token_id=self.eos_ids, pad_token_id=pad, bos_token_id=self.tokenizer.bos_token_id)
+        gen_config = self._generation_config(first)
         batch_seed = derive_seed(0, *(r.seed for r in batch))
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         with torch.inference_mode():

@@ -5,6 +5,11 @@ concurrency, retries with backoff, key from an env var and never written). One r
 rollout (``n=1``, its own derived ``seed``): a failure costs one sample, which is logged and
 retried by the next run, and servers with prefix caching (vLLM's default) still share the
 prompt's KV cache across a problem's rollouts.
+
+Every sampling field is sent explicitly (``sampling.openai_sampling_body``): a vLLM server fills
+each field a request leaves out from the model's generation_config.json (Qwen2.5: top-k 20,
+repetition penalty 1.05). The non-OpenAI fields (top_k, min_p, repetition_penalty) go in
+``extra_body``; they are left out for OpenAI's own API, which rejects them.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import importlib.metadata
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Backend, Completion, GenerationRequest, OnResults, RequestResult
+from dsdr_eval.backends.sampling import SERVER_NEUTRAL_FIELDS, SamplingSpec, openai_sampling_body
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import PromptTemplate, render_prompt, resolve_chat_mode
 
@@ -22,7 +28,9 @@ class OpenAIBackend(Backend):
 
     def __init__(self, endpoint: Any, *, api: str = "chat", tokenizer_path: str | None = None,
                  prompt_mode: str = "auto", extra_body: dict[str, Any] | None = None,
-                 client: Any | None = None) -> None:
+                 client: Any | None = None, server_sampling_fields: bool | None = None) -> None:
+        """``server_sampling_fields``: send the neutral top_k/min_p/repetition_penalty (vLLM, SGLang);
+        None = yes unless every base URL is OpenAI's own API."""
         from dsdr_eval.openai_client import OpenAICompatClient
 
         if api not in ("chat", "completions"):
@@ -30,6 +38,9 @@ class OpenAIBackend(Backend):
         self.endpoint = endpoint
         self.api = api
         self.extra_body = dict(extra_body or {})
+        if server_sampling_fields is None:
+            server_sampling_fields = not all(_is_openai_api(url) for url in endpoint.base_urls)
+        self.server_sampling_fields = server_sampling_fields
         self.client = client if client is not None else OpenAICompatClient(endpoint)
         self.tokenizer = None
         self.tokenizer_path = tokenizer_path
@@ -71,20 +82,27 @@ class OpenAIBackend(Backend):
             version = None
         return {"name": self.name, "version": version, "api": self.api, **self.endpoint.to_config(),
                 "tokenizer": self.tokenizer_path, "extra_body": self.extra_body,
+                "server_sampling_fields": self.server_sampling_fields,
                 "seeding": "per rollout (request `seed`; honoured by vLLM servers)"}
 
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"temperature": request.temperature, "max_tokens": request.max_tokens,
-                                "seed": request.seed, "n": 1}
-        if request.temperature > 0:
-            body["top_p"] = request.top_p
-        if self.extra_body:
-            body["extra_body"] = dict(self.extra_body)
+        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, ())
+        body: dict[str, Any] = {**openai_sampling_body(spec), "seed": request.seed, "n": 1}
+        # the user's --extra-body wins over the neutral server fields (and is recorded as given)
+        extra = {**(SERVER_NEUTRAL_FIELDS if self.server_sampling_fields else {}), **self.extra_body}
+        if extra:
+            body["extra_body"] = extra
         if self.api == "chat":
             body["messages"] = [{"role": "user", "content": request.user_message}]
         else:
             body["prompt"] = request.prompt
         return body
+
+    def effective_sampling(self, request: GenerationRequest) -> dict[str, Any]:
+        """The request body as sent, minus the prompt (the ``extra_body`` fields are sent at top level)."""
+        body = self._body(request)
+        return {k: v for k, v in {**body, **body.get("extra_body", {})}.items()
+                if k not in ("messages", "prompt", "extra_body")}
 
     def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
                  on_results: OnResults) -> None:
@@ -119,6 +137,13 @@ class OpenAIBackend(Backend):
 
     def close(self) -> None:
         self.client.close()
+
+
+def _is_openai_api(url: str) -> bool:
+    from urllib.parse import urlparse
+
+    host = (urlparse(url).hostname or "").lower()
+    return host == "openai.com" or host.endswith(".openai.com")
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -13,6 +13,8 @@ import importlib.metadata
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
+from dsdr_eval.backends.sampling import (VLLM_ENGINE_ARGS, SamplingSpec, checkpoint_generation_config, chosen_eos_ids,
+                                         vllm_effective_sampling, vllm_sampling_params)
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
 
@@ -60,7 +62,7 @@ class VLLMBackend(LocalTokenizerBackend):
         self.options: dict[str, Any] = {
             "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
             "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
-            "enforce_eager": enforce_eager, "seed": seed,
+            "enforce_eager": enforce_eager, "seed": seed, **VLLM_ENGINE_ARGS,
         }
         if data_parallel_size > 1:  # only passed when used: not every vLLM build accepts it offline
             self.options["data_parallel_size"] = data_parallel_size
@@ -74,6 +76,8 @@ class VLLMBackend(LocalTokenizerBackend):
         self.chunk_size = chunk_size
         self._chat = resolve_chat_mode(prompt_mode, self.tokenizer)
         self.max_model_len = max_model_len
+        # The EOS set the HF backend uses too (vLLM itself also stops at the checkpoint's eos ids).
+        self.eos_ids = chosen_eos_ids(self.tokenizer, checkpoint_generation_config(model_path, revision))
 
     def batch_capacity(self) -> int:
         return 1 << 30  # vLLM schedules by itself; the runner's chunking is by prompt count (chunk_size)
@@ -83,7 +87,14 @@ class VLLMBackend(LocalTokenizerBackend):
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "version": vllm_version(), **self.options, "chunk_size": self.chunk_size,
-                "top_k": -1, "repetition_penalty": 1.0, "seeding": "per request (SamplingParams.seed)"}
+                "eos_token_ids": list(self.eos_ids), "seeding": "per request (SamplingParams.seed)"}
+
+    def _sampling_params(self, request: GenerationRequest) -> Any:
+        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, self.eos_ids)
+        return vllm_sampling_params(self.vllm.SamplingParams, spec, n=request.n, seed=request.seed)
+
+    def effective_sampling(self, request: GenerationRequest) -> dict[str, Any]:
+        return vllm_effective_sampling(self._sampling_params(request), self.llm)
 
     def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
                  on_results: OnResults) -> None:
@@ -100,11 +111,7 @@ class VLLMBackend(LocalTokenizerBackend):
                     continue
                 runnable.append(i)
                 prompts.append({"prompt_token_ids": ids})
-                greedy = request.temperature == 0
-                params.append(self.vllm.SamplingParams(
-                    n=request.n, temperature=request.temperature, top_p=1.0 if greedy else request.top_p,
-                    top_k=-1, repetition_penalty=1.0, max_tokens=request.max_tokens, seed=request.seed,
-                    skip_special_tokens=True))
+                params.append(self._sampling_params(request))
             outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
             for i, output in zip(runnable, outputs):
                 n_prompt = len(output.prompt_token_ids or [])
