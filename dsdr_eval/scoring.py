@@ -15,6 +15,7 @@ from typing import Any
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.jsonl import iter_jsonl_numbered, read_json, write_json, write_jsonl
 from dsdr_eval.metrics import DEFAULT_BENCHMARK, PASS1, SAMPLING, compute_metrics
@@ -80,13 +81,13 @@ def load_samples(path: str | Path) -> list[dict[str, Any]]:
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
-                  seed: int = 0) -> dict[str, Any]:
+                  seed: int = 0, options: GradingOptions | None = None) -> dict[str, Any]:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     rows = load_samples(samples_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    graded = grade_samples(rows, timeout_s=timeout_s, workers=workers, progress=progress)
+    graded = grade_samples(rows, timeout_s=timeout_s, workers=workers, progress=progress, options=options)
     grading_wall_s = time.perf_counter() - started
     write_jsonl(out_dir / rundir.GRADED, graded)
 
@@ -94,7 +95,7 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     metrics_path = out_dir / rundir.METRICS
     _keep_other_sections(metrics, metrics_path)
     provenance = metrics["provenance"]
-    provenance["grading"] = grader_provenance(timeout_s, workers)
+    provenance["grading"] = grader_provenance(timeout_s, workers, options)
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
     provenance.update({
         "samples_file": str(samples_path.resolve()),

@@ -157,3 +157,17 @@ def test_answer_metadata_is_carried_and_rules_recorded():
     rules = provenance["grading_rules"]
     assert rules["rules_version"] == answer_norm.RULES_VERSION and rules["effective_rel_tol"] == 1e-4
     assert set(rules["rules"]) == set(answer_norm.RULES)
+
+
+def test_score_records_the_rounded_fraction_option(tmp_path):
+    from dsdr_eval.scoring import score_samples
+
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"problem_id": "p", "gold": "\\frac{800}{3}", "completion": "\\boxed{266.6667}"}) + "\n")
+    strict = score_samples(samples, tmp_path / "a", progress=False, bootstrap=0, workers=1)
+    lenient = score_samples(samples, tmp_path / "b", progress=False, bootstrap=0, workers=1,
+                            options=GradingOptions(rounded_fraction_tolerance=True))
+    rules = [m["provenance"]["grading"]["grading_rules"] for m in (strict, lenient)]
+    assert [r["rounded_fraction_tolerance"] for r in rules] == [False, True]
+    graded = [json.loads((tmp_path / d / "graded.jsonl").read_text()) for d in ("a", "b")]
+    assert [g["correct"] for g in graded] == [False, True]
