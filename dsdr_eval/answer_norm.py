@@ -22,7 +22,8 @@ from typing import Any, Mapping
 RULES_VERSION = "1"
 
 RULES: dict[str, str] = {
-    "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle and a trailing period, comma or semicolon",
+    "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
+               "and its brace (\\text {red}), and a trailing period, comma or semicolon",
     "e_notation": "a number in e-notation (4.5e33, 1e-5) becomes 4.5\\times10^{33} (math-verify reads e as Euler's e)",
     "exponent_braces": "a power of ten written 10^-24 / 10^24 gets braces: 10^{-24}",
     "times_sign": "the unicode signs × and · become \\times and \\cdot",
@@ -109,6 +110,7 @@ _PLAIN_GROUPED_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree|\\text\{\s*°\s*\}"
                         r"|\\(?:text|mbox|mathrm)\{\s*degrees?\s*\}|(?<![A-Za-z])degrees?(?![A-Za-z])")
 _PERCENT_RE = re.compile(r"\s*\\?%\s*$")
+_COMMAND_SPACE_RE = re.compile(r"(\\[A-Za-z]+)\s+(?=\{)")  # "\text {red}" is "\text{red}"
 _DISPLAY_RE = re.compile(r"\\displaystyle|\\textstyle|\\left(?![A-Za-z])|\\right(?![A-Za-z])")
 _ASTRO_RE = re.compile(r"_\s*(?:\{\s*\\(?:odot|oplus|sun)\s*\}|\\(?:odot|oplus|sun)(?![A-Za-z]))")
 _TRAILING_PUNCT_RE = re.compile(r"(?<!\.)(?<!\\)[.,;]\s*$|\\[.,;]\s*$")
@@ -123,6 +125,7 @@ def normalise(text: str) -> str:
             break
         text = next(g for g in match.groups() if g is not None).strip()
     text = _DISPLAY_RE.sub("", text).strip()
+    text = _COMMAND_SPACE_RE.sub(r"\1", text)
     text = _strip_trailing_punct(text)
     text = _ASTRO_RE.sub(lambda m: "_{" + ("earth" if "oplus" in m.group() else "sun") + "}", text)
     text = re.sub(r"×\s*", r"\\times ", text)
