@@ -171,3 +171,17 @@ def test_score_records_the_rounded_fraction_option(tmp_path):
     assert [r["rounded_fraction_tolerance"] for r in rules] == [False, True]
     graded = [json.loads((tmp_path / d / "graded.jsonl").read_text()) for d in ("a", "b")]
     assert [g["correct"] for g in graded] == [False, True]
+
+
+def test_rules_are_cheap_on_hostile_answers():
+    import time
+
+    numeric, listed = prepare_gold("1.3"), prepare_gold("1,3", {"is_multiple_answer": True})
+    hostile = ["1 " + "a" * 990 + "!", "1" + " m" * 490 + "!", "1" + " km/s" * 190 + "!", "1" + "{,}000" * 160 + "x",
+               "(" * 500 + ")" * 500, "1e" + "1" * 990, "10^" * 300, "\\text{" * 300, "1" + " eV^{2}" * 120 + "?",
+               "1 " + "aaaa" * 10 + "!"]
+    start = time.perf_counter()
+    for text in hostile:
+        prepare_answer(text, numeric)
+        prepare_answer(text, listed)
+    assert time.perf_counter() - start < 2.0  # exponential backtracking took 4 s on 43 characters
