@@ -49,6 +49,9 @@ RULES: dict[str, str] = {
                         "(latex2sympy cannot parse them)",
     "symbol_names": "a symbol of the answer with the name of a gold symbol is that symbol (latex2sympy gives "
                     "'i' in '5 i' and '5i' different assumptions, so sympy called them unequal)",
+    "subscripted_constants": "E_{1}, e_0, I_{0} are variables, not Euler's e / the imaginary unit with a "
+                             "subscript (latex2sympy fails on E_{1} and reads 1/3 E_{1} as 1/3, I_{0} as i): "
+                             "written \\mathcal{E}_{1} on both sides",
     "gold_fixes": "golds no parser reads as intended are replaced at load time from dsdr_eval/data/gold_fixes.jsonl",
     "no_mv_units": "math-verify's own unit stripping is off (it drops variables such as m, h, s, t, c from golds)",
 }
@@ -112,6 +115,7 @@ _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree|\\text\{
 _PERCENT_RE = re.compile(r"\s*\\?%\s*$")
 _COMMAND_SPACE_RE = re.compile(r"(\\[A-Za-z]+)\s+(?=\{)")  # "\text {red}" is "\text{red}"
 _DISPLAY_RE = re.compile(r"\\displaystyle|\\textstyle|\\left(?![A-Za-z])|\\right(?![A-Za-z])")
+_SUBSCRIPTED_CONSTANT_RE = re.compile(r"(?<![A-Za-z\\])([EeI])\s*_")
 _ASTRO_RE = re.compile(r"_\s*(?:\{\s*\\(?:odot|oplus|sun)\s*\}|\\(?:odot|oplus|sun)(?![A-Za-z]))")
 _TRAILING_PUNCT_RE = re.compile(r"(?<!\.)(?<!\\)[.,;]\s*$|\\[.,;]\s*$")
 
@@ -127,6 +131,7 @@ def normalise(text: str) -> str:
     text = _DISPLAY_RE.sub("", text).strip()
     text = _COMMAND_SPACE_RE.sub(r"\1", text)
     text = _strip_trailing_punct(text)
+    text = _SUBSCRIPTED_CONSTANT_RE.sub(r"\\mathcal{\1}_", text)
     text = _ASTRO_RE.sub(lambda m: "_{" + ("earth" if "oplus" in m.group() else "sun") + "}", text)
     text = re.sub(r"×\s*", r"\\times ", text)
     text = re.sub(r"·\s*", r"\\cdot ", text).replace("−", "-")
@@ -323,9 +328,13 @@ def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
     if gold.mode == "single":
         return AnswerForm(text)
     items = _answer_items(text, ordered=gold.mode == "ordered")
-    if len(items) != len(gold.items):
-        return AnswerForm(text, tuple(items), verdict="incorrect", rule=f"{gold.mode}_list")
-    return AnswerForm(text, tuple(items))
+    if len(items) != len(gold.items) and "=" in text:  # "(b, c) = (-3, 0)": the right-hand side
+        items = _answer_items(text.rsplit("=", 1)[1], ordered=gold.mode == "ordered")
+    if len(items) == len(gold.items):
+        return AnswerForm(text, tuple(items))
+    if gold.mode == "unordered":  # "x \in \{1, 3\}": math-verify compares the whole answer as a set
+        return AnswerForm(text)
+    return AnswerForm(text, tuple(items), verdict="incorrect", rule="ordered_list")
 
 
 def _compare_base(text: str, gold: GoldForm) -> AnswerForm:

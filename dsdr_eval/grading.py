@@ -378,7 +378,7 @@ def _run_task(task: tuple, conn: _PipePair, parse, verify, clearly_different) ->
         if mode == "ordered":
             results = [items_equal(g, a) for g, a in zip(gold_items, items)]
             return all(r[0] for r in results), any(r[1] for r in results)
-        if mode == "unordered":  # a multiset matching, greedy (equality is transitive)
+        if mode == "unordered" and items:  # a multiset matching, greedy (equality is transitive)
             unmatched, timed_out = list(items), False
             for g in gold_items:
                 for k, a in enumerate(unmatched):

@@ -258,6 +258,43 @@ def g_fixed_gold(g: Gold) -> Iterator[str]:
     yield from FIXED_GOLD_FORMS.get((g.benchmark, g.id), ())
 
 
+def g_variable_prefix(g: Gold) -> Iterator[str]:
+    """A short 'x = ' in front of a single number, as models often box."""
+    if _value(g.answer) is not None:
+        yield f"x = {g.answer}"
+
+
+def g_sci_of_plain(g: Gold) -> Iterator[str]:
+    """A plain decimal gold written by the model in scientific or e-notation."""
+    value = _value(g.answer)
+    if value is None or _sci(g.answer) or value == 0 or not (abs(value) < 0.01 or abs(value) >= 1e5):
+        return
+    if not _PLAIN_NUM_RE.match(g.answer.strip()):
+        return
+    exponent = math.floor(math.log10(abs(value)))
+    mantissa = f"{value / 10 ** exponent:.10g}"
+    yield f"{mantissa} \\times 10^{{{exponent}}}"
+    yield f"{mantissa}e{exponent}"
+
+
+def g_choice_letter(g: Gold) -> Iterator[str]:
+    """A multiple-choice gold \\text{(C)} answered with the letter."""
+    match = re.fullmatch(r"\\text\{\(([A-E])\)\}", g.answer.strip())
+    if match:
+        yield f"\\text{{({match.group(1)})}}"
+        yield f"({match.group(1)})"
+        yield match.group(1)
+
+
+_SUBSCRIPT_RE = re.compile(r"(?<![A-Za-z\\])([A-Za-z])_\{(\w)\}")
+
+
+def g_subscript_braces(g: Gold) -> Iterator[str]:
+    """Subscripted symbols written without braces (E_{1} -> E_1), as models usually do."""
+    if _SUBSCRIPT_RE.search(g.answer):
+        yield _SUBSCRIPT_RE.sub(r"\1_\2", g.answer)
+
+
 # --- near-misses --------------------------------------------------------------------------------------
 
 def _reverse_tuple(item: str) -> str | None:
@@ -284,6 +321,39 @@ def n_reversed_ordered(g: Gold) -> Iterator[str]:
             yield ", ".join(reversed_items)
     elif len(items) > 1 and not any(_reverse_tuple(item) for item in items) and items != items[::-1]:
         yield ", ".join(reversed(items))
+
+
+def n_number_times_symbol(g: Gold) -> Iterator[str]:
+    """A numeric gold with a stray factor (x, n, \\pi, \\sqrt{2}): units must not absorb it."""
+    if _value(g.answer) is not None and _value(g.answer) != 0:
+        a = g.answer
+        yield from (f"{a}x", f"{a} n", f"{a}\\pi", f"{a}\\sqrt{{2}}")
+
+
+def n_sign_flip(g: Gold) -> Iterator[str]:
+    value = _value(g.answer)
+    if value:
+        yield g.answer[1:] if g.answer.startswith("-") else f"-{g.answer}"
+
+
+def n_interval_bracket_swap(g: Gold) -> Iterator[str]:
+    """An interval with an open end closed (or the reverse)."""
+    text = g.answer.strip()
+    if (g.meta or {}).get("answer_type") != "Interval" and not re.search(r"\\infty", text):
+        return
+    swap = {"(": "[", "[": "(", ")": "]", "]": ")"}
+    if text and text[0] in "([" and text[-1] in ")]" and "\\cup" not in text:
+        if not text.startswith("(-\\infty"):
+            yield swap[text[0]] + text[1:]
+        if not text.endswith("\\infty)"):
+            yield text[:-1] + swap[text[-1]]
+
+
+def n_wrong_subscript(g: Gold) -> Iterator[str]:
+    """A subscripted symbol with another index (E_{1} -> E_{9}): subscripts are not decoration."""
+    match = next((m for m in _SUBSCRIPT_RE.finditer(g.answer) if m.group(1) not in "Cc"), None)  # C_1: arbitrary
+    if match and match.group(2) != "9":
+        yield g.answer[:match.start()] + f"{match.group(1)}_{{9}}" + g.answer[match.end():]
 
 
 def n_dropped_unit_variable(g: Gold) -> Iterator[str]:
@@ -357,13 +427,16 @@ EQUIVALENT: dict[str, Callable[[Gold], Iterator[str]]] = {
     "bare_unit": g_bare_unit, "text_unit": g_text_unit, "degree_sign": g_degree_sign,
     "imaginary_spacing": g_imaginary_spacing, "complex_rationalised": g_complex_rationalised,
     "percent": g_percent, "reordered_set": g_reordered_set, "latex_cosmetics": g_spacing_and_frac,
-    "fixed_gold": g_fixed_gold,
+    "fixed_gold": g_fixed_gold, "variable_prefix": g_variable_prefix, "sci_of_plain": g_sci_of_plain,
+    "choice_letter": g_choice_letter, "subscript_braces": g_subscript_braces,
 }
 NEAR_MISS: dict[str, Callable[[Gold], Iterator[str]]] = {
     "reversed_ordered": n_reversed_ordered, "dropped_unit_variable": n_dropped_unit_variable,
     "wrong_base": n_wrong_base, "negated_or_disowned": n_negated, "hedged": n_hedged,
     "wrong_mantissa_or_exponent": n_wrong_mantissa, "euler_e_reading": n_euler_reading,
     "close_number": n_close_number, "rounded_fraction_default": n_rounded_fraction,
+    "number_times_symbol": n_number_times_symbol, "sign_flip": n_sign_flip,
+    "interval_bracket_swap": n_interval_bracket_swap, "wrong_subscript": n_wrong_subscript,
 }
 
 

@@ -124,6 +124,32 @@ def test_reversed_pair_without_metadata_is_rejected():
         ["incorrect", "incorrect", "correct", "correct"]
 
 
+def test_list_answers_in_other_shapes():
+    meta = {"answer_type": "Numerical", "is_multiple_answer": True}
+    ordered = "Determine the values of $b$ and $c$ so that it holds."
+    rows = [{"problem_id": pid, "gold": gold, "problem": problem, "answer_meta": meta, "sample_idx": i,
+             "completion": f"\\boxed{{{answer}}}"}
+            for i, (pid, gold, problem, answer) in enumerate([
+                ("o", "-3,0", ordered, "(b, c) = (-3, 0)"), ("o", "-3,0", ordered, "b=-3, c=0"),
+                ("o", "-3,0", ordered, "(0, -3)"), ("o", "-3,0", ordered, "-3"),
+                ("u", "1,3", "Determine all values of $x$.", "x \\in \\{3, 1\\}"),
+                ("u", "1,3", "Determine all values of $x$.", "x = 3 \\text{ or } x = 1"),
+                ("u", "1,3", "Determine all values of $x$.", "1, 3, 5")])]
+    assert [r["status"] for r in grade_samples(rows, workers=1, progress=False)] == \
+        ["correct", "correct", "incorrect", "incorrect", "correct", "correct", "incorrect"]
+
+
+def test_subscripted_e_and_i_are_variables():
+    # latex2sympy read "\frac{1}{3} E_{1}+\frac{2}{3} E_{2}" as 2/3 and I_{0} as the imaginary unit.
+    gold = "\\frac{1}{3} E_{1}+\\frac{2}{3} E_{2}"
+    rows = [{"problem_id": pid, "gold": g, "completion": f"\\boxed{{{a}}}", "sample_idx": i}
+            for i, (pid, g, a) in enumerate([("e", gold, "\\frac{E_1 + 2E_2}{3}"), ("e", gold, "\\frac{2}{3}"),
+                                             ("e", gold, "\\frac{1}{3}"), ("i", "I_{0} e^{-t}", "i e^{-t}"),
+                                             ("i", "I_{0} e^{-t}", "I_0 e^{-t}")])]
+    assert [r["status"] for r in grade_samples(rows, workers=1, progress=False)] == \
+        ["correct", "incorrect", "incorrect", "incorrect", "correct"]
+
+
 def test_relative_tolerance_for_tiny_numbers():
     rows = [{"problem_id": "p", "gold": "2.88e-19", "completion": f"\\boxed{{{a}}}", "sample_idx": i}
             for i, a in enumerate(("5\\times10^{-19}", "2.88\\times 10^{-19}", "0", "-2.2817"))]
