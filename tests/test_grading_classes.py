@@ -211,3 +211,16 @@ def test_rules_are_cheap_on_hostile_answers():
         prepare_answer(text, numeric)
         prepare_answer(text, listed)
     assert time.perf_counter() - start < 2.0  # exponential backtracking took 4 s on 43 characters
+
+
+def test_sample_rows_carry_the_answer_metadata():
+    from dsdr_eval import runner
+    from dsdr_eval.backends.base import Completion, GenerationRequest
+    from dsdr_eval.protocols import Phase
+
+    problem = next(p for p in load_benchmark("olympiadbench", data_dir=DATA) if p.id == "2317")
+    planned = runner.PlannedRequest("olympiadbench", problem, Phase("sampling", 1, 0.7, 0.9), 0,
+                                    GenerationRequest("prompt", "q", 1, 0.7, 0.9, 8, 5))
+    row = runner.sample_row(planned, 0, Completion("\\boxed{0, -3}", "stop", 3, 4, None))
+    assert row["answer_meta"] == {"answer_type": "Numerical", "is_multiple_answer": True}
+    assert grade_samples([row], workers=1, progress=False)[0]["status"] == "incorrect"  # (b, c) reversed
