@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.jsonl import iter_jsonl_numbered, read_json, write_json, write_jsonl
 from dsdr_eval.metrics import DEFAULT_BENCHMARK, PASS1, SAMPLING, compute_metrics
@@ -81,7 +81,8 @@ def load_samples(path: str | Path) -> list[dict[str, Any]]:
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
-                  seed: int = 0, options: GradingOptions | None = None) -> dict[str, Any]:
+                  options: GradingOptions | None = None,
+                  seed: int = 0) -> dict[str, Any]:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     rows = load_samples(samples_path)

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from dsdr_eval.answer_norm import GradingOptions
     from dsdr_eval.scoring import score_samples
 
     path = Path(args.path)
@@ -46,8 +47,6 @@ def main(args: argparse.Namespace) -> int:
         raise DsdrError(f"{path}: no such file or directory")
     if args.workers is not None and args.workers < 1:
         raise DsdrError(f"--workers must be >= 1 (got {args.workers})")
-    from dsdr_eval.answer_norm import GradingOptions
-
     metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
                             progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed,
                             options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance))
