@@ -13,10 +13,12 @@ the file stem). Every failure is a :class:`DsdrError` naming the benchmark, file
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +27,8 @@ from dsdr_eval.jsonl import iter_jsonl_numbered
 
 DATA_DIR_ENV = "DSDR_DATA_DIR"
 REQUIRED_FIELDS = ("id", "problem", "answer")
+ANSWER_META_FIELDS = ("answer_type", "is_multiple_answer", "unit")  # OlympiadBench; used by the grader
+GOLD_FIXES_FILE = Path(__file__).parent / "data" / "gold_fixes.jsonl"
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,12 @@ class Problem:
     problem: str
     answer: str
     extra: dict = field(default_factory=dict)  # every other field of the source record
+
+    @property
+    def answer_meta(self) -> dict | None:
+        """The benchmark's answer metadata the grader uses (answer_norm), or None."""
+        meta = {k: self.extra[k] for k in ANSWER_META_FIELDS if self.extra.get(k) is not None}
+        return meta or None
 
 
 @dataclass(frozen=True)
@@ -154,7 +164,7 @@ def load_jsonl_benchmark(path: str | Path, *, benchmark: str) -> list[Problem]:
             raise DsdrError(f"{where}: duplicate id {values['id']!r} (first on line {seen[values['id']]})")
         seen[values["id"]] = lineno
         extra = {k: v for k, v in record.items() if k not in REQUIRED_FIELDS}
-        problems.append(Problem(benchmark, values["id"], values["problem"], values["answer"], extra))
+        problems.append(_with_gold_fix(Problem(benchmark, values["id"], values["problem"], values["answer"], extra)))
     if not problems:
         raise DsdrError(f"benchmark {benchmark}: {path} has no records")
     return problems
@@ -210,8 +220,31 @@ def hub_rows_to_problems(spec: BenchmarkSpec, rows: list[dict[str, Any]]) -> lis
             raise DsdrError(f"benchmark {spec.name}: hub dataset {spec.hub_id} row {index}: empty answer")
         problem_id = str(row[id_col]) if id_col is not None else str(index)
         extra = {k: v for k, v in row.items() if k not in (id_col, problem_col, answer_col)}
-        problems.append(Problem(spec.name, problem_id, str(row[problem_col]), answer, extra))
+        problems.append(_with_gold_fix(Problem(spec.name, problem_id, str(row[problem_col]), answer, extra)))
     return problems
+
+
+# --- gold fixes (grading rule "gold_fixes") ---------------------------------------------------
+
+@lru_cache(maxsize=1)
+def gold_fixes() -> dict[tuple[str, str], dict[str, str]]:
+    """(benchmark, id) -> {original, normalised, why} from the package's gold_fixes.jsonl."""
+    fixes: dict[tuple[str, str], dict[str, str]] = {}
+    for lineno, line in enumerate(GOLD_FIXES_FILE.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            entry = json.loads(line)
+            fixes[(entry["benchmark"], str(entry["id"]))] = entry
+    return fixes
+
+
+def _with_gold_fix(problem: Problem) -> Problem:
+    """A gold no parser reads as intended is replaced; the original stays in ``extra``. A fix whose
+    ``original`` no longer matches the data is not applied (the data changed: re-check the fix)."""
+    fix = gold_fixes().get((problem.benchmark, problem.id))
+    if fix is None or fix["original"] != problem.answer:
+        return problem
+    extra = {**problem.extra, "answer_original": problem.answer, "gold_fix": fix["why"]}
+    return Problem(problem.benchmark, problem.id, problem.problem, fix["normalised"], extra)
 
 
 def normalise_hub_answer(value: Any) -> str:

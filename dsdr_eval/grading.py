@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable
 
+from dsdr_eval import answer_norm
+from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
@@ -203,6 +205,13 @@ def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: in
             pass
     import math_verify
     import sympy
+    from latex2sympy2_extended import NormalizationConfig
+
+    # math-verify's own unit stripping drops variables such as m, h, s, t, c from golds (6m -> 6);
+    # units are handled by answer_norm's "units" rule, which only applies to numeric golds.
+    parse_config = [math_verify.LatexExtractionConfig(normalization_config=NormalizationConfig(
+        basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False)),
+        math_verify.ExprExtractionConfig()]
 
     timeouts = _TimeoutFlag()
     mv_logger = logging.getLogger("math_verify")
@@ -217,7 +226,8 @@ def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: in
             return cache[answer]
         timeouts.raised = False
         try:
-            parsed = math_verify.parse(_wrap(answer), parsing_timeout=inner_timeout_s)
+            parsed = math_verify.parse(_wrap(answer), extraction_config=parse_config,
+                                       parsing_timeout=inner_timeout_s)
         except BaseException:  # noqa: BLE001 -- TimeoutException is a BaseException
             parsed = []
             timeouts.raised = True
@@ -227,14 +237,63 @@ def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: in
         cache[answer] = result
         return result
 
-    def verify(gold: list, pred: list) -> tuple[bool, bool]:
-        """-> (equal, timed_out)."""
+    imaginary = sympy.Symbol("i")
+
+    def verify(gold: list, pred: list, rel_tol: float | None = None,
+               imaginary_unit: bool = False) -> tuple[bool, bool]:
+        """-> (equal, timed_out). Two plain numbers: relative tolerance ``rel_tol`` (rule
+        numeric_rel_tol) instead of math-verify's rounding to 6 decimals."""
         timeouts.raised = False
         try:
+            if imaginary_unit:  # rule imaginary_unit: every symbol named i is sympy's I
+                gold, pred = ([_with_imaginary_unit(x) for x in side] for side in (gold, pred))
+            pred = _same_named_symbols(gold, pred)
+            if rel_tol is not None:
+                numbers = _real_numbers(gold, pred)
+                if numbers is not None:
+                    a, b = numbers
+                    return abs(a - b) <= rel_tol * max(abs(a), abs(b)), False
             equal = bool(math_verify.verify(gold, pred, timeout_seconds=inner_timeout_s))
         except BaseException:  # noqa: BLE001
             return False, True
         return equal, timeouts.raised
+
+    def _same_named_symbols(gold: list, pred: list) -> list:
+        # Rule symbol_names: latex2sympy gives a symbol different assumptions depending on the
+        # context ("5 i" vs "5i"), and sympy then calls identical expressions unequal.
+        by_name = {s.name: s for x in gold if isinstance(x, sympy.Basic) for s in x.free_symbols
+                   if isinstance(s, sympy.Symbol)}
+        out = []
+        for x in pred:
+            if isinstance(x, sympy.Basic):
+                subs = {s: by_name[s.name] for s in x.free_symbols
+                        if isinstance(s, sympy.Symbol) and s.name in by_name and by_name[s.name] != s}
+                x = x.xreplace(subs) if subs else x
+            out.append(x)
+        return out
+
+    def _with_imaginary_unit(expr):
+        if not isinstance(expr, sympy.Basic):
+            return expr
+        subs = {s: sympy.I for s in expr.free_symbols if getattr(s, "name", None) == "i"}
+        return expr.xreplace(subs) if subs else expr
+
+    def _real_numbers(gold: list, pred: list) -> tuple[float, float] | None:
+        values = []
+        for side in (gold, pred):
+            expr = side[0] if side else None
+            if not isinstance(expr, sympy.Expr) or expr.free_symbols or not expr.is_number:
+                return None
+            if any(not (p.exp.is_Number and abs(p.exp) <= 400) for p in expr.atoms(sympy.Pow)):
+                return None  # 9^{9^{9^9}}: never evaluate outside math-verify's own timeout
+            try:
+                value = complex(expr.evalf(30))
+            except (TypeError, ValueError, OverflowError):
+                return None
+            if value.imag != 0 or not math.isfinite(value.real):
+                return None
+            values.append(value.real)
+        return values[0], values[1]
 
     def clearly_different(a: list, b: list) -> bool:
         # Two plain numbers that differ by far more than math-verify's rounding (6 decimals) are
@@ -279,33 +338,81 @@ class _TimeoutFlag(logging.Handler):
 def _run_task(task: tuple, conn: _PipePair, parse, verify, clearly_different) -> None:
     """One problem: parse the gold, then verdict + class for answers[start:], streaming results.
 
-    Messages: ("gold", tid, ok), ("tick", tid) after each math-verify call, ("verdict", tid, i,
-    status), ("class", tid, i, class_ref, is_rep), ("done", tid). class_ref is GOLD_CLASS or the
-    index of the answer representing the class."""
-    task_id, gold, answers, start, known, gold_failed = task
+    ``gold`` and ``answers`` are answer_norm's wire forms: (text, mode, items, imaginary_unit) and
+    (text, items, verdict). Messages: ("gold", tid, ok), ("tick", tid) after each math-verify call,
+    ("verdict", tid, i, status), ("class", tid, i, class_ref, is_rep), ("done", tid). class_ref is
+    GOLD_CLASS or the index of the answer representing the class."""
+    task_id, gold, answers, start, known, gold_failed, rel_tol = task
+    gold_text, mode, gold_items, imaginary_unit = gold
     gold_parsed: list = []
     if not gold_failed:
-        gold_parsed, _ = parse(gold)
-        gold_failed = not gold_parsed
+        gold_parsed, _ = parse(gold_text)
+        gold_failed = not gold_parsed or any(not parse(item)[0] for item in gold_items)
     conn.send(("gold", task_id, not gold_failed))
+
+    def items_equal(g: str, a: str) -> tuple[bool, bool]:
+        """Rule ordered_list inside one item: (a, b) against (a', b') element by element."""
+        g_tuple, a_tuple = answer_norm.unwrap_tuple(g), answer_norm.unwrap_tuple(a)
+        if g_tuple and a_tuple and g_tuple[0] == a_tuple[0] == "(":
+            g_parts, a_parts = (answer_norm.split_top_level(t[1]) for t in (g_tuple, a_tuple))
+            if len(g_parts) != len(a_parts):
+                return False, False
+            timed_out = False
+            for g_part, a_part in zip(g_parts, a_parts):
+                equal, part_timed_out = items_equal(g_part, a_part)
+                timed_out = timed_out or part_timed_out
+                if not equal:
+                    return False, timed_out
+            return True, timed_out
+        if g == a:
+            return True, False
+        g_parsed, g_timed_out = parse(g)
+        a_parsed, a_timed_out = parse(a)
+        if not (g_parsed and a_parsed):
+            return False, g_timed_out or a_timed_out
+        equal, timed_out = verify(g_parsed, a_parsed, rel_tol, imaginary_unit)
+        conn.send(("tick", task_id))
+        return equal, timed_out or a_timed_out
+
+    def matches_gold(text: str, items: tuple) -> tuple[bool, bool]:
+        if mode == "ordered":
+            results = [items_equal(g, a) for g, a in zip(gold_items, items)]
+            return all(r[0] for r in results), any(r[1] for r in results)
+        if mode == "unordered" and items:  # a multiset matching, greedy (equality is transitive)
+            unmatched, timed_out = list(items), False
+            for g in gold_items:
+                for k, a in enumerate(unmatched):
+                    equal, item_timed_out = items_equal(g, a)
+                    timed_out = timed_out or item_timed_out
+                    if equal:
+                        del unmatched[k]
+                        break
+                else:
+                    return False, timed_out
+            return True, timed_out
+        return items_equal(gold_text, text)
+
     reps: list[tuple[int, list]] = []
     key_to_class: dict[str, int] = {}
     for j in range(start):
         status, class_ref, is_rep = known[j]
         if is_rep:
-            reps.append((j, parse(answers[j])[0]))
+            reps.append((j, parse(answers[j][0])[0]))
         if status != "correct":
-            key_to_class.setdefault(answer_key(answers[j]), class_ref)
+            key_to_class.setdefault(answer_key(answers[j][0]), class_ref)
     for i in range(start, len(answers)):
-        answer = answers[i]
+        answer, items, ruled = answers[i]
         pred: list = []
         if gold_failed:
             status = "error"
         else:
             pred, parse_timed_out = parse(answer)
             conn.send(("tick", task_id))
-            equal, verify_timed_out = verify(gold_parsed, pred) if pred else (False, False)
-            status = "correct" if equal else ("timeout" if parse_timed_out or verify_timed_out else "incorrect")
+            if ruled is not None:  # an answer_norm rule decided (disowning box, base, list length)
+                status = ruled
+            else:
+                equal, verify_timed_out = matches_gold(answer, items) if pred or items else (False, False)
+                status = "correct" if equal else ("timeout" if parse_timed_out or verify_timed_out else "incorrect")
         conn.send(("verdict", task_id, i, status))
         is_rep = False
         if status == "correct":
@@ -337,9 +444,11 @@ def _run_task(task: tuple, conn: _PipePair, parse, verify, clearly_different) ->
 @dataclass
 class _ProblemJob:
     job_id: int
-    gold: str
+    gold: tuple  # answer_norm.wire_gold(...)
     answers: list[str]  # distinct extracted answers (<= MAX_ANSWER_CHARS), first-appearance order
     weights: list[int]  # how many samples carry each answer (for progress)
+    forms: list[tuple]  # answer_norm.wire_answer(...) of each answer
+    rel_tol: float
     status: list[str | None] = field(default_factory=list)
     class_ref: list[int | None] = field(default_factory=list)
     is_rep: list[bool] = field(default_factory=list)
@@ -361,7 +470,7 @@ class _ProblemJob:
     def task(self) -> tuple:
         start = self.next_index()
         known = [(self.status[j], self.class_ref[j], self.is_rep[j]) for j in range(start)]
-        return (self.job_id, self.gold, self.answers, start, known, self.gold_failed)
+        return (self.job_id, self.gold, self.forms, start, known, self.gold_failed, self.rel_tol)
 
 
 @dataclass
@@ -577,15 +686,19 @@ class GradingPool:
 
 
 def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | None = None,
-                  progress: bool = True, pool: GradingPool | None = None) -> list[dict]:
+                  progress: bool = True, pool: GradingPool | None = None,
+                  options: GradingOptions | None = None) -> list[dict]:
     """Grade completions; return copies of ``rows`` with grading fields added.
 
     Added: ``extracted`` (str | None, truncated to MAX_ANSWER_CHARS), ``extraction`` (method),
     ``status`` (one of STATUSES), ``correct`` (bool), ``answer_class`` (int index of the
     math-equivalence class of the answer within its problem, in order of first appearance;
     None without an answer), ``grade_note`` (why a status is timeout/error/truncated, else None).
-    Rows are grouped into problems by (benchmark, problem_id). With ``pool`` its long-lived
-    workers (and its timeout) are used and left running; otherwise workers are started here."""
+    Rows are grouped into problems by (benchmark, problem_id). A row's optional ``answer_meta``
+    (the benchmark's answer_type / is_multiple_answer / unit) and ``problem`` text choose the
+    comparison mode (answer_norm: grading rules, ``options`` their conventions). With ``pool`` its
+    long-lived workers (and its timeout) are used and left running; otherwise workers are started here."""
+    options = options or GradingOptions()
     if timeout_s <= 0:
         raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
     graded: list[dict] = []
@@ -596,7 +709,8 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
                 raise DsdrError(f"sample {index}: missing field '{name}'")
         key = (str(row.get("benchmark", "default")), str(row["problem_id"]))
         gold = str(row["gold"])
-        problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": []})
+        problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [], "meta": row.get("answer_meta"),
+                                            "problem": row.get("problem")})
         if problem["gold"] != gold:
             raise DsdrError(f"sample {index}: problem {key[1]!r} of benchmark {key[0]!r} has conflicting gold "
                             f"answers {problem['gold']!r} and {gold!r}")
@@ -613,8 +727,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         for problem in problems.values():
             for out in problem["rows"]:
                 _extract_into(out, problem["answers"])
-        jobs = [_ProblemJob(job_id, p["gold"], list(p["answers"]), list(p["answers"].values()))
-                for job_id, p in enumerate(problems.values()) if p["answers"]]
+        jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(problems.values()) if p["answers"]]
         if jobs and worker_pool is not None:
             with _ProgressBar(progress, sum(sum(job.weights) for job in jobs)) as advance:
                 worker_pool.on_progress = advance
@@ -627,6 +740,16 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         job = next(job_iter) if problem["answers"] else None
         _finish_problem(problem["rows"], job)
     return graded
+
+
+def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> _ProblemJob:
+    meta = problem["meta"] if isinstance(problem["meta"], dict) else None
+    text = problem["problem"] if isinstance(problem["problem"], str) else None
+    gold = answer_norm.prepare_gold(problem["gold"], meta, text)
+    answers = list(problem["answers"])
+    forms = [answer_norm.wire_answer(answer_norm.prepare_answer(answer, gold)) for answer in answers]
+    return _ProblemJob(job_id, answer_norm.wire_gold(gold), answers, list(problem["answers"].values()), forms,
+                       options.rel_tol)
 
 
 def _extract_into(out: dict, answer_counts: dict[str, int]) -> None:
@@ -699,7 +822,8 @@ def status_counts(rows: Iterable[dict]) -> dict[str, int]:
     return counts
 
 
-def grader_provenance(timeout_s: float, workers: int | None) -> dict[str, Any]:
+def grader_provenance(timeout_s: float, workers: int | None,
+                      options: GradingOptions | None = None) -> dict[str, Any]:
     import importlib.metadata as md
 
     def version(name: str) -> str | None:
@@ -713,4 +837,5 @@ def grader_provenance(timeout_s: float, workers: int | None) -> dict[str, Any]:
             "timeout_s": timeout_s, "workers": workers or default_workers(),
             "extraction": "last \\boxed{}/\\fbox{} (brace-matched), else last 'Answer:'/'final answer is' line",
             "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,
-            "gold_wrapping": "\\boxed{gold}", "python": sys.version.split()[0]}
+            "gold_wrapping": "\\boxed{gold}", "python": sys.version.split()[0],
+            "grading_rules": answer_norm.rules_provenance(options or GradingOptions())}

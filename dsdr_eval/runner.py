@@ -192,6 +192,7 @@ def sample_row(planned: PlannedRequest, j: int, completion: Any) -> dict[str, An
     return {
         "benchmark": planned.benchmark, "problem_id": planned.problem.id, "sample_idx": planned.start_idx + j,
         "phase": planned.phase.phase, "problem": planned.problem.problem, "gold": planned.problem.answer,
+        "answer_meta": getattr(planned.problem, "answer_meta", None),  # grading metadata (answer_norm)
         "prompt": _clean_text(r.prompt), "completion": _clean_text(completion.text),
         "finish_reason": completion.finish_reason, "n_prompt_tokens": completion.n_prompt_tokens,
         "n_completion_tokens": completion.n_completion_tokens, "temperature": r.temperature,

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading import grade_samples, grader_provenance
@@ -70,6 +71,7 @@ def load_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) 
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
+                  options: GradingOptions | None = None,
                   seed: int = 0) -> dict[str, Any]:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
@@ -78,14 +80,14 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     rows = load_samples(samples_path)
     started = time.perf_counter()
-    graded = grade_samples(rows, timeout_s=timeout_s, workers=workers, progress=progress)
+    graded = grade_samples(rows, timeout_s=timeout_s, workers=workers, progress=progress, options=options)
     grading_wall_s = time.perf_counter() - started
 
     metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
     metrics_path = out_dir / rundir.METRICS
     _keep_other_sections(metrics, metrics_path)
     provenance = metrics["provenance"]
-    provenance["grading"] = grader_provenance(timeout_s, workers)
+    provenance["grading"] = grader_provenance(timeout_s, workers, options)
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
     provenance.update({
         "samples_file": str(samples_path.resolve()),

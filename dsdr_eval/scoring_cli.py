@@ -24,9 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bootstrap replicates for the 95%% CIs over problems; 0 disables (default 1000)")
     parser.add_argument("--seed", type=integer(0), default=0, help="bootstrap RNG seed (default 0)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--rounded-fraction-tolerance", action="store_true",
+                        help="accept numbers within rel. tol 1e-4 (Qwen2.5-Math convention, e.g. 266.6667 for "
+                        "800/3); default: rel. tol 1e-8")
 
 
 def main(args: argparse.Namespace) -> int:
+    from dsdr_eval.answer_norm import GradingOptions
     from dsdr_eval.scoring import score_samples
 
     path = Path(args.path)
@@ -43,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         raise DsdrError(f"{path}: no such file or directory")
     metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
-                            progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed)
+                            progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed,
+                            options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance))
     print_summary(metrics)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")
     return 0

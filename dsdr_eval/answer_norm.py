@@ -1,0 +1,360 @@
+"""Grading rules applied before math-verify: normalisation of answers *and* golds, comparison modes.
+
+Pure string functions (parent process, linear-time regexes only); the math-verify calls that
+follow run in the grading workers (grading.py), which receive the prepared forms::
+
+    gold = prepare_gold(r"-3,0", {"answer_type": "Numerical", "is_multiple_answer": True},
+                        problem="... determine the values of $b$ and $c$ ...")
+    gold.mode == "ordered"; gold.items == ("-3", "0")
+    prepare_answer(r"\\boxed-content 0, -3", gold).items == ("0", "-3")   # compared in order
+
+Every rule has a name (``RULES``) and the set is versioned by ``RULES_VERSION`` (recorded in the
+metrics provenance); README.md "Grading rules" documents each one. ``GradingOptions`` holds the
+conventions that are options (recorded too).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+RULES_VERSION = "1"
+
+RULES: dict[str, str] = {
+    "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
+               "and its brace (\\text {red}), and a trailing period, comma or semicolon",
+    "e_notation": "a number in e-notation (4.5e33, 1e-5) becomes 4.5\\times10^{33} (math-verify reads e as Euler's e)",
+    "exponent_braces": "a power of ten written 10^-24 / 10^24 gets braces: 10^{-24}",
+    "times_sign": "the unicode signs × and · become \\times and \\cdot",
+    "digit_groups": "digit groups joined by \\, \\! {,} thin spaces (10\\,080, 1{,}000) lose the separator; "
+                    "a plain-comma grouped number (1,000) only when the gold is a single number",
+    "degrees": "degree marks (° ^\\circ ^{\\circ} \\degree, 'degrees') are dropped on both sides",
+    "percent": "a trailing % / \\% is dropped on both sides",
+    "units": "when the gold is a plain number, trailing units after a number are dropped "
+             "(\\text{..}, \\mathrm{..}, bare SI/astro units such as eV, km/s, M_\\odot); never when the gold "
+             "has letters (gold 6m keeps its m)",
+    "disowning": "a box that negates, disowns or hedges (\\neg, \\text{not}, never, wrong, incorrect, false, "
+                 "'3 or 4' for a single-valued gold) is incorrect, unless the gold itself uses the word",
+    "base_subscript": "a gold in base b (52_8): the answer must have the same digits and no or the same base",
+    "ordered_list": "OlympiadBench answer_type Tuple, or is_multiple_answer with the question naming the "
+                    "quantities in order ('values of $b$ and $c$'): items compared in order; a parenthesised "
+                    "gold tuple is compared element by element against a parenthesised answer",
+    "unordered_list": "other multiple answers: items matched as a multiset ('or'/'and'/';' separate items)",
+    "numeric_rel_tol": "two plain numbers are equal iff |a-b| <= rel_tol * max(|a|,|b|) (default 1e-8: "
+                       "the same number; a rounded answer only with the rounded-fraction option, 1e-4), replacing "
+                       "math-verify's rounding to 6 decimals (which calls 2.88e-19 and 5e-19 equal)",
+    "imaginary_unit": "when the gold uses i as the imaginary unit, the symbol i is sympy's I on both sides",
+    "astro_subscripts": "\\odot / \\oplus / \\sun in a subscript (M_\\odot) become the letters sun / earth "
+                        "(latex2sympy cannot parse them)",
+    "symbol_names": "a symbol of the answer with the name of a gold symbol is that symbol (latex2sympy gives "
+                    "'i' in '5 i' and '5i' different assumptions, so sympy called them unequal)",
+    "subscripted_constants": "E_{1}, e_0, I_{0} are variables, not Euler's e / the imaginary unit with a "
+                             "subscript (latex2sympy fails on E_{1} and reads 1/3 E_{1} as 1/3, I_{0} as i): "
+                             "written \\mathcal{E}_{1} on both sides",
+    "gold_fixes": "golds no parser reads as intended are replaced at load time from dsdr_eval/data/gold_fixes.jsonl",
+    "no_mv_units": "math-verify's own unit stripping is off (it drops variables such as m, h, s, t, c from golds)",
+}
+
+DEFAULT_NUMERIC_REL_TOL = 1e-8  # equal to ~8 significant digits: roundings are not equal
+ROUNDED_FRACTION_REL_TOL = 1e-4  # Qwen2.5-Math grader's math_equal (isclose, rel_tol=1e-4)
+
+
+@dataclass(frozen=True)
+class GradingOptions:
+    """Conventions that are choices; recorded with every result."""
+
+    numeric_rel_tol: float = DEFAULT_NUMERIC_REL_TOL
+    rounded_fraction_tolerance: bool = False  # True: rel. tol 1e-4 (Qwen2.5-Math), accepts 0.3333 for 1/3
+
+    @property
+    def rel_tol(self) -> float:
+        return max(self.numeric_rel_tol, ROUNDED_FRACTION_REL_TOL if self.rounded_fraction_tolerance else 0.0)
+
+    def provenance(self) -> dict[str, Any]:
+        return {**asdict(self), "effective_rel_tol": self.rel_tol}
+
+
+@dataclass(frozen=True)
+class GoldForm:
+    """A gold answer ready for comparison.
+
+    mode: "single" (one expression), "ordered" / "unordered" (``items`` compared in order / as a
+    multiset), "base" (a numeral in base ``base``)."""
+
+    text: str
+    mode: str = "single"
+    items: tuple[str, ...] = ()
+    numeric: bool = False  # a plain number: the "units" rule applies to answers
+    imaginary_unit: bool = False
+    base: str | None = None
+    exempt_words: frozenset[str] = field(default_factory=frozenset)  # disowning words the gold itself uses
+
+
+@dataclass(frozen=True)
+class AnswerForm:
+    """An answer ready for comparison; ``verdict`` set when a rule already decided it."""
+
+    text: str
+    items: tuple[str, ...] = ()
+    verdict: str | None = None  # "correct" | "incorrect" | None (math-verify decides)
+    rule: str | None = None  # the rule that decided ``verdict``
+
+
+# --- shared normalisation (answers and golds) ------------------------------------------------
+
+_OUTER_MATH_RE = re.compile(r"^\s*(?:\$\$(.*)\$\$|\$(.*)\$|\\\((.*)\\\)|\\\[(.*)\\\])\s*$", re.S)
+_E_NOTATION_RE = re.compile(r"(?<![A-Za-z_\\\d.])(\d+(?:\.\d*)?|\.\d+)[eE]([-+]?\d+)(?![\w.])")
+_EXP_TEN_RE = re.compile(r"(?<![\d.])10\s*\^\s*([-+]?\s*\d+)")
+_DIGIT_GROUP_RE = re.compile(r"(?<![\d.])\d{1,3}(?:(?:\\,|\\!|\{,\}|,\\!|\\thinspace|\u2009|\u202f|\u00a0)\s*\d{3})+"
+                             r"(?![\d])")
+_GROUP_SEP_RE = re.compile(r"\\,|\\!|\{,\}|,|\\thinspace|\u2009|\u202f|\u00a0|\s")
+_PLAIN_GROUPED_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree|\\text\{\s*°\s*\}"
+                        r"|\\(?:text|mbox|mathrm)\{\s*degrees?\s*\}|(?<![A-Za-z])degrees?(?![A-Za-z])")
+_PERCENT_RE = re.compile(r"\s*\\?%\s*$")
+_COMMAND_SPACE_RE = re.compile(r"(\\[A-Za-z]+)\s+(?=\{)")  # "\text {red}" is "\text{red}"
+_DISPLAY_RE = re.compile(r"\\displaystyle|\\textstyle|\\left(?![A-Za-z])|\\right(?![A-Za-z])")
+_SUBSCRIPTED_CONSTANT_RE = re.compile(r"(?<![A-Za-z\\])([EeI])\s*_")
+_ASTRO_RE = re.compile(r"_\s*(?:\{\s*\\(?:odot|oplus|sun)\s*\}|\\(?:odot|oplus|sun)(?![A-Za-z]))")
+_TRAILING_PUNCT_RE = re.compile(r"(?<!\.)(?<!\\)[.,;]\s*$|\\[.,;]\s*$")
+
+
+def normalise(text: str) -> str:
+    """The rules every answer and gold goes through (wrapper ... percent), in a fixed order."""
+    text = text.strip()
+    for _ in range(3):  # $\boxed$ content may be wrapped twice: "$$ $x$ $$"
+        match = _OUTER_MATH_RE.match(text)
+        if not match:
+            break
+        text = next(g for g in match.groups() if g is not None).strip()
+    text = _DISPLAY_RE.sub("", text).strip()
+    text = _COMMAND_SPACE_RE.sub(r"\1", text)
+    text = _strip_trailing_punct(text)
+    text = _SUBSCRIPTED_CONSTANT_RE.sub(r"\\mathcal{\1}_", text)
+    text = _ASTRO_RE.sub(lambda m: "_{" + ("earth" if "oplus" in m.group() else "sun") + "}", text)
+    text = re.sub(r"×\s*", r"\\times ", text)
+    text = re.sub(r"·\s*", r"\\cdot ", text).replace("−", "-")
+    text = _E_NOTATION_RE.sub(lambda m: f"{m.group(1).rstrip('.') or '0'}\\times10^{{{m.group(2)}}}", text)
+    text = _EXP_TEN_RE.sub(lambda m: "10^{" + m.group(1).replace(" ", "") + "}", text)
+    text = _DIGIT_GROUP_RE.sub(lambda m: _GROUP_SEP_RE.sub("", m.group()), text)
+    text = _DEGREE_RE.sub("", text)
+    text = _PERCENT_RE.sub("", text)
+    return _strip_trailing_punct(text.strip())
+
+
+def _strip_trailing_punct(text: str) -> str:
+    while True:
+        stripped = _TRAILING_PUNCT_RE.sub("", text).rstrip()
+        if stripped == text or not stripped:
+            return text
+        text = stripped
+
+
+# --- units (numeric golds only) ----------------------------------------------------------------
+
+_PREFIX = "[yzafpnuµμmcdkMGTPE]?"
+_MARKUP_UNIT = r"\\(?:text|mathrm|mbox|textrm|rm|operatorname|mathit)\s*\{(?:[^{}]|\{[^{}]*\})*\}"
+_UNIT_ATOM = (rf"(?:{_MARKUP_UNIT}"
+              r"|\\mu\s*[A-Za-z]+(?![A-Za-z])|\\AA|Å|\\Omega|\\%"
+              r"|[MLR]_\{(?:sun|earth)\}"
+              rf"|{_PREFIX}(?:eV|Hz|Pa|Jy|mol|erg|pc|yr|rad|sr|Wb|bar|[mgsNJWCVKALTF])(?![A-Za-z])"
+              r"|(?:AU|au|ly|atm|torr|mag|arcsec|arcmin|deg|amu|Da|ohm|sec|hr|hrs|min)(?![A-Za-z])"
+              r"|[A-Za-z]{3,}(?![A-Za-z]))")  # every atom ends at a word end: one way to split, linear
+_UNIT_POWER = r"(?:\s*\^\s*(?:\{\s*-?\s*\d+\s*\}|-?\d))?"
+_UNIT_SEP = r"(?:\s|~|\\,|\\;|\\:|\\!|\\ |/|\\cdot|\.|\*)*"
+_TRAILING_UNITS_RE = re.compile(rf"(?<=[\d}}).\s]){_UNIT_SEP}(?:{_UNIT_ATOM}{_UNIT_POWER}{_UNIT_SEP})+$")
+_TRAILING_MARKUP_UNITS_RE = re.compile(rf"(?<=[\d}}).\s]){_UNIT_SEP}(?:{_MARKUP_UNIT}{_UNIT_POWER}{_UNIT_SEP})+$")
+_LEADING_UNITS_RE = re.compile(r"^(?:\\\$|\$|£|€)\s*")  # \$32 (currency before the number)
+_GOLD_COMMANDS_RE = re.compile(r"\\(?:d?t?frac|sqrt|times|cdot|pi|infty|\$|[,!;: ])")
+
+
+def strip_units(text: str, *, bare: bool = True) -> str:
+    """Drop a currency sign before and units after a number; ``bare=False``: only units written
+    as \\text{..} / \\mathrm{..} (a gold's bare letters are variables: 6m)."""
+    if len(text) > 200:  # a number with its unit is short; keeps the scan cheap on hostile text
+        return text
+    stripped = _LEADING_UNITS_RE.sub("", text)
+    stripped = (_TRAILING_UNITS_RE if bare else _TRAILING_MARKUP_UNITS_RE).sub("", stripped).strip()
+    return stripped or text
+
+
+def _is_plain_number(text: str) -> bool:
+    """No letters left once the numeric commands (\\frac, \\sqrt, \\pi, \\times ...) are removed."""
+    return not re.search(r"[A-Za-z\\]", _GOLD_COMMANDS_RE.sub("", text)) and bool(re.search(r"\d", text))
+
+
+# --- lists ----------------------------------------------------------------------------------------
+
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def split_top_level(text: str, separators: str = ",") -> list[str]:
+    """Split on separators outside (), [], {} -- linear scan; ``\\{`` / ``\\}`` count as braces."""
+    items, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text) and text[i + 1] in "{}":
+            depth += 1 if text[i + 1] == "{" else -1
+            i += 2
+            continue
+        if char in _OPEN:
+            depth += 1
+        elif char in _CLOSE:
+            depth = max(0, depth - 1)
+        elif char in separators and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    items.append(text[start:].strip())
+    return items
+
+
+def unwrap_tuple(text: str) -> tuple[str, str] | None:
+    """'(a, b)' -> ('(', 'a, b') when the outer brackets enclose the whole text and it has a comma."""
+    text = text.strip()
+    pairs = {"(": ")", "[": "]", "\\{": "\\}"}
+    for opener, closer in pairs.items():
+        if text.startswith(opener) and text.endswith(closer):
+            inner = text[len(opener):len(text) - len(closer)]
+            if _balanced(inner) and len(split_top_level(inner)) > 1:
+                return opener, inner
+    return None
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += 1 if char in _OPEN else -1 if char in _CLOSE else 0
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+_ITEM_WORDS_RE = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:or|and)\s*\}|\\quad|\\qquad|(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])|;")
+
+
+def _answer_items(text: str, ordered: bool) -> list[str]:
+    text = _ITEM_WORDS_RE.sub(",", text)
+    wrapped = unwrap_tuple(text)
+    if wrapped and (ordered or wrapped[0] == "\\{"):
+        text = wrapped[1]
+    return [item for item in split_top_level(text) if item]
+
+
+# --- ordered or not: the benchmark's metadata and the question --------------------------------
+
+_NAMED_QUANTITIES_RE = re.compile(
+    r"(?i)(?:values?\s+of|determine|compute|find|calculate|what\s+are)\s+(?:[a-z]+\s+){0,3}"
+    r"\$[^$]{1,60}\$(?:\s*,\s*\$[^$]{1,60}\$)*\s*,?\s*and\s+\$[^$]{1,60}\$"
+    r"|(?i:values?\s+of|determine|compute|find|calculate|what\s+are)\s+(?:[a-z]+\s+){0,3}"
+    r"\$[^$]{1,40},[^$]{1,40}\$\s*,?\s*and\s+\$[^$]{1,60}\$")
+
+
+def list_mode(gold_items: list[str], meta: Mapping[str, Any] | None, problem: str | None) -> str:
+    """'ordered' | 'unordered' | 'single' for a gold with ``gold_items`` top-level items."""
+    meta = meta or {}
+    answer_type = str(meta.get("answer_type") or "")
+    if answer_type == "Interval" or len(gold_items) < 2:
+        return "single"
+    if answer_type == "Tuple" and not meta.get("is_multiple_answer"):
+        return "ordered"
+    if meta.get("is_multiple_answer") and problem and answer_type != "Tuple":
+        if _NAMED_QUANTITIES_RE.search(problem):
+            return "ordered"
+    return "unordered"
+
+
+# --- disowning / hedging boxes -------------------------------------------------------------------
+
+_DISOWN_RE = re.compile(r"\\neg(?![A-Za-z])|\\lnot(?![A-Za-z])|(?<![A-Za-z\\])(not|never|no|wrong|incorrect|false|"
+                        r"isn't|cannot|impossible|maybe|perhaps|possibly|either|or|"
+                        r"unsure|guess)(?![A-Za-z])", re.I)
+_HEDGE_SEP_RE = re.compile(r"\\(?:lor|vee)(?![A-Za-z])|(?<![A-Za-z\\])or(?![A-Za-z])|/\s*\\?text", re.I)
+
+
+def _disowning_words(text: str) -> set[str]:
+    return {(m.group(1) or m.group()).lower() for m in _DISOWN_RE.finditer(text)}
+
+
+# --- base-b numerals --------------------------------------------------------------------------------
+
+_BASE_RE = re.compile(r"^([0-9A-Za-z]+)\s*_\s*\{?\s*\(?\s*(\d{1,2})\s*\)?\s*\}?$")
+_BASE_WORD_RE = re.compile(r"^([0-9A-Za-z]+)\s*(?:\\text\{\s*\(?base\s*(\d{1,2})\)?\s*\}|\(\s*base\s*(\d{1,2})\s*\))$")
+
+_IMAGINARY_RE = re.compile(r"(?<![A-Za-z\\_{])i(?![A-Za-z])(?!\s*[=<>])")
+
+
+# --- public API -------------------------------------------------------------------------------------
+
+def prepare_gold(gold: str, meta: Mapping[str, Any] | None = None, problem: str | None = None) -> GoldForm:
+    """Normalise a gold answer and choose its comparison mode from the benchmark's metadata."""
+    text = normalise(str(gold))
+    exempt = frozenset(_disowning_words(text))
+    base = _BASE_RE.match(text)
+    if base and base.group(1).isalnum() and re.fullmatch(r"[0-9A-F]+", base.group(1).upper()):
+        return GoldForm(text, mode="base", items=(base.group(1).upper(),), base=base.group(2), exempt_words=exempt)
+    numeric = _is_plain_number(strip_units(text, bare=False)) and "," not in text
+    if numeric:
+        text = strip_units(text, bare=False)
+    imaginary = bool(_IMAGINARY_RE.search(text))
+    items = split_top_level(text)
+    wrapped = unwrap_tuple(text)
+    if len(items) == 1 and wrapped and str((meta or {}).get("answer_type")) == "Tuple":
+        # one ordered tuple "(2,4)" (also when is_multiple_answer): its elements, in order
+        return GoldForm(text, mode="ordered", items=tuple(split_top_level(wrapped[1])), imaginary_unit=imaginary,
+                        exempt_words=exempt)
+    mode = list_mode(items, meta, problem)
+    if mode == "single":
+        items = []
+    return GoldForm(text, mode=mode, items=tuple(items), numeric=numeric, imaginary_unit=imaginary,
+                    base=None, exempt_words=exempt)
+
+
+def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
+    """Normalise an extracted answer against ``gold``; some rules decide the verdict outright."""
+    text = normalise(str(answer))
+    words = _disowning_words(text) - gold.exempt_words
+    if gold.mode in ("ordered", "unordered"):
+        words -= {"or"}  # "1 or 3" lists the values of a multiple answer
+    if words:
+        return AnswerForm(text, verdict="incorrect", rule="disowning")
+    if gold.mode == "base":
+        return _compare_base(text, gold)
+    if gold.numeric:
+        text = strip_units(text)
+        if _PLAIN_GROUPED_RE.fullmatch(text):
+            text = text.replace(",", "")
+    if gold.mode == "single":
+        return AnswerForm(text)
+    items = _answer_items(text, ordered=gold.mode == "ordered")
+    if len(items) != len(gold.items) and "=" in text:  # "(b, c) = (-3, 0)": the right-hand side
+        items = _answer_items(text.rsplit("=", 1)[1], ordered=gold.mode == "ordered")
+    if len(items) == len(gold.items):
+        return AnswerForm(text, tuple(items))
+    if gold.mode == "unordered":  # "x \in \{1, 3\}": math-verify compares the whole answer as a set
+        return AnswerForm(text)
+    return AnswerForm(text, tuple(items), verdict="incorrect", rule="ordered_list")
+
+
+def _compare_base(text: str, gold: GoldForm) -> AnswerForm:
+    match = _BASE_RE.match(text) or _BASE_WORD_RE.match(text)
+    if match:
+        digits, base = match.group(1).upper(), next(g for g in match.groups()[1:] if g)
+    else:
+        digits, base = text.strip().upper(), gold.base
+    correct = digits == gold.items[0] and base == gold.base
+    return AnswerForm(text, verdict="correct" if correct else "incorrect", rule="base_subscript")
+
+
+def wire_gold(gold: GoldForm) -> tuple:
+    """The gold as the worker receives it (plain tuples pickle fast)."""
+    return (gold.text, gold.mode, gold.items, gold.imaginary_unit)
+
+
+def wire_answer(answer: AnswerForm) -> tuple:
+    return (answer.text, answer.items, answer.verdict)
+
+
+def rules_provenance(options: GradingOptions) -> dict[str, Any]:
+    return {"rules_version": RULES_VERSION, "rules": sorted(RULES), **options.provenance()}
