@@ -2,7 +2,7 @@
 
 Pipeline (all of it safe against hostile completions: nothing is ever evaluated as code):
 
-1. ``extract_answer`` (parent, linear time): the last ``\\boxed{...}`` / ``\\boxed x`` /
+1. ``extract_answer`` (``dsdr_eval.extraction``; parent, linear time): the last ``\\boxed{...}`` / ``\\boxed x`` /
    ``\\fbox{...}`` with real brace matching; otherwise the last "Answer: ..." / "final answer
    is ..." line. Answers longer than ``MAX_ANSWER_CHARS`` are recorded truncated and graded
    incorrect without being parsed.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -34,115 +33,13 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.extraction import (  # noqa: F401 -- re-exported: grading is the public entry point
+    EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction, answer_key, extract_answer, extract_answer_with_method)
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
-MAX_ANSWER_CHARS = 1000  # longest gold answer in the six benchmarks is 210 characters
 WORKER_MEMORY_LIMIT_BYTES = 4 * 1024**3  # RLIMIT_AS per worker: 9^{9^{9^9}} must not eat the machine
 WORKER_STARTUP_TIMEOUT_S = 180.0  # importing sympy/math-verify on a busy 2-core machine
 GOLD_CLASS = -1
-EXTRACTION_RULES_VERSION = "1"
-
-# --- 1. extraction ------------------------------------------------------------------------
-
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-_BRACE_TOKEN_RE = re.compile(r"\\[\\{}]|[{}]")  # escaped braces/backslashes are skipped as a unit
-_BARE_BOX_TOKEN_RE = re.compile(r"[^\s$]{1,%d}" % (MAX_ANSWER_CHARS + 1))
-_ANSWER_LINE_RE = re.compile(
-    r"(?im)(?:^|[\s*_#(])(?:final\s+answer|answer)\s*(?:\*\*|__)?\s*[:：]\s*(?:\*\*|__)?[ \t]*([^\n]*)")
-_ANSWER_IS_RE = re.compile(r"(?i)(?:final\s+answer|the\s+answer)\s+is\s*[:：]?[ \t]*([^\n]*)")
-_INLINE_MATH_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
-_FALLBACK_TAIL_CHARS = 4 * MAX_ANSWER_CHARS
-
-
-@dataclass(frozen=True)
-class Extraction:
-    answer: str | None
-    method: str | None  # "boxed" | "fbox" | "answer_line" | "answer_is" | None
-
-
-def extract_answer(text: str) -> str | None:
-    """The final answer of a completion (see ``extract_answer_with_method``), or None."""
-    return extract_answer_with_method(text).answer
-
-
-def extract_answer_with_method(text: str) -> Extraction:
-    if not isinstance(text, str) or not text:
-        return Extraction(None, None)
-    boxed = _last_boxed(text)
-    if boxed is not None:
-        return boxed
-    return _last_answer_line(text)
-
-
-def _last_boxed(text: str) -> Extraction | None:
-    starts = list(_BOX_RE.finditer(text))
-    if not starts:
-        return None
-    # One linear pass of brace matching from the first box; a stack, so 10^5 nested braces are
-    # as cheap as flat ones and an unclosed brace (truncated output) simply has no partner.
-    partner: dict[int, int] = {}
-    stack: list[int] = []
-    for token in _BRACE_TOKEN_RE.finditer(text, starts[0].end()):
-        char = token.group()
-        if char == "{":
-            stack.append(token.start())
-        elif char == "}" and stack:
-            partner[stack.pop()] = token.start()
-    for match in reversed(starts):  # the last box that yields something wins
-        method = "fbox" if match.group().endswith("fbox") else "boxed"
-        pos = match.end()
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            close = partner.get(pos)
-            if close is None:
-                continue
-            content = text[pos + 1:close].strip()
-            if content:
-                return Extraction(content, method)
-        elif pos > match.end():  # "\boxed 5": the token after the space, up to whitespace or $
-            token = _BARE_BOX_TOKEN_RE.match(text, pos)
-            if token:
-                return Extraction(token.group(), method)
-    return None
-
-
-def _last_answer_line(text: str) -> Extraction:
-    # Both patterns are line-local, so when the last whole lines (~8 KB) hold a usable match it is
-    # the last one in the text: scan those first, the whole text only if they hold none.
-    cut = text.rfind("\n", 0, max(0, len(text) - 8192)) + 1
-    for region in ((text[cut:], text) if cut > 0 else (text,)):
-        candidates = [(m.start(), "answer_line", m.group(1)) for m in _ANSWER_LINE_RE.finditer(region)]
-        candidates += [(m.start(), "answer_is", m.group(1)) for m in _ANSWER_IS_RE.finditer(region)]
-        for _, method, tail in sorted(candidates, reverse=True):
-            answer = _clean_answer_tail(tail[:_FALLBACK_TAIL_CHARS])
-            if answer:
-                return Extraction(answer, method)
-    return Extraction(None, None)
-
-
-def _clean_answer_tail(tail: str) -> str | None:
-    math_span = _INLINE_MATH_RE.search(tail)
-    if math_span:
-        answer = next(group for group in math_span.groups() if group is not None)
-    else:
-        answer = re.split(r"\.\s|\.$", tail, maxsplit=1)[0]  # up to the end of the sentence
-    answer = answer.strip().strip("*_").strip()
-    answer = answer.rstrip(".").strip()
-    return answer or None
-
-
-# --- cheap string normalisation (answer classes only) ---------------------------------------
-
-_KEY_DROP_RE = re.compile(r"\\left|\\right|\\displaystyle|\\[!,;: ]|\s|\$|\^\{?\\circ\}?")
-
-
-def answer_key(answer: str) -> str:
-    """A cheap normal form: answers with equal keys are in the same class without math-verify."""
-    key = _KEY_DROP_RE.sub("", answer)
-    key = key.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    return key.rstrip(".")
-
 
 # --- 2. the worker process ------------------------------------------------------------------
 
