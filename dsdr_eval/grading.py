@@ -23,7 +23,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -89,6 +91,12 @@ def _die_with_parent() -> None:
 
 def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: int | None) -> None:
     """Loop: receive a problem task, stream results back; exit on None or a closed pipe."""
+    _serve(conn, _prepare_worker_process(inner_timeout_s, memory_limit_bytes))
+
+
+def _prepare_worker_process(inner_timeout_s: int, memory_limit_bytes: int | None) -> tuple[Callable, ...]:
+    """Signals, limits, math-verify import and warm-up of a worker (or of the zygote that forks
+    workers) -> the (parse, verify, clearly_different) functions ``_run_task`` uses."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     _die_with_parent()
     if memory_limit_bytes:
@@ -150,6 +158,10 @@ def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: in
     # Warm up (lazy ANTLR/latex2sympy imports) so a short deadline never kills a fresh worker.
     verify(parse("\\frac{1}{2}")[0], parse("0.5")[0])
     cache.clear()
+    return parse, verify, clearly_different
+
+
+def _serve(conn: "_PipePair", grader: tuple[Callable, ...]) -> None:
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -158,7 +170,49 @@ def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: in
             return
         if task is None:
             return
-        _run_task(task, conn, parse, verify, clearly_different)
+        _run_task(task, conn, *grader)
+
+
+def _zygote_entry(control_fd: int, inner_timeout_s: int, memory_limit_bytes: int) -> None:
+    """A warmed-up template worker: imports math-verify once, then forks a ready worker per
+    request (a byte on the control socket) and hands the parent the worker's pipe ends and pid
+    (SCM_RIGHTS). Forking costs milliseconds, where each fresh interpreter costs ~2 s of CPU
+    importing sympy -- the fixed cost that made small files slower than a serial loop (issue 16).
+    The zygote is single-threaded and never grades, so forking it is safe."""
+    grader = _prepare_worker_process(inner_timeout_s, memory_limit_bytes or None)
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked workers are reaped by the kernel
+    control.sendall(b"R")
+    while True:
+        try:
+            request = control.recv(1)
+        except OSError:
+            return
+        if not request:
+            return
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: already imported and warm
+            try:
+                control.close()
+                os.close(to_child_w)
+                os.close(from_child_r)
+                _die_with_parent()  # cleared by fork; the zygote itself dies with the caller
+                _serve(_PipePair(to_child_r, from_child_w), grader)
+            finally:
+                os._exit(0)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        try:
+            socket.send_fds(control, [pid.to_bytes(8, "little")], [from_child_r, to_child_w])
+        except OSError:
+            return
+        finally:
+            os.close(from_child_r)
+            os.close(to_child_w)
+
+
 
 
 class _TimeoutFlag(logging.Handler):
@@ -261,9 +315,98 @@ class _ProblemJob:
         return (self.job_id, self.gold, self.answers, start, known, self.gold_failed)
 
 
+class _ForkedProcess:
+    """Popen's kill/poll/wait for a worker forked by the zygote. It is not our child, so it is
+    watched through a pidfd, which (unlike a pid) can never name a recycled process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except OSError:  # already gone (and reaped)
+            self._pidfd = None
+
+    def poll(self) -> int | None:
+        if self._pidfd is not None and not select.select([self._pidfd], [], [], 0)[0]:
+            return None
+        return -signal.SIGKILL  # the exit status belongs to the zygote
+
+    def kill(self) -> None:
+        if self._pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._pidfd is not None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"grading worker {self.pid}", timeout or 0.0)
+            os.close(self._pidfd)
+            self._pidfd = None
+        return -signal.SIGKILL
+
+
+# Fork warm workers from one zygote where the platform has everything that needs (Linux >= 5.3);
+# elsewhere each worker is a fresh interpreter.
+_CAN_FORK_WORKERS = (sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+                     and hasattr(signal, "pidfd_send_signal") and hasattr(socket, "send_fds"))
+
+
+def _python_command(entry: str, *args: int) -> list[str]:
+    # A fresh interpreter via subprocess (not multiprocessing's spawn/forkserver): those re-run
+    # the caller's __main__, which breaks callers without an `if __name__ == "__main__"` guard.
+    code = (f"import sys; from dsdr_eval.grading import {entry}; "
+            f"{entry}(*(int(a) for a in sys.argv[1:]))")
+    return [sys.executable, "-c", code, *(str(a) for a in args)]
+
+
+class _Zygote:
+    """The parent's end of ``_zygote_entry``: started at once (its import overlaps the caller's
+    extraction); ``fork`` waits for it to be warm the first time."""
+
+    def __init__(self, inner_timeout_s: int) -> None:
+        ours, theirs = socket.socketpair()
+        self.proc = subprocess.Popen(
+            _python_command("_zygote_entry", theirs.fileno(), inner_timeout_s, WORKER_MEMORY_LIMIT_BYTES),
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+        theirs.close()
+        self.control = ours
+        self.ready = False
+        self.started = time.monotonic()
+
+    def fork(self) -> tuple[_ForkedProcess, _PipePair]:
+        if not self.ready:
+            self.control.settimeout(max(0.001, self.started + WORKER_STARTUP_TIMEOUT_S - time.monotonic()))
+            try:
+                greeting = self.control.recv(1)
+            except socket.timeout:
+                raise DsdrError("a math-verify worker did not start within "
+                                f"{WORKER_STARTUP_TIMEOUT_S:.0f} s (is math-verify installed?)") from None
+            if greeting != b"R":
+                code = self.proc.wait()
+                raise DsdrError(f"a math-verify grading worker exited during start-up (exit code {code}); "
+                                "check that math-verify is installed: python -c 'import math_verify'")
+            self.ready = True
+            self.control.settimeout(WORKER_STARTUP_TIMEOUT_S)
+        self.control.sendall(b"F")
+        message, fds, _, _ = socket.recv_fds(self.control, 8, 2)
+        if len(message) != 8 or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionError("the grading zygote did not fork a worker")
+        return _ForkedProcess(int.from_bytes(message, "little")), _PipePair(fds[0], fds[1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.control.close()
+
+
 @dataclass
 class _Worker:
-    proc: subprocess.Popen
+    proc: subprocess.Popen | _ForkedProcess
     conn: _PipePair
     deadline: float
     ready: bool = False
@@ -271,7 +414,12 @@ class _Worker:
 
 
 class _WorkerPool:
-    """Long-lived spawn-context workers; the parent enforces a deadline per math-verify call."""
+    """Long-lived workers; the parent enforces a deadline per math-verify call.
+
+    Start-up (issue 16): one zygote interpreter imports math-verify while the caller extracts
+    answers; the workers are forked from it, warm, when the first ``run`` needs them (or at once
+    with ``start_workers``), and every replacement of a killed worker is a fork too. Without
+    fork support each worker is its own interpreter, started in ``__init__``."""
 
     def __init__(self, n_workers: int, timeout_s: float) -> None:
         self.timeout_s = timeout_s
@@ -279,19 +427,30 @@ class _WorkerPool:
         # merely slow comparison ends as "timeout" without costing a worker respawn.
         self.inner_timeout_s = max(1, int(math.ceil(timeout_s)) - 1)
         self.on_progress: Callable[[int], None] = lambda n: None
-        self.workers: list[_Worker] = [self._spawn() for _ in range(n_workers)]
+        self.n_workers = n_workers
+        self.zygote: _Zygote | None = _Zygote(self.inner_timeout_s) if _CAN_FORK_WORKERS else None
+        self.workers: list[_Worker] = [] if self.zygote else [self._spawn() for _ in range(n_workers)]
         self.respawns = 0
 
+    def start_workers(self) -> None:
+        """Block until all workers exist (they are forked from the zygote once it is warm)."""
+        while len(self.workers) < self.n_workers:
+            self.workers.append(self._spawn())
+
     def _spawn(self) -> _Worker:
-        # A fresh interpreter via subprocess (not multiprocessing's spawn/forkserver): those re-run
-        # the caller's __main__, which breaks callers without an `if __name__ == "__main__"` guard.
+        if self.zygote is not None:
+            try:
+                proc, conn = self.zygote.fork()
+            except (OSError, EOFError):  # the zygote died (e.g. the OOM killer): start another
+                self.zygote.close()
+                self.zygote = _Zygote(self.inner_timeout_s)
+                proc, conn = self.zygote.fork()
+            return _Worker(proc, conn, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        code = ("import sys; from dsdr_eval.grading import _worker_entry; "
-                "_worker_entry(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))")
         proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(to_child_r), str(from_child_w), str(self.inner_timeout_s),
-             str(WORKER_MEMORY_LIMIT_BYTES)],
+            _python_command("_worker_entry", to_child_r, from_child_w, self.inner_timeout_s,
+                            WORKER_MEMORY_LIMIT_BYTES),
             pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, close_fds=True)
         os.close(to_child_r)
         os.close(from_child_w)
@@ -300,6 +459,7 @@ class _WorkerPool:
 
     def run(self, jobs: list[_ProblemJob]) -> None:
         try:
+            self.start_workers()
             self._run(jobs)
         except BaseException:
             # A call interrupted mid-run (Ctrl-C, a signal handler's exception, a start-up
@@ -436,6 +596,8 @@ class _WorkerPool:
         for worker in self.workers:
             worker.proc.wait()
             worker.conn.close()
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 def default_workers() -> int:
@@ -460,6 +622,7 @@ class GradingPool:
         self.timeout_s = timeout_s
         self.workers = max(1, workers or default_workers())
         self._pool: _WorkerPool | None = _WorkerPool(self.workers, timeout_s)
+        self._pool.start_workers()  # a long-lived pool pays its start-up here, once
 
     def close(self) -> None:
         if self._pool is not None:
@@ -503,7 +666,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
 
     if pool is not None and pool._pool is None:
         raise DsdrError("grade_samples: the GradingPool has been closed")
-    # Start the workers now: their interpreter start-up overlaps with extraction below.
+    # Start the pool now: its math-verify import overlaps with extraction below.
     n_workers = max(1, min(workers or default_workers(), len(problems)))
     worker_pool = pool._pool if pool is not None else (_WorkerPool(n_workers, timeout_s) if problems else None)
     try:
