@@ -20,7 +20,8 @@ reads model outputs in the Qwen2.5-Math / ToRA format (see bench_grader_agreemen
 first N completions (cycled, a later copy counted as another problem, when N exceeds the file)
 and times, each in a FRESH interpreter, from process start to the last verdict: ``grade_samples``
 (``--workers``) vs the naive serial loop (import math-verify, then parse+verify per sample). Runs
-of the two sides are interleaved and the medians printed side by side with their ratio.
+of the two sides are interleaved and the medians printed side by side with their ratio
+(``--before-tree DIR`` adds the same grade_samples run importing an older checkout).
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def cold_start_comparison(args) -> int:
     workers = args.workers or 2
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start (shared); "
           f"ours: grade_samples with {workers} workers, timeout {args.timeout:g} s")
-    times: dict[tuple[int, str], list[float]] = {(n, side): [] for n in sizes for side in ("naive", "ours")}
+    sides = ["naive", "ours"] + (["before"] if args.before_tree else [])
+    times: dict[tuple[int, str], list[float]] = {(n, side): [] for n in sizes for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
         for n in sizes:
@@ -195,22 +197,30 @@ def cold_start_comparison(args) -> int:
         verdicts: dict[tuple[int, str], list] = {}
         for repeat in range(args.repeats):
             for n in sizes:
-                order = ("naive", "ours") if repeat % 2 == 0 else ("ours", "naive")
+                order = sides if repeat % 2 == 0 else sides[::-1]
                 for side in order:
                     out = os.path.join(tmp, f"verdicts_{n}_{side}.json")
+                    env = dict(os.environ)
+                    if side == "before":  # the same grade_samples call, importing dsdr_eval from that tree
+                        env["PYTHONPATH"] = os.path.abspath(args.before_tree)
                     start = time.perf_counter()
-                    subprocess.run([sys.executable, os.path.abspath(__file__), "--child", side, files[n], out,
-                                    "--workers", str(workers), "--timeout", str(args.timeout)], check=True)
+                    subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
+                                    "ours" if side == "before" else side, files[n], out,
+                                    "--workers", str(workers), "--timeout", str(args.timeout)], check=True, env=env)
                     times[n, side].append(time.perf_counter() - start)
                     with open(out, encoding="utf-8") as handle:
                         verdicts[n, side] = json.load(handle)
-    print(f"{'samples':>8} {'naive s':>9} {'ours s':>8} {'speed-up':>9}  verdicts (where neither timed out)")
+    before_header = f" {'before s':>9} {'before':>7}" if args.before_tree else ""
+    print(f"{'samples':>8} {'naive s':>9} {'ours s':>8} {'speed-up':>9}{before_header}  verdicts (where neither timed out)")
     for n in sizes:
-        naive_s, ours_s = statistics.median(times[n, "naive"]), statistics.median(times[n, "ours"])
+        median = {side: statistics.median(times[n, side]) for side in sides}
         pairs = [(a, b) for a, b in zip(verdicts[n, "naive"], verdicts[n, "ours"]) if a is not None and b is not None]
         same = sum(a == b for a, b in pairs)
-        print(f"{n:>8} {naive_s:>9.2f} {ours_s:>8.2f} {naive_s / ours_s:>8.2f}x  identical {same}/{len(pairs)}"
-              f"   (runs naive {[round(t, 2) for t in times[n, 'naive']]}, ours {[round(t, 2) for t in times[n, 'ours']]})")
+        before = (f" {median['before']:>9.2f} {median['naive'] / median['before']:>6.2f}x"
+                  if args.before_tree else "")
+        runs = ", ".join(f"{side} {[round(t, 2) for t in times[n, side]]}" for side in sides)
+        print(f"{n:>8} {median['naive']:>9.2f} {median['ours']:>8.2f} {median['naive'] / median['ours']:>8.2f}x{before}"
+              f"  identical {same}/{len(pairs)}   (runs {runs})")
     print(f"medians of {args.repeats} interleaved cold runs each; load average at end {os.getloadavg()[0]:.2f}")
     return 0
 
@@ -237,6 +247,9 @@ def main() -> int:
                         help="cold-start comparison on real completions from these files (see above)")
     parser.add_argument("--sizes", default="800,8000", help="with --real: sample counts")
     parser.add_argument("--repeats", type=int, default=3, help="with --real: interleaved cold runs per side")
+    parser.add_argument("--before-tree", default=None, metavar="DIR",
+                        help="with --real: also time grade_samples importing dsdr_eval from this checkout (e.g. "
+                             "`git worktree`/`git archive` of the previous commit), interleaved: before vs after")
     args = parser.parse_args()
     if args.real:
         return cold_start_comparison(args)

@@ -213,8 +213,6 @@ def _zygote_entry(control_fd: int, inner_timeout_s: int, memory_limit_bytes: int
             os.close(to_child_w)
 
 
-
-
 class _TimeoutFlag(logging.Handler):
     """Notes math-verify's "Timeout during parsing/comparison" warnings (it returns [] / False)."""
 
@@ -410,7 +408,17 @@ class _Worker:
     conn: _PipePair
     deadline: float
     ready: bool = False
-    job: _ProblemJob | None = None
+    queued: deque = field(default_factory=deque)  # jobs sent, in order; the first is in progress
+
+    @property
+    def job(self) -> _ProblemJob | None:
+        return self.queued[0] if self.queued else None
+
+
+# Jobs sent to a worker ahead of time, so it starts the next problem without waiting for the
+# parent to read its "done" and answer (a scheduling round trip per problem on a loaded machine,
+# as long as grading a one-sample problem). Only the first one is ever in progress.
+_JOBS_IN_FLIGHT = 2
 
 
 class _WorkerPool:
@@ -482,17 +490,19 @@ class _WorkerPool:
         pending: deque[_ProblemJob] = deque(sorted(jobs, key=lambda job: -len(job.answers)))
         by_id = {job.job_id: job for job in jobs}
         while pending or any(w.job is not None for w in self.workers):
-            for worker in self.workers:
-                if worker.ready and worker.job is None and pending:
+            for worker in list(self.workers):
+                while worker.ready and len(worker.queued) < _JOBS_IN_FLIGHT and pending:
                     job = pending.popleft()
-                    worker.job = job
-                    worker.deadline = time.monotonic() + self.timeout_s
+                    if not worker.queued:
+                        worker.deadline = time.monotonic() + self.timeout_s
+                    worker.queued.append(job)
                     try:
                         worker.conn.send(job.task())
-                    except OSError:  # died while idle: the job goes back, unharmed
-                        worker.job = None
+                    except OSError:  # died: this job goes back unharmed, the one in progress is charged
+                        worker.queued.pop()
                         pending.appendleft(job)
                         self._replace(worker, pending, reason="error", note="grader worker died")
+                        break
             now = time.monotonic()
             watched = [w.deadline for w in self.workers if w.job is not None or not w.ready]
             wait_s = max(0.0, min(watched) - now) if watched else None
@@ -548,11 +558,13 @@ class _WorkerPool:
             _, _, i, class_ref, is_rep = message
             job.class_ref[i], job.is_rep[i] = class_ref, is_rep
         elif kind == "done":
-            worker.job = None
+            worker.queued.popleft()
 
     def _replace(self, worker: _Worker, pending: deque, *, reason: str, note: str) -> None:
-        """Kill ``worker``, charge the item it was on, resubmit the rest of its problem."""
+        """Kill ``worker``, charge the item it was on, resubmit the rest of its problem (and, unharmed,
+        the problems queued behind it)."""
         job = worker.job
+        pending.extendleft(reversed(list(worker.queued)[1:]))
         self._kill(worker)
         self.workers[self.workers.index(worker)] = self._spawn()
         self.respawns += 1
