@@ -161,16 +161,43 @@ def _prepare_worker_process(inner_timeout_s: int, memory_limit_bytes: int | None
     return parse, verify, clearly_different
 
 
+_FLUSH_INTERVAL_S = 0.05
+
+
+class _BatchingSender:
+    """What ``_run_task`` sends, batched into one pipe write per problem (a one-sample problem
+    sends five messages, and every write wakes the parent: on 2 busy cores those wake-ups cost
+    more than the grading). Buffered messages also go out whenever ``_FLUSH_INTERVAL_S`` has
+    passed, so a long healthy problem keeps resetting the parent's deadline. A worker killed
+    while it held buffered results loses them, so the parent reruns such a problem ``eager``
+    (every message sent at once) before it charges any item (see ``_WorkerPool._replace``)."""
+
+    def __init__(self, conn: "_PipePair") -> None:
+        self.conn = conn
+        self.eager = False
+        self.buffer: list[tuple] = []
+        self.flushed_at = time.monotonic()
+
+    def send(self, message: tuple) -> None:
+        self.buffer.append(message)
+        now = time.monotonic()
+        if self.eager or message[0] == "done" or now - self.flushed_at >= _FLUSH_INTERVAL_S:
+            self.conn.send(self.buffer)
+            self.buffer, self.flushed_at = [], now
+
+
 def _serve(conn: "_PipePair", grader: tuple[Callable, ...]) -> None:
     conn.send(("ready", os.getpid()))
+    sender = _BatchingSender(conn)
     while True:
         try:
-            task = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             return
-        if task is None:
+        if message is None:
             return
-        _run_task(task, conn, *grader)
+        sender.eager, task = message
+        _run_task(task, sender, *grader)
 
 
 def _zygote_entry(control_fd: int, inner_timeout_s: int, memory_limit_bytes: int) -> None:
@@ -296,6 +323,7 @@ class _ProblemJob:
     gold_failed: bool = False
     gold_done: bool = False  # the worker reported on the gold parse
     gold_note: str | None = None
+    eager: bool = False  # rerun after a kill: the worker sends each result at once
 
     def __post_init__(self) -> None:
         n = len(self.answers)
@@ -497,7 +525,7 @@ class _WorkerPool:
                         worker.deadline = time.monotonic() + self.timeout_s
                     worker.queued.append(job)
                     try:
-                        worker.conn.send(job.task())
+                        worker.conn.send((job.eager, job.task()))
                     except OSError:  # died: this job goes back unharmed, the one in progress is charged
                         worker.queued.pop()
                         pending.appendleft(job)
@@ -513,7 +541,8 @@ class _WorkerPool:
                 try:
                     while True:  # drain everything already sent
                         message = conn.recv()
-                        self._handle(worker, message, by_id)
+                        for item in message if isinstance(message, list) else (message,):
+                            self._handle(worker, item, by_id)
                         if not conn.poll():
                             break
                 except (EOFError, OSError):
@@ -569,6 +598,12 @@ class _WorkerPool:
         self.workers[self.workers.index(worker)] = self._spawn()
         self.respawns += 1
         if job is None:
+            return
+        if not job.eager:
+            # The worker may have died holding buffered results (items it had finished): rerun
+            # the rest of the problem eagerly, so the next death charges exactly its item.
+            job.eager = True
+            pending.appendleft(job)
             return
         i = job.next_index()
         if i < len(job.answers):

@@ -63,3 +63,18 @@ def test_closing_the_pool_ends_zygote_and_workers():
     procs = [pool._pool.zygote.proc] + [w.proc for w in pool._pool.workers]
     pool.close()
     assert all(proc.poll() is not None for proc in procs)
+
+
+def test_a_hang_after_buffered_results_charges_exactly_the_hanging_item():
+    """Workers batch their results (one pipe write per problem, or per 50 ms); a worker killed
+    mid-problem loses what it had buffered, so the rest of the problem is rerun sending each
+    result at once: the finished items keep their verdicts and only the hanging one is charged."""
+    quick = [rf"\boxed{{{n}}}" for n in range(1, 13)]  # 12 fast answers, 5 among them
+    rows = _rows("p", "5", quick + [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{\frac{10}{2}}"])
+    rows += _rows("q", "7", [r"\boxed{7}"])
+    with GradingPool(timeout_s=0.5, workers=1) as pool:
+        graded = grade_samples(rows, pool=pool, progress=False)
+    expected = ["correct" if n == 5 else "incorrect" for n in range(1, 13)] + ["timeout", "correct", "correct"]
+    assert [r["status"] for r in graded] == expected
+    assert "killed" in graded[12]["grade_note"] and not any(r["grade_note"] for r in graded[:12])
+    assert graded[4]["answer_class"] == graded[13]["answer_class"]
