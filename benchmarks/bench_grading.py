@@ -200,13 +200,13 @@ def cold_start_comparison(args) -> int:
                 order = sides if repeat % 2 == 0 else sides[::-1]
                 for side in order:
                     out = os.path.join(tmp, f"verdicts_{n}_{side}.json")
-                    env = dict(os.environ)
+                    env, cwd = dict(os.environ), None
                     if side == "before":  # the same grade_samples call, importing dsdr_eval from that tree
-                        env["PYTHONPATH"] = os.path.abspath(args.before_tree)
+                        env["PYTHONPATH"] = cwd = os.path.abspath(args.before_tree)  # (workers import from cwd)
                     start = time.perf_counter()
                     subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
                                     "ours" if side == "before" else side, files[n], out,
-                                    "--workers", str(workers), "--timeout", str(args.timeout)], check=True, env=env)
+                                    "--workers", str(workers), "--timeout", str(args.timeout)], check=True, env=env, cwd=cwd)
                     times[n, side].append(time.perf_counter() - start)
                     with open(out, encoding="utf-8") as handle:
                         verdicts[n, side] = json.load(handle)
