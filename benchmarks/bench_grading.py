@@ -13,6 +13,15 @@ Baselines, both over exactly the same samples:
 
 Usage: python benchmarks/bench_grading.py [--data-dir DIR] [--problems 48] [--samples 64]
 The machine is shared (2 cores, other jobs running): the load average is printed with the figures.
+
+Cold start on REAL completions (issue 16: a small file must not pay for the pool's start-up):
+    python benchmarks/bench_grading.py --real OUTPUTS.jsonl [OUTPUTS2.jsonl ...] --sizes 800,8000 --repeats 3
+reads model outputs in the Qwen2.5-Math / ToRA format (see bench_grader_agreement.py), takes the
+first N completions (cycled, a later copy counted as another problem, when N exceeds the file)
+and times, each in a FRESH interpreter, from process start to the last verdict: ``grade_samples``
+(``--workers``) vs the naive serial loop (import math-verify, then parse+verify per sample). Runs
+of the two sides are interleaved and the medians printed side by side with their ratio
+(``--before-tree DIR`` adds the same grade_samples run importing an older checkout).
 """
 
 from __future__ import annotations
@@ -129,7 +138,103 @@ def naive_grade(rows, native: bool) -> tuple[list[bool | None], float, float]:
     return verdicts, time.perf_counter() - start, on_timeouts
 
 
+def real_samples(paths: list[str], n: int) -> list[dict]:
+    """The first ``n`` completions of the output files (cycled; copy k > 0 gets problem ids '#k')."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_grader_agreement import load_records, to_samples
+    from pathlib import Path
+
+    base: list[dict] = []
+    for path in paths:
+        records = load_records(Path(path))
+        base += to_samples(records, Path(path).stem, "tora-numeric")[0]
+    rows = []
+    for i in range(n):
+        row = dict(base[i % len(base)])
+        if i >= len(base):
+            row["problem_id"] = f"{row['problem_id']}#{i // len(base)}"
+        rows.append(row)
+    return rows
+
+
+def _child(side: str, samples_path: str, out_path: str, workers: int, timeout: float) -> int:
+    """One cold run (this interpreter was started for it): grade, write verdicts as JSON."""
+    import json
+
+    with open(samples_path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    if side == "ours":
+        from dsdr_eval.grading import grade_samples
+
+        graded = grade_samples(rows, timeout_s=timeout, workers=workers, progress=False)
+        verdicts = [None if g["status"] in ("timeout", "error") else g["correct"] for g in graded]
+    else:
+        verdicts = naive_grade(rows, native=False)[0]
+    with open(out_path, "w", encoding="utf-8") as handle:
+        json.dump(verdicts, handle)
+    return 0
+
+
+def cold_start_comparison(args) -> int:
+    import json
+    import statistics
+    import subprocess
+    import tempfile
+
+    sizes = [int(size) for size in args.sizes.split(",")]
+    workers = args.workers or 2
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start (shared); "
+          f"ours: grade_samples with {workers} workers, timeout {args.timeout:g} s")
+    sides = ["naive", "ours"] + (["before"] if args.before_tree else [])
+    times: dict[tuple[int, str], list[float]] = {(n, side): [] for n in sizes for side in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for n in sizes:
+            files[n] = os.path.join(tmp, f"samples_{n}.jsonl")
+            with open(files[n], "w", encoding="utf-8") as handle:
+                for row in real_samples(args.real, n):
+                    handle.write(json.dumps(row) + "\n")
+        verdicts: dict[tuple[int, str], list] = {}
+        for repeat in range(args.repeats):
+            for n in sizes:
+                order = sides if repeat % 2 == 0 else sides[::-1]
+                for side in order:
+                    out = os.path.join(tmp, f"verdicts_{n}_{side}.json")
+                    env, cwd = dict(os.environ), None
+                    if side == "before":  # the same grade_samples call, importing dsdr_eval from that tree
+                        env["PYTHONPATH"] = cwd = os.path.abspath(args.before_tree)  # (workers import from cwd)
+                    start = time.perf_counter()
+                    subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
+                                    "ours" if side == "before" else side, files[n], out,
+                                    "--workers", str(workers), "--timeout", str(args.timeout)], check=True, env=env, cwd=cwd)
+                    times[n, side].append(time.perf_counter() - start)
+                    with open(out, encoding="utf-8") as handle:
+                        verdicts[n, side] = json.load(handle)
+    before_header = f" {'before s':>9} {'before':>7}" if args.before_tree else ""
+    print(f"{'samples':>8} {'naive s':>9} {'ours s':>8} {'speed-up':>9}{before_header}  verdicts (where neither timed out)")
+    for n in sizes:
+        median = {side: statistics.median(times[n, side]) for side in sides}
+        pairs = [(a, b) for a, b in zip(verdicts[n, "naive"], verdicts[n, "ours"]) if a is not None and b is not None]
+        same = sum(a == b for a, b in pairs)
+        before = (f" {median['before']:>9.2f} {median['naive'] / median['before']:>6.2f}x"
+                  if args.before_tree else "")
+        runs = ", ".join(f"{side} {[round(t, 2) for t in times[n, side]]}" for side in sides)
+        print(f"{n:>8} {median['naive']:>9.2f} {median['ours']:>8.2f} {median['naive'] / median['ours']:>8.2f}x{before}"
+              f"  identical {same}/{len(pairs)}   (runs {runs})")
+    print(f"medians of {args.repeats} interleaved cold runs each; load average at end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child = argparse.ArgumentParser(prog="bench_grading.py --child")
+        child.add_argument("side", choices=("ours", "naive"))
+        child.add_argument("samples")
+        child.add_argument("out")
+        child.add_argument("--workers", type=int, required=True)
+        child.add_argument("--timeout", type=float, required=True)
+        c = child.parse_args(sys.argv[2:])
+        return _child(c.side, c.samples, c.out, c.workers, c.timeout)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=os.environ.get("DSDR_DATA_DIR", "../shared/data/benchmarks"))
     parser.add_argument("--problems", type=int, default=48, help="problems (mixed from math500/aime24/minerva/olympiadbench)")
@@ -138,7 +243,16 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--native", action="store_true", help="also time math-verify's own extraction (slow on long text)")
+    parser.add_argument("--real", nargs="+", default=None, metavar="OUTPUTS.jsonl",
+                        help="cold-start comparison on real completions from these files (see above)")
+    parser.add_argument("--sizes", default="800,8000", help="with --real: sample counts")
+    parser.add_argument("--repeats", type=int, default=3, help="with --real: interleaved cold runs per side")
+    parser.add_argument("--before-tree", default=None, metavar="DIR",
+                        help="with --real: also time grade_samples importing dsdr_eval from this checkout (e.g. "
+                             "`git worktree`/`git archive` of the previous commit), interleaved: before vs after")
     args = parser.parse_args()
+    if args.real:
+        return cold_start_comparison(args)
 
     from dsdr_eval.benchmarks import load_benchmark
     from dsdr_eval.grading import default_workers, grade_samples

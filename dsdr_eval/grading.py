@@ -2,7 +2,7 @@
 
 Pipeline (all of it safe against hostile completions: nothing is ever evaluated as code):
 
-1. ``extract_answer`` (parent, linear time): the last ``\\boxed{...}`` / ``\\boxed x`` /
+1. ``extract_answer`` (``dsdr_eval.extraction``; parent, linear time): the last ``\\boxed{...}`` / ``\\boxed x`` /
    ``\\fbox{...}`` with real brace matching; otherwise the last "Answer: ..." / "final answer
    is ..." line. Answers longer than ``MAX_ANSWER_CHARS`` are recorded truncated and graded
    incorrect without being parsed.
@@ -23,8 +23,9 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -36,115 +37,13 @@ from typing import Any, Callable, Iterable
 from dsdr_eval import answer_norm
 from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.extraction import (  # noqa: F401 -- re-exported: grading is the public entry point
+    EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction, answer_key, extract_answer, extract_answer_with_method)
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
-MAX_ANSWER_CHARS = 1000  # longest gold answer in the six benchmarks is 210 characters
 WORKER_MEMORY_LIMIT_BYTES = 4 * 1024**3  # RLIMIT_AS per worker: 9^{9^{9^9}} must not eat the machine
 WORKER_STARTUP_TIMEOUT_S = 180.0  # importing sympy/math-verify on a busy 2-core machine
 GOLD_CLASS = -1
-EXTRACTION_RULES_VERSION = "1"
-
-# --- 1. extraction ------------------------------------------------------------------------
-
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-_BRACE_TOKEN_RE = re.compile(r"\\[\\{}]|[{}]")  # escaped braces/backslashes are skipped as a unit
-_BARE_BOX_TOKEN_RE = re.compile(r"[^\s$]{1,%d}" % (MAX_ANSWER_CHARS + 1))
-_ANSWER_LINE_RE = re.compile(
-    r"(?im)(?:^|[\s*_#(])(?:final\s+answer|answer)\s*(?:\*\*|__)?\s*[:：]\s*(?:\*\*|__)?[ \t]*([^\n]*)")
-_ANSWER_IS_RE = re.compile(r"(?i)(?:final\s+answer|the\s+answer)\s+is\s*[:：]?[ \t]*([^\n]*)")
-_INLINE_MATH_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
-_FALLBACK_TAIL_CHARS = 4 * MAX_ANSWER_CHARS
-
-
-@dataclass(frozen=True)
-class Extraction:
-    answer: str | None
-    method: str | None  # "boxed" | "fbox" | "answer_line" | "answer_is" | None
-
-
-def extract_answer(text: str) -> str | None:
-    """The final answer of a completion (see ``extract_answer_with_method``), or None."""
-    return extract_answer_with_method(text).answer
-
-
-def extract_answer_with_method(text: str) -> Extraction:
-    if not isinstance(text, str) or not text:
-        return Extraction(None, None)
-    boxed = _last_boxed(text)
-    if boxed is not None:
-        return boxed
-    return _last_answer_line(text)
-
-
-def _last_boxed(text: str) -> Extraction | None:
-    starts = list(_BOX_RE.finditer(text))
-    if not starts:
-        return None
-    # One linear pass of brace matching from the first box; a stack, so 10^5 nested braces are
-    # as cheap as flat ones and an unclosed brace (truncated output) simply has no partner.
-    partner: dict[int, int] = {}
-    stack: list[int] = []
-    for token in _BRACE_TOKEN_RE.finditer(text, starts[0].end()):
-        char = token.group()
-        if char == "{":
-            stack.append(token.start())
-        elif char == "}" and stack:
-            partner[stack.pop()] = token.start()
-    for match in reversed(starts):  # the last box that yields something wins
-        method = "fbox" if match.group().endswith("fbox") else "boxed"
-        pos = match.end()
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            close = partner.get(pos)
-            if close is None:
-                continue
-            content = text[pos + 1:close].strip()
-            if content:
-                return Extraction(content, method)
-        elif pos > match.end():  # "\boxed 5": the token after the space, up to whitespace or $
-            token = _BARE_BOX_TOKEN_RE.match(text, pos)
-            if token:
-                return Extraction(token.group(), method)
-    return None
-
-
-def _last_answer_line(text: str) -> Extraction:
-    # Both patterns are line-local, so when the last whole lines (~8 KB) hold a usable match it is
-    # the last one in the text: scan those first, the whole text only if they hold none.
-    cut = text.rfind("\n", 0, max(0, len(text) - 8192)) + 1
-    for region in ((text[cut:], text) if cut > 0 else (text,)):
-        candidates = [(m.start(), "answer_line", m.group(1)) for m in _ANSWER_LINE_RE.finditer(region)]
-        candidates += [(m.start(), "answer_is", m.group(1)) for m in _ANSWER_IS_RE.finditer(region)]
-        for _, method, tail in sorted(candidates, reverse=True):
-            answer = _clean_answer_tail(tail[:_FALLBACK_TAIL_CHARS])
-            if answer:
-                return Extraction(answer, method)
-    return Extraction(None, None)
-
-
-def _clean_answer_tail(tail: str) -> str | None:
-    math_span = _INLINE_MATH_RE.search(tail)
-    if math_span:
-        answer = next(group for group in math_span.groups() if group is not None)
-    else:
-        answer = re.split(r"\.\s|\.$", tail, maxsplit=1)[0]  # up to the end of the sentence
-    answer = answer.strip().strip("*_").strip()
-    answer = answer.rstrip(".").strip()
-    return answer or None
-
-
-# --- cheap string normalisation (answer classes only) ---------------------------------------
-
-_KEY_DROP_RE = re.compile(r"\\left|\\right|\\displaystyle|\\[!,;: ]|\s|\$|\^\{?\\circ\}?")
-
-
-def answer_key(answer: str) -> str:
-    """A cheap normal form: answers with equal keys are in the same class without math-verify."""
-    key = _KEY_DROP_RE.sub("", answer)
-    key = key.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    return key.rstrip(".")
-
 
 # --- 2. the worker process ------------------------------------------------------------------
 
@@ -194,6 +93,12 @@ def _die_with_parent() -> None:
 
 def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: int | None) -> None:
     """Loop: receive a problem task, stream results back; exit on None or a closed pipe."""
+    _serve(conn, _prepare_worker_process(inner_timeout_s, memory_limit_bytes))
+
+
+def _prepare_worker_process(inner_timeout_s: int, memory_limit_bytes: int | None) -> tuple[Callable, ...]:
+    """Signals, limits, math-verify import and warm-up of a worker (or of the zygote that forks
+    workers) -> the (parse, verify, clearly_different) functions ``_run_task`` uses."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     _die_with_parent()
     if memory_limit_bytes:
@@ -312,15 +217,86 @@ def _worker_main(conn: "_PipePair", inner_timeout_s: int, memory_limit_bytes: in
     # Warm up (lazy ANTLR/latex2sympy imports) so a short deadline never kills a fresh worker.
     verify(parse("\\frac{1}{2}")[0], parse("0.5")[0])
     cache.clear()
+    return parse, verify, clearly_different
+
+
+_FLUSH_INTERVAL_S = 0.05
+
+
+class _BatchingSender:
+    """What ``_run_task`` sends, batched into one pipe write per problem (a one-sample problem
+    sends five messages, and every write wakes the parent: on 2 busy cores those wake-ups cost
+    more than the grading). Buffered messages also go out whenever ``_FLUSH_INTERVAL_S`` has
+    passed, so a long healthy problem keeps resetting the parent's deadline. A worker killed
+    while it held buffered results loses them, so the parent reruns such a problem ``eager``
+    (every message sent at once) before it charges any item (see ``_WorkerPool._replace``)."""
+
+    def __init__(self, conn: "_PipePair") -> None:
+        self.conn = conn
+        self.eager = False
+        self.buffer: list[tuple] = []
+        self.flushed_at = time.monotonic()
+
+    def send(self, message: tuple) -> None:
+        self.buffer.append(message)
+        now = time.monotonic()
+        if self.eager or message[0] == "done" or now - self.flushed_at >= _FLUSH_INTERVAL_S:
+            self.conn.send(self.buffer)
+            self.buffer, self.flushed_at = [], now
+
+
+def _serve(conn: "_PipePair", grader: tuple[Callable, ...]) -> None:
     conn.send(("ready", os.getpid()))
+    sender = _BatchingSender(conn)
     while True:
         try:
-            task = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             return
-        if task is None:
+        if message is None:
             return
-        _run_task(task, conn, parse, verify, clearly_different)
+        sender.eager, task = message
+        _run_task(task, sender, *grader)
+
+
+def _zygote_entry(control_fd: int, inner_timeout_s: int, memory_limit_bytes: int) -> None:
+    """A warmed-up template worker: imports math-verify once, then forks a ready worker per
+    request (a byte on the control socket) and hands the parent the worker's pipe ends and pid
+    (SCM_RIGHTS). Forking costs milliseconds, where each fresh interpreter costs ~2 s of CPU
+    importing sympy -- the fixed cost that made small files slower than a serial loop (issue 16).
+    The zygote is single-threaded and never grades, so forking it is safe."""
+    grader = _prepare_worker_process(inner_timeout_s, memory_limit_bytes or None)
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked workers are reaped by the kernel
+    control.sendall(b"R")
+    while True:
+        try:
+            request = control.recv(1)
+        except OSError:
+            return
+        if not request:
+            return
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: already imported and warm
+            try:
+                control.close()
+                os.close(to_child_w)
+                os.close(from_child_r)
+                _die_with_parent()  # cleared by fork; the zygote itself dies with the caller
+                _serve(_PipePair(to_child_r, from_child_w), grader)
+            finally:
+                os._exit(0)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        try:
+            socket.send_fds(control, [pid.to_bytes(8, "little")], [from_child_r, to_child_w])
+        except OSError:
+            return
+        finally:
+            os.close(from_child_r)
+            os.close(to_child_w)
 
 
 class _TimeoutFlag(logging.Handler):
@@ -456,6 +432,7 @@ class _ProblemJob:
     gold_failed: bool = False
     gold_done: bool = False  # the worker reported on the gold parse
     gold_note: str | None = None
+    eager: bool = False  # rerun after a kill: the worker sends each result at once
 
     def __post_init__(self) -> None:
         n = len(self.answers)
@@ -473,17 +450,121 @@ class _ProblemJob:
         return (self.job_id, self.gold, self.forms, start, known, self.gold_failed, self.rel_tol)
 
 
+class _ForkedProcess:
+    """Popen's kill/poll/wait for a worker forked by the zygote. It is not our child, so it is
+    watched through a pidfd, which (unlike a pid) can never name a recycled process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except OSError:  # already gone (and reaped)
+            self._pidfd = None
+
+    def poll(self) -> int | None:
+        if self._pidfd is not None and not select.select([self._pidfd], [], [], 0)[0]:
+            return None
+        return -signal.SIGKILL  # the exit status belongs to the zygote
+
+    def kill(self) -> None:
+        if self._pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._pidfd is not None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"grading worker {self.pid}", timeout or 0.0)
+            os.close(self._pidfd)
+            self._pidfd = None
+        return -signal.SIGKILL
+
+
+# Fork warm workers from one zygote where the platform has everything that needs (Linux >= 5.3);
+# elsewhere each worker is a fresh interpreter.
+_CAN_FORK_WORKERS = (sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+                     and hasattr(signal, "pidfd_send_signal") and hasattr(socket, "send_fds"))
+
+
+def _python_command(entry: str, *args: int) -> list[str]:
+    # A fresh interpreter via subprocess (not multiprocessing's spawn/forkserver): those re-run
+    # the caller's __main__, which breaks callers without an `if __name__ == "__main__"` guard.
+    code = (f"import sys; from dsdr_eval.grading import {entry}; "
+            f"{entry}(*(int(a) for a in sys.argv[1:]))")
+    return [sys.executable, "-c", code, *(str(a) for a in args)]
+
+
+class _Zygote:
+    """The parent's end of ``_zygote_entry``: started at once (its import overlaps the caller's
+    extraction); ``fork`` waits for it to be warm the first time."""
+
+    def __init__(self, inner_timeout_s: int) -> None:
+        ours, theirs = socket.socketpair()
+        self.proc = subprocess.Popen(
+            _python_command("_zygote_entry", theirs.fileno(), inner_timeout_s, WORKER_MEMORY_LIMIT_BYTES),
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+        theirs.close()
+        self.control = ours
+        self.ready = False
+        self.started = time.monotonic()
+
+    def fork(self) -> tuple[_ForkedProcess, _PipePair]:
+        if not self.ready:
+            self.control.settimeout(max(0.001, self.started + WORKER_STARTUP_TIMEOUT_S - time.monotonic()))
+            try:
+                greeting = self.control.recv(1)
+            except socket.timeout:
+                raise DsdrError("a math-verify worker did not start within "
+                                f"{WORKER_STARTUP_TIMEOUT_S:.0f} s (is math-verify installed?)") from None
+            if greeting != b"R":
+                code = self.proc.wait()
+                raise DsdrError(f"a math-verify grading worker exited during start-up (exit code {code}); "
+                                "check that math-verify is installed: python -c 'import math_verify'")
+            self.ready = True
+            self.control.settimeout(WORKER_STARTUP_TIMEOUT_S)
+        self.control.sendall(b"F")
+        message, fds, _, _ = socket.recv_fds(self.control, 8, 2)
+        if len(message) != 8 or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionError("the grading zygote did not fork a worker")
+        return _ForkedProcess(int.from_bytes(message, "little")), _PipePair(fds[0], fds[1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.control.close()
+
+
 @dataclass
 class _Worker:
-    proc: subprocess.Popen
+    proc: subprocess.Popen | _ForkedProcess
     conn: _PipePair
     deadline: float
     ready: bool = False
-    job: _ProblemJob | None = None
+    queued: deque = field(default_factory=deque)  # jobs sent, in order; the first is in progress
+
+    @property
+    def job(self) -> _ProblemJob | None:
+        return self.queued[0] if self.queued else None
+
+
+# Jobs sent to a worker ahead of time, so it starts the next problem without waiting for the
+# parent to read its "done" and answer (a scheduling round trip per problem on a loaded machine,
+# as long as grading a one-sample problem). Only the first one is ever in progress.
+_JOBS_IN_FLIGHT = 2
 
 
 class _WorkerPool:
-    """Long-lived spawn-context workers; the parent enforces a deadline per math-verify call."""
+    """Long-lived workers; the parent enforces a deadline per math-verify call.
+
+    Start-up (issue 16): one zygote interpreter imports math-verify while the caller extracts
+    answers; the workers are forked from it, warm, when the first ``run`` needs them (or at once
+    with ``start_workers``), and every replacement of a killed worker is a fork too. Without
+    fork support each worker is its own interpreter, started in ``__init__``."""
 
     def __init__(self, n_workers: int, timeout_s: float) -> None:
         self.timeout_s = timeout_s
@@ -491,19 +572,30 @@ class _WorkerPool:
         # merely slow comparison ends as "timeout" without costing a worker respawn.
         self.inner_timeout_s = max(1, int(math.ceil(timeout_s)) - 1)
         self.on_progress: Callable[[int], None] = lambda n: None
-        self.workers: list[_Worker] = [self._spawn() for _ in range(n_workers)]
+        self.n_workers = n_workers
+        self.zygote: _Zygote | None = _Zygote(self.inner_timeout_s) if _CAN_FORK_WORKERS else None
+        self.workers: list[_Worker] = [] if self.zygote else [self._spawn() for _ in range(n_workers)]
         self.respawns = 0
 
+    def start_workers(self) -> None:
+        """Block until all workers exist (they are forked from the zygote once it is warm)."""
+        while len(self.workers) < self.n_workers:
+            self.workers.append(self._spawn())
+
     def _spawn(self) -> _Worker:
-        # A fresh interpreter via subprocess (not multiprocessing's spawn/forkserver): those re-run
-        # the caller's __main__, which breaks callers without an `if __name__ == "__main__"` guard.
+        if self.zygote is not None:
+            try:
+                proc, conn = self.zygote.fork()
+            except (OSError, EOFError):  # the zygote died (e.g. the OOM killer): start another
+                self.zygote.close()
+                self.zygote = _Zygote(self.inner_timeout_s)
+                proc, conn = self.zygote.fork()
+            return _Worker(proc, conn, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        code = ("import sys; from dsdr_eval.grading import _worker_entry; "
-                "_worker_entry(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))")
         proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(to_child_r), str(from_child_w), str(self.inner_timeout_s),
-             str(WORKER_MEMORY_LIMIT_BYTES)],
+            _python_command("_worker_entry", to_child_r, from_child_w, self.inner_timeout_s,
+                            WORKER_MEMORY_LIMIT_BYTES),
             pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, close_fds=True)
         os.close(to_child_r)
         os.close(from_child_w)
@@ -512,6 +604,7 @@ class _WorkerPool:
 
     def run(self, jobs: list[_ProblemJob]) -> None:
         try:
+            self.start_workers()
             self._run(jobs)
         except BaseException:
             # A call interrupted mid-run (Ctrl-C, a signal handler's exception, a start-up
@@ -534,17 +627,19 @@ class _WorkerPool:
         pending: deque[_ProblemJob] = deque(sorted(jobs, key=lambda job: -len(job.answers)))
         by_id = {job.job_id: job for job in jobs}
         while pending or any(w.job is not None for w in self.workers):
-            for worker in self.workers:
-                if worker.ready and worker.job is None and pending:
+            for worker in list(self.workers):
+                while worker.ready and len(worker.queued) < _JOBS_IN_FLIGHT and pending:
                     job = pending.popleft()
-                    worker.job = job
-                    worker.deadline = time.monotonic() + self.timeout_s
+                    if not worker.queued:
+                        worker.deadline = time.monotonic() + self.timeout_s
+                    worker.queued.append(job)
                     try:
-                        worker.conn.send(job.task())
-                    except OSError:  # died while idle: the job goes back, unharmed
-                        worker.job = None
+                        worker.conn.send((job.eager, job.task()))
+                    except OSError:  # died: this job goes back unharmed, the one in progress is charged
+                        worker.queued.pop()
                         pending.appendleft(job)
                         self._replace(worker, pending, reason="error", note="grader worker died")
+                        break
             now = time.monotonic()
             watched = [w.deadline for w in self.workers if w.job is not None or not w.ready]
             wait_s = max(0.0, min(watched) - now) if watched else None
@@ -555,7 +650,8 @@ class _WorkerPool:
                 try:
                     while True:  # drain everything already sent
                         message = conn.recv()
-                        self._handle(worker, message, by_id)
+                        for item in message if isinstance(message, list) else (message,):
+                            self._handle(worker, item, by_id)
                         if not conn.poll():
                             break
                 except (EOFError, OSError):
@@ -600,15 +696,23 @@ class _WorkerPool:
             _, _, i, class_ref, is_rep = message
             job.class_ref[i], job.is_rep[i] = class_ref, is_rep
         elif kind == "done":
-            worker.job = None
+            worker.queued.popleft()
 
     def _replace(self, worker: _Worker, pending: deque, *, reason: str, note: str) -> None:
-        """Kill ``worker``, charge the item it was on, resubmit the rest of its problem."""
+        """Kill ``worker``, charge the item it was on, resubmit the rest of its problem (and, unharmed,
+        the problems queued behind it)."""
         job = worker.job
+        pending.extendleft(reversed(list(worker.queued)[1:]))
         self._kill(worker)
         self.workers[self.workers.index(worker)] = self._spawn()
         self.respawns += 1
         if job is None:
+            return
+        if not job.eager:
+            # The worker may have died holding buffered results (items it had finished): rerun
+            # the rest of the problem eagerly, so the next death charges exactly its item.
+            job.eager = True
+            pending.appendleft(job)
             return
         i = job.next_index()
         if i < len(job.answers):
@@ -648,6 +752,8 @@ class _WorkerPool:
         for worker in self.workers:
             worker.proc.wait()
             worker.conn.close()
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 def default_workers() -> int:
@@ -672,6 +778,7 @@ class GradingPool:
         self.timeout_s = timeout_s
         self.workers = max(1, workers or default_workers())
         self._pool: _WorkerPool | None = _WorkerPool(self.workers, timeout_s)
+        self._pool.start_workers()  # a long-lived pool pays its start-up here, once
 
     def close(self) -> None:
         if self._pool is not None:
@@ -720,7 +827,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
 
     if pool is not None and pool._pool is None:
         raise DsdrError("grade_samples: the GradingPool has been closed")
-    # Start the workers now: their interpreter start-up overlaps with extraction below.
+    # Start the pool now: its math-verify import overlaps with extraction below.
     n_workers = max(1, min(workers or default_workers(), len(problems)))
     worker_pool = pool._pool if pool is not None else (_WorkerPool(n_workers, timeout_s) if problems else None)
     try:

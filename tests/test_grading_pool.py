@@ -1,0 +1,80 @@
+"""Worker start-up (issue 16): workers are forked warm from one zygote interpreter, the hard
+per-call deadline still holds, and the pool survives the zygote's death."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from dsdr_eval import grading
+from dsdr_eval.grading import GradingPool, grade_samples
+
+pytestmark = pytest.mark.skipif(not grading._CAN_FORK_WORKERS, reason="needs Linux pidfds and SCM_RIGHTS")
+
+
+def _parent_pid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _rows(problem_id: str, gold: str, completions: list[str]) -> list[dict]:
+    return [{"problem_id": problem_id, "gold": gold, "completion": c} for c in completions]
+
+
+def test_workers_are_forked_from_one_zygote_and_a_killed_worker_is_replaced_by_a_fork():
+    with GradingPool(timeout_s=0.5, workers=2) as pool:
+        zygote = pool._pool.zygote
+        assert zygote is not None and zygote.ready
+        pids = [w.proc.pid for w in pool._pool.workers]
+        assert len(set(pids)) == 2 and all(_parent_pid(pid) == zygote.proc.pid for pid in pids)
+        # 9^{9^{9^9}} is stuck in C code (math-verify's own alarm cannot stop it): the parent's
+        # deadline kills the worker, and the replacement is forked from the same zygote.
+        graded = grade_samples(_rows("p", "5", [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{5}"]), pool=pool, progress=False)
+        assert [r["status"] for r in graded] == ["timeout", "correct"] and "killed" in graded[0]["grade_note"]
+        assert pool._pool.respawns >= 1 and pool._pool.zygote is zygote
+        new_pids = [w.proc.pid for w in pool._pool.workers]
+        assert set(new_pids) != set(pids) and all(_parent_pid(pid) == zygote.proc.pid for pid in new_pids)
+        for pid in set(pids) - set(new_pids):
+            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_pool_survives_the_death_of_its_zygote():
+    with GradingPool(timeout_s=5.0, workers=1) as pool:
+        old = pool._pool.zygote
+        os.kill(old.proc.pid, signal.SIGKILL)  # its forked workers die with it (PDEATHSIG)
+        old.proc.wait()
+        deadline = time.monotonic() + 30
+        while any(w.proc.poll() is None for w in pool._pool.workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        graded = grade_samples(_rows("p", "7", [r"\boxed{7}", "Answer: 3"]), pool=pool, progress=False)
+        # the worker died between calls (a broken pipe when sent the job): no item is charged
+        assert [r["status"] for r in graded] == ["correct", "incorrect"]
+        assert pool._pool.zygote is not old
+        graded = grade_samples(_rows("q", "2", [r"\boxed{2}", r"\boxed{3}"]), pool=pool, progress=False)
+        assert [r["status"] for r in graded] == ["correct", "incorrect"]
+
+
+def test_closing_the_pool_ends_zygote_and_workers():
+    pool = GradingPool(timeout_s=5.0, workers=2)
+    procs = [pool._pool.zygote.proc] + [w.proc for w in pool._pool.workers]
+    pool.close()
+    assert all(proc.poll() is not None for proc in procs)
+
+
+def test_a_hang_after_buffered_results_charges_exactly_the_hanging_item():
+    """Workers batch their results (one pipe write per problem, or per 50 ms); a worker killed
+    mid-problem loses what it had buffered, so the rest of the problem is rerun sending each
+    result at once: the finished items keep their verdicts and only the hanging one is charged."""
+    quick = [rf"\boxed{{{n}}}" for n in range(1, 13)]  # 12 fast answers, 5 among them
+    rows = _rows("p", "5", quick + [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{\frac{10}{2}}"])
+    rows += _rows("q", "7", [r"\boxed{7}"])
+    with GradingPool(timeout_s=0.5, workers=1) as pool:
+        graded = grade_samples(rows, pool=pool, progress=False)
+    expected = ["correct" if n == 5 else "incorrect" for n in range(1, 13)] + ["timeout", "correct", "correct"]
+    assert [r["status"] for r in graded] == expected
+    assert "killed" in graded[12]["grade_note"] and not any(r["grade_note"] for r in graded[:12])
+    assert graded[4]["answer_class"] == graded[13]["answer_class"]
