@@ -32,6 +32,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from dsdr_eval import answer_norm
@@ -491,7 +492,10 @@ _CAN_FORK_WORKERS = (sys.platform.startswith("linux") and hasattr(os, "pidfd_ope
 def _python_command(entry: str, *args: int) -> list[str]:
     # A fresh interpreter via subprocess (not multiprocessing's spawn/forkserver): those re-run
     # the caller's __main__, which breaks callers without an `if __name__ == "__main__"` guard.
-    code = (f"import sys; from dsdr_eval.grading import {entry}; "
+    # `-c` puts the working directory first on sys.path: pin the worker to the parent's copy of
+    # dsdr_eval, so a checkout (or stray folder) in the cwd can never supply the grader's code.
+    package_root = str(Path(__file__).resolve().parents[1])
+    code = (f"import sys; sys.path.insert(0, {package_root!r}); from dsdr_eval.grading import {entry}; "
             f"{entry}(*(int(a) for a in sys.argv[1:]))")
     return [sys.executable, "-c", code, *(str(a) for a in args)]
 

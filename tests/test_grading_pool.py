@@ -78,3 +78,13 @@ def test_a_hang_after_buffered_results_charges_exactly_the_hanging_item():
     assert [r["status"] for r in graded] == expected
     assert "killed" in graded[12]["grade_note"] and not any(r["grade_note"] for r in graded[:12])
     assert graded[4]["answer_class"] == graded[13]["answer_class"]
+
+
+def test_workers_run_the_parents_grader_whatever_the_working_directory(tmp_path, monkeypatch):
+    """`python -c` puts the cwd first on sys.path; a stray `dsdr_eval/` there must not be imported."""
+    fake = tmp_path / "dsdr_eval"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('the stray copy in the working directory')\n")
+    monkeypatch.chdir(tmp_path)
+    graded = grade_samples(_rows("p", "5", [r"\boxed{5}", r"\boxed{6}"]), timeout_s=5, workers=1, progress=False)
+    assert [r["status"] for r in graded] == ["correct", "incorrect"]
