@@ -20,7 +20,8 @@ def _tracked_files() -> list[Path]:
 
 def test_no_tracked_file_contains_an_absolute_path_of_this_machine():
     # the folder holding the checkout (and ../shared) and the home directory: where run
-    # directories, configs and reports would leak a machine path from; not the system temp (a shared temp dir is too common a prefix: README examples use /tmp/...)
+    # directories, configs and reports would leak a machine path from; not the system temp
+    # directory (too common a prefix: README examples write to /tmp/...)
     needles = {str(REPO.parent).rstrip("/") + "/", str(Path.home()).rstrip("/") + "/"}
     needles -= {"/", "/tmp/", "/var/tmp/"}
     offenders = []
