@@ -63,6 +63,8 @@ class TrainConfig:
     top_p: float = _f(1.0, "rollout nucleus sampling")
     max_response_length: int = _f(4096, "max new tokens per rollout (§3.5: 4096 / 8192)")
     generation_batch_size: int = _f(64, "rollouts per transformers.generate call (hf engine)")
+    check_on_policy: bool = _f(False, "hf engine: keep the sampler's log-probs of every token and log "
+                               "rollout/ratio_dev_max = max |pi_old/q - 1| (costs the scores of every step)")
     vllm_gpu_memory_utilization: float = _f(0.4, "vllm engine: fraction of GPU memory for weights + KV cache")
     # --- optimisation ----------------------------------------------------------------------
     lr: float = _f(1e-6, "AdamW learning rate (§3.5: 1e-6)")

@@ -319,7 +319,8 @@ class Trainer:
                                            dtype=str(dtype).replace("torch.", ""),
                                            gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
         else:
-            self.engine = HFRollout(self.tokenizer, batch_size=cfg.generation_batch_size)
+            self.engine = HFRollout(self.tokenizer, batch_size=cfg.generation_batch_size,
+                                    record_log_probs=cfg.check_on_policy)
         self.encoder = None
         if cfg.reward == "dsdr" or cfg.log_diversity or (cfg.reward == "darling" and cfg.darling_partition.startswith("embedding")):
             from dsdr_eval.diversity import load_encoder

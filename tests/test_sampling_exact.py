@@ -191,12 +191,12 @@ def _ratio_after_one_update(model_dir: Path, train_file: Path, run_dir: Path, mo
     monkeypatch.setattr(T, "grade", fake_grade)
     overrides = ["group_size=2", "prompts_per_step=2", "mini_batch_prompts=1", "micro_batch_size=4",
                  "max_response_length=8", "generation_batch_size=8", "progress=false", "max_prompt_length=512",
-                 "temperature=1.0", "top_p=1.0"]
+                 "temperature=1.0", "top_p=1.0", "check_on_policy=true"]
     cfg = config_from_sources(yaml_path=None, cli={"algo": "grpo", "model": str(model_dir),
                                                    "train_data": str(train_file), "out": str(run_dir)},
                               overrides=parse_overrides(overrides))
     trainer = T.Trainer(cfg, model_path=str(model_dir), run_dir=run_dir)
-    trainer.engine.record_log_probs = True
+    assert trainer.engine.record_log_probs  # the check_on_policy option reaches the engine
     m: dict = {}
     batch, graded, acc = trainer.collect(m)
     assert len(batch.sampler_log_probs) == len(batch) and all(batch.sampler_log_probs)
