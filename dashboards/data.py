@@ -213,29 +213,18 @@ def load_jsonl(entry: RunEntry, name: str, *, tolerate_truncated_tail: bool = Tr
         resolved = entry.file(name)
     except UnsafePath as exc:
         return Loaded(error=f"{entry.name}/{exc}")
+    skipped_tail: list[str] = []  # the reader's own warning, shown as a note instead of on stderr
     try:
-        raw_tail_partial = _ends_mid_line(resolved)
-        for row in iter_jsonl(resolved, tolerate_truncated_tail=tolerate_truncated_tail):
+        for row in iter_jsonl(resolved, tolerate_truncated_tail=tolerate_truncated_tail,
+                              on_warning=skipped_tail.append):
             rows.append(row)
             if limit is not None and len(rows) >= limit:
                 warnings.append(f"showing the first {limit} lines of {path.name}")
                 break
-        if raw_tail_partial:
+        if skipped_tail:
             warnings.append(f"{path.parent.name}/{path.name}: the last line is incomplete (still being written); skipped")
     except DsdrError as exc:
         return Loaded(error=str(exc))
     except OSError as exc:
         return Loaded(error=f"{path}: {exc}")
     return Loaded(rows, warnings=warnings)
-
-
-def _ends_mid_line(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() == 0:
-                return False
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) != b"\n"
-    except OSError:
-        return False

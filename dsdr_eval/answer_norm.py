@@ -270,7 +270,6 @@ def list_mode(gold_items: list[str], meta: Mapping[str, Any] | None, problem: st
 _DISOWN_RE = re.compile(r"\\neg(?![A-Za-z])|\\lnot(?![A-Za-z])|(?<![A-Za-z\\])(not|never|no|wrong|incorrect|false|"
                         r"isn't|cannot|impossible|maybe|perhaps|possibly|either|or|"
                         r"unsure|guess)(?![A-Za-z])", re.I)
-_HEDGE_SEP_RE = re.compile(r"\\(?:lor|vee)(?![A-Za-z])|(?<![A-Za-z\\])or(?![A-Za-z])|/\s*\\?text", re.I)
 
 
 def _disowning_words(text: str) -> set[str]:

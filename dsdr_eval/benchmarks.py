@@ -13,7 +13,6 @@ the file stem). Every failure is a :class:`DsdrError` naming the benchmark, file
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -230,10 +229,8 @@ def hub_rows_to_problems(spec: BenchmarkSpec, rows: list[dict[str, Any]]) -> lis
 def gold_fixes() -> dict[tuple[str, str], dict[str, str]]:
     """(benchmark, id) -> {original, normalised, why} from the package's gold_fixes.jsonl."""
     fixes: dict[tuple[str, str], dict[str, str]] = {}
-    for lineno, line in enumerate(GOLD_FIXES_FILE.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            entry = json.loads(line)
-            fixes[(entry["benchmark"], str(entry["id"]))] = entry
+    for _, entry in iter_jsonl_numbered(GOLD_FIXES_FILE):
+        fixes[(entry["benchmark"], str(entry["id"]))] = entry
     return fixes
 
 

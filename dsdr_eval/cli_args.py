@@ -33,11 +33,6 @@ class OneLineParser(argparse.ArgumentParser):
                                                f"{exc.message}") from None
 
 
-def _named(name: str, check: Callable[[str], object]) -> Callable[[str], object]:
-    check.__name__ = name  # argparse names the type in some messages
-    return check
-
-
 def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], object]:
     """An int in [minimum, maximum] (either bound optional)."""
     bounds = _describe_bounds(minimum, maximum, False, False)
@@ -51,7 +46,7 @@ def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[
             raise argparse.ArgumentTypeError(f"must be an integer{bounds}")
         return value
 
-    return _named("integer", check)
+    return check
 
 
 def number(minimum: float | None = None, maximum: float | None = None, *, min_open: bool = False,
@@ -73,7 +68,7 @@ def number(minimum: float | None = None, maximum: float | None = None, *, min_op
             raise argparse.ArgumentTypeError(f"must be a finite number{bounds}")
         return value
 
-    return _named("number", check)
+    return check
 
 
 def _describe_bounds(minimum: float | None, maximum: float | None, min_open: bool, max_open: bool) -> str:

@@ -162,7 +162,7 @@ def field_label(name: str) -> str:
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _locate_bad_bytes(line: bytes, exc: UnicodeDecodeError) -> str:
+def _locate_bad_bytes(line: bytes) -> str:
     """The field holding the first non-UTF-8 byte ('' when it lies outside any string)."""
     text = line.decode("utf-8", "surrogateescape")
     try:
@@ -220,7 +220,7 @@ def _decode_line(decoder: _Decoder, line: bytes, where: str) -> dict[str, Any]:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        field = _locate_bad_bytes(line, exc)
+        field = _locate_bad_bytes(line)
         prefix = f"{where}:{field}" if field else where
         raise DsdrError(f"{prefix}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at byte {exc.start + 1} "
                         "of the line)") from None
@@ -273,9 +273,11 @@ def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = Fal
         yield lineno, _decode_line(decoder, line, where)
 
 
-def iter_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False) -> Iterator[dict[str, Any]]:
+def iter_jsonl(path: str | Path, *, tolerate_truncated_tail: bool = False,
+               on_warning: Callable[[str], None] = warn) -> Iterator[dict[str, Any]]:
     """Yield one dict per non-empty line; raise DsdrError naming file and line on a bad line."""
-    for _, record in iter_jsonl_numbered(path, tolerate_truncated_tail=tolerate_truncated_tail):
+    for _, record in iter_jsonl_numbered(path, tolerate_truncated_tail=tolerate_truncated_tail,
+                                         on_warning=on_warning):
         yield record
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.cli_args import integer, number, output_dir
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.protocols import PROTOCOLS
 
 
@@ -231,7 +231,7 @@ def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str
     continuation = runner.continuation_record(old_config, config, first_line=runner.count_lines(samples_path) + 1,
                                               n_outside_plan=len(done - expected))
     if "forced" in continuation:
-        runner.warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
+        warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
                     "config.json keeps its first settings and records this continuation, with what changed and "
                     f"the samples.jsonl lines it writes (from line {continuation['first_line']}), under 'resumed'")
     return continuation
@@ -246,7 +246,7 @@ def _record_forced_without_generation(out: Path, old_config: dict[str, Any], con
     rundir.save_config(out, old_config)
     outside = continuation["forced"]["n_samples_outside_settings"]
     if outside:
-        runner.warn(f"{outside} samples in {rundir.run_path(out, rundir.SAMPLES)} lie outside the forced settings "
+        warn(f"{outside} samples in {rundir.run_path(out, rundir.SAMPLES)} lie outside the forced settings "
                     "(e.g. sample_idx beyond the new n); they are kept and scored with the others, so the metrics "
                     "are those of the samples in the file (recorded under 'resumed' in config.json)")
 

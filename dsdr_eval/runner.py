@@ -12,7 +12,6 @@ written (keys and seeds are derived from content, never from positions).
 from __future__ import annotations
 
 import hashlib
-import sys
 import threading
 import time
 import warnings
@@ -22,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval import rundir
 from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.jsonl import append_jsonl, iter_jsonl, repair_truncated_tail
 from dsdr_eval.prompts import PromptTemplate
 from dsdr_eval.protocols import Phase, Protocol, derive_seed
@@ -370,10 +369,6 @@ def add_continuation(config: dict[str, Any], record: dict[str, Any]) -> None:
     config.setdefault("resumed", []).append(record)
     if "forced" in record:
         config["mixed_settings"] = sorted(set(config.get("mixed_settings") or ()) | set(record["forced"]["changed"]))
-
-
-def warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
 
 
 def run_diversity(run_dir: Path, *, progress: bool) -> dict[str, Any] | None:

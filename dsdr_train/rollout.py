@@ -125,8 +125,9 @@ class HFRollout:
                 sequences = out.sequences if record else out
                 sampled_lp = None
                 if record:  # the scores generate sampled from ([B, V] per step, after every processor)
-                    steps = torch.stack(out.scores, dim=1).float().log_softmax(-1)
-                    sampled_lp = steps.gather(-1, sequences[:, width:width + steps.shape[1], None]).squeeze(-1)
+                    # one step at a time: stacking [B, T, V] log-softmaxes would copy the scores twice
+                    sampled_lp = torch.stack([step.float().log_softmax(-1).gather(-1, sequences[:, width + t, None])
+                                              .squeeze(-1) for t, step in enumerate(out.scores)], dim=1)
                 for row, (p, g, pi) in enumerate(chunk):
                     resp, reason = cut_at_eos(sequences[row, width:].tolist(), eos, max_new_tokens)
                     if sampled_lp is not None:

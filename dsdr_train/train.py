@@ -60,20 +60,8 @@ def setup_distributed(device: torch.device) -> Dist:
     return Dist(rank=tdist.get_rank(), world=tdist.get_world_size())
 
 
-def all_reduce_scalar(value: float, dist: Dist, op: str = "sum") -> float:
-    if dist.world == 1:
-        return value
-    import torch.distributed as tdist
-
-    t = torch.tensor([value], dtype=torch.float64)
-    if tdist.get_backend() == "nccl":
-        t = t.cuda()
-    tdist.all_reduce(t, op={"sum": tdist.ReduceOp.SUM, "min": tdist.ReduceOp.MIN, "max": tdist.ReduceOp.MAX}[op])
-    return float(t.item())
-
-
-def all_reduce_sums(values: list[float], dist: Dist) -> list[float]:
-    """Element-wise sum over ranks, in one collective (float64: exact for token counts)."""
+def all_reduce_values(values: list[float], dist: Dist, op: str = "sum") -> list[float]:
+    """Element-wise reduction over ranks, in one collective (float64: exact for token counts)."""
     if dist.world == 1:
         return [float(v) for v in values]
     import torch.distributed as tdist
@@ -81,8 +69,14 @@ def all_reduce_sums(values: list[float], dist: Dist) -> list[float]:
     t = torch.tensor(values, dtype=torch.float64)
     if tdist.get_backend() == "nccl":
         t = t.cuda()
-    tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
+    tdist.all_reduce(t, op={"sum": tdist.ReduceOp.SUM, "min": tdist.ReduceOp.MIN, "max": tdist.ReduceOp.MAX}[op])
     return [float(v) for v in t.tolist()]
+
+
+def all_reduce_scalar(value: float, dist: Dist, op: str = "sum") -> float:
+    if dist.world == 1:
+        return value
+    return all_reduce_values([value], dist, op)[0]
 
 
 def gather_lists(values: list[float], dist: Dist) -> list[float]:
@@ -548,7 +542,7 @@ class Trainer:
         lengths = [len(batch.response_ids[i]) for i in rows]
         members = groups_of([batch.group_ids[i] for i in rows])
         with_correct = sum(float(weights[[rows[j] for j in js]].sum()) > 0 for js in members.values())
-        tokens, sequences, prompts, correct_prompts = all_reduce_sums(
+        tokens, sequences, prompts, correct_prompts = all_reduce_values(
             [float(sum(lengths)), float(sum(n > 0 for n in lengths)), float(len(members)), float(with_correct)], self.dist)
         divisors = algos.agg_divisors(cfg.loss_agg_mode, num_tokens=tokens, num_sequences=sequences,
                                       norm_constant=cfg.loss_norm_constant)
