@@ -33,7 +33,7 @@ os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 
 def run_once(backend: str, args: argparse.Namespace, out: Path) -> dict:
-    from dsdr_eval import run_cli
+    from dsdr_eval.cli import run as run_cli
 
     model = args.served_model if backend == "openai" else args.model
     argv = ["--model", model, "--backend", backend, "--benchmarks", args.benchmark, "--limit", str(args.limit),

@@ -254,7 +254,7 @@ def main() -> int:
     if args.real:
         return cold_start_comparison(args)
 
-    from dsdr_eval.benchmarks import load_benchmark
+    from dsdr_eval.tasks import load_benchmark
     from dsdr_eval.grading import default_workers, grade_samples
 
     per = max(1, args.problems // 4)

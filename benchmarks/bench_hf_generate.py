@@ -42,7 +42,7 @@ def main() -> int:
 
     from dsdr_eval.backends.base import GenerationRequest
     from dsdr_eval.backends.hf import HFBackend
-    from dsdr_eval.benchmarks import load_benchmark
+    from dsdr_eval.tasks import load_benchmark
     from dsdr_eval.models import resolve_model
     from dsdr_eval.prompts import BUILTIN_TEMPLATES, encode_prompt
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dsdr_eval.cli_args import OneLineParser, nonempty, port
+from dsdr_eval.cli.args import OneLineParser, nonempty, port
 
 APP = Path(__file__).resolve().parent / "app.py"
 

@@ -34,7 +34,7 @@ SampleKey = tuple[str, str, str, int]  # (benchmark, phase, problem_id, sample_i
 class BenchmarkData:
     name: str
     source: str
-    problems: tuple[Any, ...]  # dsdr_eval.benchmarks.Problem
+    problems: tuple[Any, ...]  # dsdr_eval.tasks.Problem
 
     def to_config(self) -> dict[str, Any]:
         ids = "\n".join(p.id for p in self.problems).encode("utf-8")
@@ -74,7 +74,7 @@ class GenerationOutcome:
 
 def load_benchmarks(names: Sequence[str], *, data_dir: str | Path | None, limit: int | None,
                     subset_seed: int | None) -> list[BenchmarkData]:
-    from dsdr_eval.benchmarks import load_benchmark, resolve_data_dir
+    from dsdr_eval.tasks import load_benchmark, resolve_data_dir
 
     loaded, seen = [], set()
     for name in names:

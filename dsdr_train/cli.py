@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from dsdr_eval.cli_args import OneLineParser
+from dsdr_eval.cli.args import OneLineParser
 from dsdr_eval.errors import DsdrError
 
 

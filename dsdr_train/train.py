@@ -611,7 +611,7 @@ class Trainer:
         assert spec is not None
         if Path(spec).suffix == ".jsonl" or Path(spec).exists():
             return load_train_problems(spec, limit=self.cfg.val_max_problems)
-        from dsdr_eval.benchmarks import load_benchmark
+        from dsdr_eval.tasks import load_benchmark
 
         return [TrainProblem(p.id, p.problem, p.answer) for p in load_benchmark(spec, limit=self.cfg.val_max_problems)]
 

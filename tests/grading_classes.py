@@ -47,7 +47,7 @@ class Case:
 
 
 def load_golds(data_dir: Path = DATA_DIR) -> list[Gold]:
-    from dsdr_eval.benchmarks import load_benchmark
+    from dsdr_eval.tasks import load_benchmark
 
     golds = []
     for name in BENCHMARKS:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dsdr_eval.benchmarks import (BENCHMARKS, Problem, hub_rows_to_problems, list_benchmarks, load_benchmark,
+from dsdr_eval.tasks import (BENCHMARKS, Problem, hub_rows_to_problems, list_benchmarks, load_benchmark,
                                   normalise_hub_answer, _load_from_hub)
 from dsdr_eval.errors import DsdrError
 

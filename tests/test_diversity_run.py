@@ -200,7 +200,7 @@ def test_cli_with_the_real_minilm(run_dir: Path) -> None:
 
 
 def test_cli_reports_user_errors_without_traceback(tmp_path: Path, capsys) -> None:
-    from dsdr_eval.diversity.cli import run_standalone
+    from dsdr_eval.cli.diversity import run_standalone
 
     proc = _cli("dsdr_eval.cli", "diversity", str(tmp_path / "missing-run"), "--no-progress")
     assert proc.returncode == 2, proc.stdout + proc.stderr

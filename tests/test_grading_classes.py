@@ -14,7 +14,7 @@ import pytest
 
 from dsdr_eval import answer_norm
 from dsdr_eval.answer_norm import GradingOptions, prepare_answer, prepare_gold
-from dsdr_eval.benchmarks import gold_fixes, load_benchmark, load_jsonl_benchmark
+from dsdr_eval.tasks import gold_fixes, load_benchmark, load_jsonl_benchmark
 from dsdr_eval.grading import grade_samples, grader_provenance
 
 sys.path.insert(0, str(Path(__file__).parent))

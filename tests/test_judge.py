@@ -15,7 +15,7 @@ from fault_server import FaultServer
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
-from dsdr_eval.judge import cli as judge_cli
+from dsdr_eval.cli import judge as judge_cli
 from dsdr_eval.judge.parse import JudgeParseError, parse_equivalence, parse_judge_response
 from dsdr_eval.judge.prompt import PromptBudget, build_judge_prompt, fill_template
 from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge, select_rollouts

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.report import cli as report_cli
+from dsdr_eval.cli import report as report_cli
 from dsdr_eval.report import compare, reference, tables
 from dsdr_eval.report.runs import load_eval_run, protocol_differences
 from fixtures_runs import build_fixture_runs, make_scored_run

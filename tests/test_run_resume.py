@@ -130,7 +130,7 @@ def test_rerun_with_another_protocol_is_refused(uninterrupted, tiny_model_dir, d
 def _run_openai(out: Path, data_dir: Path, server, model: str, n: int, *extra: str):
     import argparse
 
-    from dsdr_eval import run_cli
+    from dsdr_eval.cli import run as run_cli
 
     argv = ["--model", model, "--backend", "openai", "--base-url", server.base_url, "--benchmarks", "math500",
             "--limit", "2", "--protocol", "quick", "--n", str(n), "--max-tokens", "16", "--data-dir", str(data_dir),

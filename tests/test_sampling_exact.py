@@ -131,7 +131,7 @@ def test_hf_effective_sampling_is_only_temperature_and_top_p(hf_pair):
 
 
 def test_config_json_records_the_effective_sampling(model_pair, data_dir, tmp_path):
-    from dsdr_eval import run_cli
+    from dsdr_eval.cli import run as run_cli
     from dsdr_eval.jsonl import read_json
 
     out = tmp_path / "run"
@@ -249,7 +249,7 @@ def test_openai_body_spells_out_every_neutral_field():
 def test_openai_request_on_the_wire_carries_the_neutral_fields(tmp_path, data_dir, monkeypatch):
     from fault_server import FaultServer
 
-    from dsdr_eval import run_cli
+    from dsdr_eval.cli import run as run_cli
     from dsdr_eval.jsonl import read_json
 
     monkeypatch.setenv("DSDR_TEST_KEY", "sk-test")

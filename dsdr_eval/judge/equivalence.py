@@ -160,7 +160,7 @@ def make_judge_equivalence(argument: str | None, *, judge_model: str | None = No
 
     Base URLs: ``judge_base_url`` (repeatable / comma list), else $OPENAI_BASE_URL, else the
     OpenAI API (as ``dsdr-eval judge``). No request is sent here."""
-    from dsdr_eval.judge.cli import DEFAULT_BASE_URL
+    from dsdr_eval.cli.judge import DEFAULT_BASE_URL
 
     if argument and judge_model and argument != judge_model:
         raise DsdrError(f"--partition judge:{argument} and --judge-model {judge_model} name different models")

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from dsdr_eval.cli_args import integer, number
+from dsdr_eval.cli.args import integer, number
 from dsdr_eval.errors import DsdrError
 
 
@@ -98,7 +98,7 @@ def _print_pair_decisions(console: Any, counts: dict[str, Any]) -> None:
 
 
 def run_standalone(argv: list[str] | None = None) -> int:
-    """``python -m dsdr_eval.diversity.cli RUN_DIR ...`` (same as ``dsdr-eval diversity``)."""
+    """``python -m dsdr_eval.cli.diversity RUN_DIR ...`` (same as ``dsdr-eval diversity``)."""
     from dsdr_eval.cli import main as dsdr_eval_main
 
     return dsdr_eval_main(["diversity", *(sys.argv[1:] if argv is None else argv)])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.cli_args import integer, number, output_dir
+from dsdr_eval.cli.args import integer, number, output_dir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -326,7 +326,7 @@ def main(args: argparse.Namespace) -> int:
     return run_from_args(args).exit_code
 
 
-if __name__ == "__main__":  # `python -m dsdr_eval.run_cli ...` = `dsdr-eval run ...`
+if __name__ == "__main__":  # `python -m dsdr_eval.cli.run ...` = `dsdr-eval run ...`
     from dsdr_eval.cli import main as dsdr_eval_main
 
     sys.exit(dsdr_eval_main(["run", *sys.argv[1:]]))

@@ -9,7 +9,7 @@ import argparse
 import re
 import sys
 
-from dsdr_eval.cli_args import integer, number, output_dir
+from dsdr_eval.cli.args import integer, number, output_dir
 
 
 def _avg_metric(text: str) -> str:
@@ -98,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":  # `python -m dsdr_eval.report.cli ...` = `dsdr-eval report ...`
+if __name__ == "__main__":  # `python -m dsdr_eval.cli.report ...` = `dsdr-eval report ...`
     from dsdr_eval.cli import main as dsdr_eval_main
 
     sys.exit(dsdr_eval_main(["report", *sys.argv[1:]]))

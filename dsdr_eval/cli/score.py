@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval import rundir
-from dsdr_eval.cli_args import integer, number, output_dir
+from dsdr_eval.cli.args import integer, number, output_dir
 from dsdr_eval.errors import DsdrError
 
 

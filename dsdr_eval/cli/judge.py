@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from dsdr_eval.cli_args import integer, number
+from dsdr_eval.cli.args import integer, number
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

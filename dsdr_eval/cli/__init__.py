@@ -13,16 +13,16 @@ import sys
 from types import ModuleType
 
 from dsdr_eval import __version__
-from dsdr_eval.cli_args import OneLineParser
+from dsdr_eval.cli.args import OneLineParser
 from dsdr_eval.errors import DsdrError
 
 # name -> (module, one-line help). Static on purpose: --help must not import anything heavy.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("dsdr_eval.run_cli", "generate samples for benchmarks with a model (vllm / hf / openai backend)"),
-    "score": ("dsdr_eval.scoring_cli", "grade samples with math-verify and compute Pass@k / Avg@k / maj@k with CIs"),
-    "diversity": ("dsdr_eval.diversity.cli", "compute DSDR, DARLING partition, Vendi, lexical and answer diversity metrics for a run"),
-    "judge": ("dsdr_eval.judge.cli", "LLM-as-judge diversity scores through an OpenAI-compatible endpoint"),
-    "report": ("dsdr_eval.report.cli", "tables and plots comparing runs against the paper's numbers"),
+    "run": ("dsdr_eval.cli.run", "generate samples for benchmarks with a model (vllm / hf / openai backend)"),
+    "score": ("dsdr_eval.cli.score", "grade samples with math-verify and compute Pass@k / Avg@k / maj@k with CIs"),
+    "diversity": ("dsdr_eval.cli.diversity", "compute DSDR, DARLING partition, Vendi, lexical and answer diversity metrics for a run"),
+    "judge": ("dsdr_eval.cli.judge", "LLM-as-judge diversity scores through an OpenAI-compatible endpoint"),
+    "report": ("dsdr_eval.cli.report", "tables and plots comparing runs against the paper's numbers"),
 }
 
 
