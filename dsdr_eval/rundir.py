@@ -26,7 +26,9 @@ The README documents every field; this module only names the files and the helpe
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import importlib.metadata
+import os
 import platform
 import re
 import sys
@@ -221,3 +223,77 @@ def validate_sample(row: dict[str, Any], where: str) -> tuple[dict[str, Any], li
                                 "(not valid Unicode)")
             out[name] = _replace_surrogates(value, name, where, replaced)
     return out, replaced
+
+
+# ----------------------------------------------------------------------------- metrics.json: one merge
+
+# Who owns what in metrics.json. "score" owns every top-level key but "benchmarks" (average,
+# average_table1, provenance) and, per benchmark, every key the other stages do not own; each other
+# stage owns one key per benchmark. A stage's update replaces its own part and leaves the rest as it is.
+SCORE_SECTION = "score"
+DIVERSITY_SECTION = "diversity"
+JUDGE_SECTION = "judge"
+METRICS_SECTIONS = (SCORE_SECTION, DIVERSITY_SECTION, JUDGE_SECTION)
+_BENCHMARK_KEY_SECTIONS = (DIVERSITY_SECTION, JUDGE_SECTION)  # benchmarks.<b>.<section>
+
+
+def _metrics_for_update(path: Path, *, replace_unreadable: bool) -> dict[str, Any]:
+    """The current metrics.json (``{}`` when absent); a malformed one is an error, or, for the
+    scorer (``replace_unreadable``), replaced: nothing in it can be merged."""
+    if not path.exists():
+        return {}
+    try:
+        metrics = read_json(path)
+        if not isinstance(metrics, dict):
+            raise DsdrError(f"{path}: expected a JSON object")
+        benchmarks = metrics.setdefault("benchmarks", {})
+        if not isinstance(benchmarks, dict):
+            raise DsdrError(f"{path}: field 'benchmarks' must be an object")
+        for name, entry in benchmarks.items():
+            if not isinstance(entry, dict):
+                raise DsdrError(f"{path}: field benchmarks.{name} must be an object")
+    except DsdrError:
+        if replace_unreadable:
+            return {}
+        raise
+    return metrics
+
+
+def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, dict[str, Any]], *,
+                   summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge one stage's results into RUN_DIR/metrics.json (the only writer of that file); returns it.
+
+    ``section``: "score" (``per_benchmark`` = each benchmark's accuracy entry, ``summary`` = the
+    top-level keys: average, average_table1, provenance), "diversity" or "judge" (``per_benchmark``
+    = benchmark -> that stage's block). A section's update replaces only what that section owns:
+    re-scoring keeps the diversity and judge blocks of every benchmark it scores again (and drops the
+    benchmarks it no longer scores); diversity and judge never touch the scores or each other.
+    Updates are serialised by an advisory lock on the run directory (two stages running at once on
+    one run directory both land) and written atomically (``write_json``)."""
+    if section not in METRICS_SECTIONS:
+        raise ValueError(f"unknown metrics.json section {section!r} (one of {', '.join(METRICS_SECTIONS)})")
+    if summary is not None and section != SCORE_SECTION:
+        raise ValueError("only the 'score' section writes top-level keys")
+    path = run_path(run_dir, METRICS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = os.open(path.parent, os.O_RDONLY)  # the run directory itself is the lock: no extra file
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        current = _metrics_for_update(path, replace_unreadable=section == SCORE_SECTION)
+        old_benchmarks = current.get("benchmarks", {})
+        if section == SCORE_SECTION:
+            benchmarks = {}
+            for name, entry in per_benchmark.items():
+                kept = {key: old_benchmarks[name][key] for key in _BENCHMARK_KEY_SECTIONS
+                        if key in old_benchmarks.get(name, {})}
+                benchmarks[name] = {**{k: v for k, v in entry.items() if k not in _BENCHMARK_KEY_SECTIONS}, **kept}
+            merged = {"benchmarks": benchmarks, **{k: v for k, v in (summary or {}).items() if k != "benchmarks"}}
+        else:
+            merged = dict(current)
+            merged["benchmarks"] = {name: dict(entry) for name, entry in old_benchmarks.items()}
+            for name, block in per_benchmark.items():
+                merged["benchmarks"].setdefault(name, {})[section] = block
+        write_json(path, merged)
+    finally:
+        os.close(lock)  # releases the lock
+    return merged

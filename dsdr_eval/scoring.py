@@ -2,8 +2,9 @@
 
 ``score_run_dir(RUN_DIR)`` reads ``RUN_DIR/samples.jsonl`` and writes ``graded.jsonl`` and
 ``metrics.json`` next to it; ``score_samples(path, out_dir)`` does the same for any samples file.
-Existing ``diversity`` / ``judge`` keys of each benchmark in ``metrics.json`` are kept, so
-re-scoring never loses what ``dsdr-eval diversity`` / ``dsdr-eval judge`` computed.
+``metrics.json`` is written through ``rundir.update_metrics`` (its "score" section): the
+``diversity`` / ``judge`` keys of each benchmark are kept, so re-scoring never loses what
+``dsdr-eval diversity`` / ``dsdr-eval judge`` computed.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading import grade_samples, grader_provenance
-from dsdr_eval.jsonl import field_label, iter_jsonl_numbered, read_json, write_json, write_jsonl
+from dsdr_eval.jsonl import field_label, iter_jsonl_numbered, write_jsonl
 from dsdr_eval.metrics import DEFAULT_BENCHMARK, compute_metrics
 
-PRESERVED_BENCHMARK_KEYS = ("diversity", "judge")  # written by other subcommands
 
 
 def load_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[dict[str, Any]]:
@@ -84,8 +84,6 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     grading_wall_s = time.perf_counter() - started
 
     metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
-    metrics_path = out_dir / rundir.METRICS
-    _keep_other_sections(metrics, metrics_path)
     provenance = metrics["provenance"]
     provenance["grading"] = grader_provenance(timeout_s, workers, options)
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
@@ -101,8 +99,8 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         provenance["run_config"] = run_config
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(out_dir / rundir.GRADED, graded)
-    write_json(metrics_path, metrics)
-    return metrics
+    # the scores' section of metrics.json; diversity / judge blocks already there are kept
+    return rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"], summary=metrics)
 
 
 def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int | None = None,
@@ -111,20 +109,6 @@ def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int |
     run_dir = rundir.require_run_dir(run_dir, rundir.SAMPLES)
     return score_samples(run_dir / rundir.SAMPLES, run_dir, timeout_s=timeout_s, workers=workers,
                          progress=progress, bootstrap=bootstrap, seed=seed)
-
-
-def _keep_other_sections(metrics: dict[str, Any], metrics_path: Path) -> None:
-    if not metrics_path.exists():
-        return
-    try:
-        old = read_json(metrics_path)
-    except DsdrError:
-        return  # an unreadable old file is replaced; nothing in it can be merged
-    for name, entry in (old.get("benchmarks") or {}).items() if isinstance(old, dict) else ():
-        if name in metrics["benchmarks"] and isinstance(entry, dict):
-            for key in PRESERVED_BENCHMARK_KEYS:
-                if key in entry:
-                    metrics["benchmarks"][name][key] = entry[key]
 
 
 def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:

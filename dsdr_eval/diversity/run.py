@@ -359,14 +359,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, partition
         by_benchmark.setdefault(record["benchmark"], []).append(record)
     result = {name: to_json_safe(_benchmark_summary(records, settings)) for name, records in by_benchmark.items()}
 
-    metrics_path = rundir.run_path(run_dir, rundir.METRICS)
-    metrics = read_json(metrics_path) if metrics_path.exists() else {}
-    if not isinstance(metrics, dict):
-        raise DsdrError(f"{metrics_path}: expected a JSON object")
-    benchmarks = metrics.setdefault("benchmarks", {})
-    for name, diversity in result.items():
-        benchmarks.setdefault(name, {})["diversity"] = diversity
-    write_json(metrics_path, metrics)
+    rundir.update_metrics(run_dir, rundir.DIVERSITY_SECTION, result)
 
     config_path = rundir.run_path(run_dir, rundir.CONFIG)
     if config_path.exists():

@@ -26,7 +26,7 @@ from dsdr_eval.judge.prompt import (
     build_judge_prompt,
     prompt_record,
 )
-from dsdr_eval.jsonl import append_jsonl, read_json, read_jsonl, write_json, write_jsonl
+from dsdr_eval.jsonl import append_jsonl, read_jsonl, write_json, write_jsonl
 from dsdr_eval.openai_client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
 
 PAPER_BENCHMARKS = ("aime24", "aime25", "minerva", "olympiadbench")
@@ -299,19 +299,7 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
     endpoint = client.config.to_config()
     blocks = summarize(records, settings=settings, endpoint=endpoint, source=source.name)
 
-    metrics_path = rundir.run_path(run_dir, rundir.METRICS)
-    metrics = read_json(metrics_path) if metrics_path.exists() else {}
-    if not isinstance(metrics, dict):
-        raise DsdrError(f"{metrics_path}: expected a JSON object")
-    benchmarks = metrics.setdefault("benchmarks", {})
-    if not isinstance(benchmarks, dict):
-        raise DsdrError(f"{metrics_path}: field 'benchmarks' must be an object")
-    for name, block in blocks.items():
-        entry = benchmarks.setdefault(name, {})
-        if not isinstance(entry, dict):
-            raise DsdrError(f"{metrics_path}: benchmarks.{name} must be an object")
-        entry["judge"] = block
-    write_json(metrics_path, metrics)
+    rundir.update_metrics(run_dir, rundir.JUDGE_SECTION, blocks)
 
     config_path = rundir.run_path(run_dir, rundir.CONFIG)
     if config_path.exists():
