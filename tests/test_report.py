@@ -18,7 +18,8 @@ import pytest
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.cli import report as report_cli
 from dsdr_eval.report import compare, reference, tables
-from dsdr_eval.report.runs import load_eval_run, protocol_differences
+from dsdr_eval.report.runs import protocol_differences
+from dsdr_eval.results import load_run
 from fixtures_runs import build_fixture_runs, make_scored_run
 
 ALGORITHMS_MD = Path(__file__).resolve().parents[2] / "shared" / "docs" / "ALGORITHMS.md"
@@ -149,20 +150,21 @@ def test_report_two_runs_end_to_end(fixture_runs, tmp_path):
 
 
 def test_report_comparison_is_paired_and_matches_metrics(fixture_runs):
-    grpo = load_eval_run(fixture_runs / "eval" / "grpo")
-    dsdr = load_eval_run(fixture_runs / "eval" / "dsdr")
+    grpo = load_run(fixture_runs / "eval" / "grpo")
+    dsdr = load_run(fixture_runs / "eval" / "dsdr")
     results, warnings = compare.compare_runs(grpo, dsdr, metrics=["pass1", "avg@16", "pass@8"], bootstrap=500)
+    raw = {run.label: json.loads((run.path / "metrics.json").read_text())["benchmarks"] for run in (grpo, dsdr)}
     assert warnings == []
     by_key = {(c.benchmark, c.metric): c for c in results}
     for bench in grpo.benchmarks:
         for metric, key in (("pass1", "pass1"), ("avg@16", "avg@16")):
             c = by_key[(bench, metric)]
-            assert c.baseline_value == pytest.approx(grpo.benchmarks[bench][key], abs=1e-12)
-            assert c.run_value == pytest.approx(dsdr.benchmarks[bench][key], abs=1e-12)
+            assert c.baseline_value == pytest.approx(raw["grpo"][bench][key], abs=1e-12)
+            assert c.run_value == pytest.approx(raw["dsdr"][bench][key], abs=1e-12)
             assert c.diff == pytest.approx(c.run_value - c.baseline_value, abs=1e-12)
             assert c.ci95_lo <= c.diff <= c.ci95_hi and 0 < c.p_value <= 1
         c = by_key[(bench, "pass@8")]
-        assert c.run_value == pytest.approx(dsdr.benchmarks[bench]["pass@k"]["8"], abs=1e-12)
+        assert c.run_value == pytest.approx(raw["dsdr"][bench]["pass@k"]["8"], abs=1e-12)
     average = by_key[("average", "avg@16")]
     assert average.diff == pytest.approx(np.mean([by_key[(b, "avg@16")].diff for b in grpo.benchmarks]))
     # A run against itself: no difference, p = 1.
@@ -184,8 +186,8 @@ def test_paired_bootstrap_detects_a_real_difference_and_not_a_null_one():
 def test_compare_refuses_different_problem_sets_unless_allowed(fixture_runs, tmp_path, data_dir):
     small = make_scored_run(tmp_path / "small", data_dir, label="small", accuracy=0.5,
                             benchmarks={"aime24": 3, "math500": 4})
-    grpo = load_eval_run(fixture_runs / "eval" / "grpo")
-    small_run = load_eval_run(small)
+    grpo = load_run(fixture_runs / "eval" / "grpo")
+    small_run = load_run(small)
     with pytest.raises(DsdrError, match="problem sets differ"):
         compare.compare_runs(grpo, small_run, metrics=["avg@16"], bootstrap=200)
     results, warnings = compare.compare_runs(grpo, small_run, metrics=["avg@16"], bootstrap=200, allow_mismatch=True)
@@ -195,7 +197,7 @@ def test_compare_refuses_different_problem_sets_unless_allowed(fixture_runs, tmp
 
 def test_report_refuses_mixed_protocols_unless_allowed(fixture_runs, tmp_path):
     grpo, hot = fixture_runs / "eval" / "grpo", fixture_runs / "eval" / "hot"
-    assert protocol_differences([load_eval_run(grpo), load_eval_run(hot)]) == [
+    assert protocol_differences([load_run(grpo), load_run(hot)]) == [
         "sampling.temperature: grpo=0.7 vs hot=1.0"]
     out = tmp_path / "mixed"
     with pytest.raises(DsdrError, match="sampling.temperature"):
@@ -235,24 +237,25 @@ def test_avg_metric_falls_back_to_avg_n_with_few_rollouts(tmp_path, data_dir):
              "max_tokens": 256, "seed": 0}
     run_dir = make_scored_run(tmp_path / "quick", data_dir, label="quick", accuracy=0.5, protocol=quick,
                               benchmarks={"math500": 4})
-    run = load_eval_run(run_dir)
+    run = load_run(run_dir)
     metric, notes = tables.choose_avg_metric([run], "auto")
     assert metric == "avg@n" and "not the paper's Avg@16" in notes[0]
     table = tables.build_table1([run], [], avg_metric=metric)
-    assert table.rows[0].cells[("math500", "avg@n")].value == pytest.approx(100 * run.benchmarks["math500"]["avg@n"])
+    assert table.rows[0].cells[("math500", "avg@n")].value == pytest.approx(
+        100 * json.loads((run_dir / "metrics.json").read_text())["benchmarks"]["math500"]["avg@n"])
     assert "Avg@n" in tables.to_markdown(table)
 
 
 def test_bad_inputs_give_clear_errors(fixture_runs, tmp_path):
     with pytest.raises(DsdrError, match="invalid JSON"):
-        load_eval_run(fixture_runs / "eval" / "broken")
+        load_run(fixture_runs / "eval" / "broken")
     with pytest.raises(DsdrError, match="missing metrics.json"):
-        load_eval_run(fixture_runs / "eval" / "unscored")
+        load_run(fixture_runs / "eval" / "unscored")
     train_copy = tmp_path / "train_copy"
     shutil.copytree(fixture_runs / "train" / "grpo", train_copy)
     (train_copy / "metrics.json").write_text('{"benchmarks": {}}')
     with pytest.raises(DsdrError, match="training run"):
-        load_eval_run(train_copy)
+        load_run(train_copy)
     with pytest.raises(DsdrError, match="one --label per RUN_DIR"):
         run_report([str(fixture_runs / "eval" / "grpo"), "--out", str(tmp_path / "x"), "--label", "a", "--label", "b"])
     assert tables.latex_escape("w/o_GD & 50% #1") == r"w/o\_GD \& 50\% \#1"
@@ -284,5 +287,5 @@ def test_a_run_with_forced_mixed_settings_is_flagged_in_provenance_and_report(tm
     score_run_dir(run, progress=False, workers=1)
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["provenance"]["run_config"]["mixed_settings"] == ["model"]
-    notes = protocol_notes([load_eval_run(run)])
+    notes = protocol_notes([load_run(run)])
     assert any("mixed settings" in note and "model" in note for note in notes)

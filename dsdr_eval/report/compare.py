@@ -33,11 +33,9 @@ import numpy as np
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import iter_jsonl
 from dsdr_eval.metrics import pass_at_k, stratified_bootstrap_means
-from dsdr_eval.report.runs import EvalRun, order_benchmarks
+from dsdr_eval.results import AVERAGE, RunResults, iter_graded, order_benchmarks
 
-AVERAGE = "average"
 DEFAULT_METRICS = ("pass1", "avg@16", "avg@n", "pass@8", "pass@32", "pass@64")
 
 
@@ -60,7 +58,7 @@ def load_outcomes(run_dir: str | Path) -> dict[tuple[str, str], ProblemOutcomes]
         raise MissingGrades(f"{path}: file not found (a paired comparison needs the per-problem grades; "
                         f"run `dsdr-eval score {run_dir}`)")
     per_problem: dict[tuple[str, str], dict[str, list[tuple[int, bool]]]] = defaultdict(lambda: defaultdict(list))
-    for lineno, row in enumerate(iter_jsonl(path), start=1):
+    for lineno, row in enumerate(iter_graded(path), start=1):
         if "problem_id" not in row or "correct" not in row:
             raise DsdrError(f"{path}:{lineno}: missing field 'problem_id' or 'correct'")
         key = (str(row.get("benchmark") or "default"), str(row["problem_id"]))
@@ -125,7 +123,7 @@ def paired_bootstrap(diffs_by_stratum: Mapping[str, np.ndarray] | Sequence[np.nd
     return delta, float(lo), float(hi), float(min(1.0, p))
 
 
-def compare_runs(baseline: EvalRun, run: EvalRun, *, metrics=DEFAULT_METRICS, bootstrap: int = 2000,
+def compare_runs(baseline: RunResults, run: RunResults, *, metrics=DEFAULT_METRICS, bootstrap: int = 2000,
                  seed: int = 0, allow_mismatch: bool = False) -> tuple[list[Comparison], list[str]]:
     """Paired comparisons (run - baseline) per shared benchmark and metric, plus warnings.
 

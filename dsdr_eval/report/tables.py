@@ -1,6 +1,6 @@
 """Table 1 of the DSDR paper (Pass@1 / Avg@16 per benchmark + Average), and the other report tables.
 
-Values come straight from each run's metrics.json (fractions; shown as percent); published rows
+Values come from each run's ``dsdr_eval.results.RunResults`` (fractions; shown as percent); published rows
 come from `reference.py` as printed. Layout: one row per run, one column per benchmark in the
 paper's order, each cell ``Pass@1 / Avg@16``, then the unweighted Average column (§6).
 
@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsdr_eval.report.reference import ReferenceRow
-from dsdr_eval.report.runs import EvalRun, benchmark_title, order_benchmarks
+from dsdr_eval.report.runs import benchmark_title, order_benchmarks
+from dsdr_eval.results import AVERAGE, RunResults, Scores
 
-AVERAGE = "average"
 PASS1 = "pass1"
 MISSING = "–"
 
@@ -68,86 +67,64 @@ def metric_title(metric: str) -> str:
     return metric
 
 
-def _as_float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
-def metric_value(bench: dict[str, Any], metric: str) -> tuple[float | None, float | None, float | None]:
-    """(value, ci_lo, ci_hi) as fractions for `metric` in a metrics.json benchmark (or average) entry.
-
-    ``pass@K`` / ``maj@K`` read the nested {"K": ..} dicts; anything else is a top-level key."""
-    ci = bench.get("ci95") if isinstance(bench.get("ci95"), dict) else {}
-    for family in ("pass@", "maj@"):
-        if metric.startswith(family) and metric != PASS1 and family + "k" in bench:
-            k = metric[len(family):]
-            values = bench.get(family + "k") or {}
-            cis = ci.get(family + "k") or {}
-            interval = cis.get(k) if isinstance(cis, dict) else None
-            return _as_float(values.get(k)), *_interval(interval)
-    return _as_float(bench.get(metric)), *_interval(ci.get(metric))
-
-
-def _interval(interval: Any) -> tuple[float | None, float | None]:
-    if isinstance(interval, (list, tuple)) and len(interval) == 2:
-        return _as_float(interval[0]), _as_float(interval[1])
-    return None, None
+def _cell(scores: Scores, metric: str) -> Cell:
+    """``metric`` of a benchmark's (or the average's) scores as a percent cell with its CI."""
+    value, interval = scores.value(metric), scores.interval(metric)
+    lo, hi = interval if interval is not None else (None, None)
+    return Cell(_pct(value), _pct(lo), _pct(hi))
 
 
 def _pct(x: float | None) -> float | None:
     return None if x is None else 100.0 * x
 
 
-def choose_avg_metric(runs: list[EvalRun], requested: str) -> tuple[str, list[str]]:
+def choose_avg_metric(runs: list[RunResults], requested: str) -> tuple[str, list[str]]:
     """Resolve ``--avg-metric auto``: Avg@16 (the paper's) when every run has it everywhere, else avg@n."""
     if requested != "auto":
         return requested, []
-    has_16 = all(metric_value(b, "avg@16")[0] is not None for run in runs for b in run.benchmarks.values())
+    has_16 = all(b.scores.value("avg@16") is not None for run in runs for b in run.benchmarks.values())
     if has_16 or not runs:
         return "avg@16", []
-    ns = sorted({str(b.get("n_samples_per_problem")) for run in runs for b in run.benchmarks.values()})
+    ns = sorted({str(b.n_samples_per_problem) for run in runs for b in run.benchmarks.values()})
     return "avg@n", [f"Avg@16 needs at least 16 rollouts per problem and some run has fewer "
                      f"(n = {', '.join(ns)}): the table shows Avg@n, the mean over all n rollouts, instead. "
                      "It is not the paper's Avg@16."]
 
 
-def build_table1(runs: list[EvalRun], reference: list[ReferenceRow], *, avg_metric: str = "avg@16") -> Table1:
+def _run_row(run: RunResults, benchmarks: list[str], metrics: tuple[str, str], notes: list[str]) -> Row:
+    cells: dict[tuple[str, str], Cell] = {}
+    counts = {}
+    for bench in benchmarks:
+        entry = run.benchmarks.get(bench)
+        if entry is None:
+            continue
+        counts[bench] = (entry.n_problems, entry.n_samples_per_problem)
+        for metric in metrics:
+            cells[(bench, metric)] = _cell(entry.scores, metric)
+    # The Average column is the unweighted mean over the table's benchmarks (§6). When the run
+    # covers exactly those, it is metrics.json's own "average"; a run missing one gets none.
+    covers_all = set(run.benchmarks) == set(benchmarks)
+    for metric in metrics:
+        if covers_all and run.average is not None and run.average.scores.value(metric) is not None:
+            cells[(AVERAGE, metric)] = _cell(run.average.scores, metric)
+        else:
+            values = [cells.get((b, metric), Cell(None)).value for b in benchmarks]
+            if values and all(v is not None for v in values):
+                cells[(AVERAGE, metric)] = Cell(sum(values) / len(values))
+    if not covers_all:
+        notes.append(f"{run.label}: has no results for "
+                     f"{', '.join(benchmark_title(b) for b in benchmarks if b not in run.benchmarks)}; "
+                     "its Average is left empty.")
+    return Row(run.label, "run", cells, run_dir=str(run.path), counts=counts)
+
+
+def build_table1(runs: list[RunResults], reference: list[ReferenceRow], *, avg_metric: str = "avg@16") -> Table1:
     metrics = (PASS1, avg_metric)
     benchmarks = order_benchmarks({b for run in runs for b in run.benchmarks})
     if not runs and reference:
         benchmarks = order_benchmarks({b for row in reference for b in row.values if b != AVERAGE})
     notes: list[str] = []
-    rows: list[Row] = []
-    for run in runs:
-        cells: dict[tuple[str, str], Cell] = {}
-        counts = {}
-        for bench in benchmarks:
-            entry = run.benchmarks.get(bench)
-            if entry is None:
-                continue
-            counts[bench] = (entry.get("n_problems"), entry.get("n_samples_per_problem"))
-            for metric in metrics:
-                value, lo, hi = metric_value(entry, metric)
-                cells[(bench, metric)] = Cell(_pct(value), _pct(lo), _pct(hi))
-        # The Average column is the unweighted mean over the table's benchmarks (§6). When the run
-        # covers exactly those, it is metrics.json's own "average"; a run missing one gets none.
-        covers_all = set(run.benchmarks) == set(benchmarks)
-        average = run.metrics.get("average") if isinstance(run.metrics.get("average"), dict) else None
-        for metric in metrics:
-            if covers_all and average is not None and metric_value(average, metric)[0] is not None:
-                value, lo, hi = metric_value(average, metric)
-                cells[(AVERAGE, metric)] = Cell(_pct(value), _pct(lo), _pct(hi))
-            else:
-                values = [cells.get((b, metric), Cell(None)).value for b in benchmarks]
-                if values and all(v is not None for v in values):
-                    cells[(AVERAGE, metric)] = Cell(sum(values) / len(values))
-        if not covers_all:
-            notes.append(f"{run.label}: has no results for "
-                         f"{', '.join(benchmark_title(b) for b in benchmarks if b not in run.benchmarks)}; "
-                         "its Average is left empty.")
-        rows.append(Row(run.label, "run", cells, run_dir=str(run.path), counts=counts))
+    rows = [_run_row(run, benchmarks, metrics, notes) for run in runs]
     for ref in reference:
         cells = {}
         for bench in [*benchmarks, AVERAGE]:
@@ -288,24 +265,6 @@ def to_csv(table: Table1) -> str:
 # ---------------------------------------------------------------------------- other report tables
 
 
-def pass_at_k_records(runs: list[EvalRun]) -> list[dict[str, Any]]:
-    """One record per run x benchmark (+ average) x k: the unbiased Pass@k with its CI (fractions)."""
-    records = []
-    for run in runs:
-        entries = [(b, run.benchmarks[b]) for b in order_benchmarks(run.benchmarks)]
-        if isinstance(run.metrics.get("average"), dict) and len(entries) > 1:  # one benchmark: it is its own average
-            entries.append((AVERAGE, run.metrics["average"]))
-        for bench, entry in entries:
-            ks = entry.get("pass@k") if isinstance(entry.get("pass@k"), dict) else {}
-            for k in sorted(ks, key=lambda x: int(x) if str(x).isdigit() else 10**9):
-                value, lo, hi = metric_value(entry, f"pass@{k}")
-                if value is None or not str(k).isdigit():
-                    continue
-                records.append({"label": run.label, "benchmark": bench, "k": int(k), "value": value,
-                                "ci95_lo": lo, "ci95_hi": hi})
-    return records
-
-
 def records_to_csv(records: list[dict[str, Any]]) -> str:
     if not records:
         return ""
@@ -352,124 +311,7 @@ def pass_at_k_markdown(records: list[dict[str, Any]], *, digits: int = 1) -> str
     return "\n".join(out) + "\n"
 
 
-# --------------------------------------------------- diversity and judge (added by other commands)
-# metrics.json's "diversity" and "judge" keys are written by `dsdr-eval diversity` / `dsdr-eval judge`.
-# These readers take any nesting ({"semantic": {"all": x, "correct": y}}, "semantic/correct", ...)
-# and keep only numeric leaves that name a known measure, so a new statistic there never breaks a report.
-
-DIVERSITY_MEASURES = ("semantic", "formula", "partition", "vendi")
-_MEASURE_ALIASES = {"semantic": ("semantic", "d_emb", "emb"), "formula": ("formula", "d_eq", "eq"),
-                    "partition": ("partition", "darling", "div"), "vendi": ("vendi",)}
-_SKIP_PARTS = ("std", "ci", "count", "n_", "num", "lo", "hi", "min", "max", "median", "stderr", "se")
-JUDGE_AXES = ("overall", "logic", "formula", "semantic")
-
-
-def _leaves(obj: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], float]]:
-    if isinstance(obj, dict):
-        out = []
-        for key, value in obj.items():
-            out.extend(_leaves(value, path + (str(key).lower(),)))
-        return out
-    value = _as_float(obj)
-    return [(path, value)] if value is not None else []
-
-
-def _tokens(path: tuple[str, ...]) -> list[str]:
-    return [tok for part in path for tok in part.replace("-", "_").replace("/", "_").replace("@", "_").split("_") if tok]
-
-
-def _skipped(path: tuple[str, ...]) -> bool:
-    tokens = _tokens(path)
-    return any(tok in _SKIP_PARTS or tok.startswith("n") and tok[1:].isdigit() for tok in tokens) or any(
-        part.startswith(("n_", "num_", "ci95")) for part in path)
-
-
-# The layout `dsdr-eval diversity` writes (dsdr_eval/diversity/run.py): per subset "all" / "correct",
-# DSDR's D_emb ("d_emb") and D_eq ("d_eq"), DARLING's Div ("darling_div"), and the Vendi score of
-# order 1 of the embedding kernel ("vendi_embedding" -> "1").
-DIVERSITY_PATHS = {"semantic": ("d_emb",), "formula": ("d_eq",), "partition": ("darling_div",),
-                   "vendi": ("vendi_embedding", "1")}
+# Where each diversity measure comes from (the report's and the dashboard's captions).
 DIVERSITY_SOURCES = {"semantic": "D_emb (DSDR §3.1, all-MiniLM-L6-v2)", "formula": "D_eq (DSDR §3.1)",
                      "partition": "DARLING Div (partition classes, floor 0.1)",
                      "vendi": "Vendi score, order 1, embedding kernel"}
-
-
-def _get_path(obj: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
-
-
-def diversity_values(diversity: Any) -> dict[tuple[str, str], float]:
-    """(measure, "all" | "correct") -> mean over problems, from one benchmark's metrics.json "diversity".
-
-    The documented layout is read exactly; any other layout falls back to a search of numeric
-    leaves named after a measure (so an older or newer writer still shows something)."""
-    found: dict[tuple[str, str], float] = {}
-    if not isinstance(diversity, dict):
-        return found
-    for subset in ("all", "correct"):
-        for measure, path in DIVERSITY_PATHS.items():
-            value = _as_float(_get_path(diversity.get(subset), path))
-            if value is not None:
-                found[(measure, subset)] = value
-    if found:
-        return found
-    for path, value in _leaves(diversity):
-        if _skipped(path):
-            continue
-        tokens = _tokens(path)
-        measure = next((m for m, aliases in _MEASURE_ALIASES.items() if any(a in tokens for a in aliases)), None)
-        if measure is None or any(t in ("incorrect", "wrong") for t in tokens):
-            continue
-        subset = "correct" if any(t.startswith("correct") for t in tokens) else "all"
-        found.setdefault((measure, subset), value)  # the first (shallowest, as written) wins
-    return found
-
-
-def diversity_records(runs: list[EvalRun]) -> list[dict[str, Any]]:
-    records = []
-    for run in runs:
-        for bench in order_benchmarks(run.benchmarks):
-            values = diversity_values(run.benchmarks[bench].get("diversity"))
-            for measure in DIVERSITY_MEASURES:
-                for subset in ("all", "correct"):
-                    if (measure, subset) in values:
-                        records.append({"label": run.label, "benchmark": bench, "measure": measure,
-                                        "subset": subset, "value": values[(measure, subset)]})
-    return records
-
-
-def judge_values(judge: Any) -> dict[str, float]:
-    """axis -> mean judge score (0-10) from one benchmark's metrics.json "judge"."""
-    found: dict[str, float] = {}
-    if not isinstance(judge, dict):
-        return found
-    # The layout `dsdr-eval judge` writes (dsdr_eval/judge/run.py): the axes' means at the top level.
-    for axis in JUDGE_AXES:
-        value = _as_float(judge.get(axis))
-        if value is not None:
-            found[axis] = value
-    if found:
-        return found
-    for path, value in _leaves(judge):
-        tokens = _tokens(path)
-        if _skipped(path) or any(t in ("reported", "mismatch", "failed", "failures", "errors", "rate")
-                                 for t in tokens):
-            continue
-        axis = next((a for a in JUDGE_AXES if a in tokens), None)
-        if axis is not None and 0.0 <= value <= 10.0:
-            found.setdefault(axis, value)
-    return found
-
-
-def judge_records(runs: list[EvalRun]) -> list[dict[str, Any]]:
-    records = []
-    for run in runs:
-        for bench in order_benchmarks(run.benchmarks):
-            values = judge_values(run.benchmarks[bench].get("judge"))
-            if values:
-                records.append({"label": run.label, "benchmark": bench, **{a: values.get(a) for a in JUDGE_AXES}})
-    return records

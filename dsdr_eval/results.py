@@ -1,0 +1,474 @@
+"""One typed reader for an evaluation run directory: ``load_run(RUN_DIR) -> RunResults``.
+
+``dsdr-eval report`` and the dashboard read a run only through this module, so they show the
+same numbers. It reads the documented fields of ``metrics.json`` (README "metrics.json": written
+by ``rundir.update_metrics``, the scorer's section plus ``benchmarks.<b>.diversity`` and
+``benchmarks.<b>.judge``) and the protocol of ``config.json`` (or, without one, of the per-sample
+fields of ``graded.jsonl``). Fields it does not know are ignored (a newer writer may add some);
+a documented field of the wrong type, or a block of an unknown layout, is a ``DsdrError`` naming
+``FILE: field`` (exit code 2 at the CLI), never a guess.
+
+Shapes (fractions in [0, 1]; flat metric names ``pass1``, ``avg@n``, ``avg@16``, ``pass@8``, ``maj@4``)::
+
+    RunResults.benchmarks[name] -> BenchmarkResults(scores: Scores, diversity, judge, counts ...)
+    RunResults.average          -> Aggregate(scores, benchmarks)   (macro mean over benchmarks)
+    Scores.value("pass@8") -> float | None;  Scores.interval("pass@8") -> (lo, hi) | None
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from dsdr_eval import rundir
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.jsonl import iter_jsonl, read_json
+
+AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
+# The paper's Table 1 column order, then the other benchmarks this project ships.
+BENCHMARK_ORDER = ("aime24", "aime25", "math500", "minerva", "olympiadbench", "amc23")
+SCALAR_METRICS = ("pass1", "avg@n", "avg@16", "avg@64")
+K_FAMILIES = ("pass", "maj")  # metrics.json nests these as {"pass@k": {"8": x}}
+_COUNT_FIELDS = ("n_problems", "n_problems_pass1", "n_samples_per_problem", "n_samples_per_problem_max")
+
+# benchmarks.<b>.diversity as `dsdr-eval diversity` writes it (dsdr_eval/diversity/run.py): per
+# subset "all" / "correct", DSDR's D_emb ("d_emb") and D_eq ("d_eq"), DARLING's Div ("darling_div")
+# and the Vendi score of order 1 of the embedding kernel ("vendi_embedding" -> "1").
+DIVERSITY_SUBSETS = ("all", "correct")
+DIVERSITY_PATHS = {"semantic": ("d_emb",), "formula": ("d_eq",), "partition": ("darling_div",),
+                   "vendi": ("vendi_embedding", "1")}
+DIVERSITY_MEASURES = tuple(DIVERSITY_PATHS)
+JUDGE_AXES = ("overall", "logic", "formula", "semantic")  # benchmarks.<b>.judge: means 0-10 (judge/run.py)
+
+
+
+
+def order_benchmarks(names) -> list[str]:
+    """Paper order first (Table 1), then any other benchmark alphabetically."""
+    names = set(names)
+    known = [b for b in BENCHMARK_ORDER if b in names]
+    return known + sorted(names - set(BENCHMARK_ORDER))
+
+
+# ----------------------------------------------------------------------------- field checks
+
+def _number(value: Any, where: str) -> float | None:
+    """A metric value: a JSON number, or null (= undefined)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DsdrError(f"{where}: must be a number or null (got {type(value).__name__} {str(value)[:40]!r})")
+    return float(value)
+
+
+def _count(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DsdrError(f"{where}: must be a non-negative integer or null (got {str(value)[:40]!r})")
+    return value
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DsdrError(f"{where}: must be an object (got {type(value).__name__})")
+    return value
+
+
+def _interval(value: Any, where: str) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise DsdrError(f"{where}: must be [lo, hi] (got {str(value)[:40]})")
+    lo, hi = _number(value[0], f"{where}[0]"), _number(value[1], f"{where}[1]")
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def _flat(entry: dict[str, Any], where: str, read: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """metrics.json's nested metric keys, flattened: {"pass@k": {"8": x}} -> {"pass@8": x}."""
+    flat: dict[str, Any] = {}
+    for key in SCALAR_METRICS:
+        if key in entry and (value := read(entry[key], f"{where}.{key}")) is not None:
+            flat[key] = value
+    for family in K_FAMILIES:
+        if f"{family}@k" not in entry:
+            continue
+        for k, value in _object(entry[f"{family}@k"], f"{where}.{family}@k").items():
+            if not str(k).isdigit():
+                raise DsdrError(f"{where}.{family}@k: key {k!r} must be a positive integer k")
+            if (value := read(value, f"{where}.{family}@k.{k}")) is not None:
+                flat[f"{family}@{int(k)}"] = value
+    return flat
+
+
+# ----------------------------------------------------------------------------- the records
+
+@dataclass(frozen=True)
+class Scores:
+    """Accuracy metrics (fractions) and their 95% bootstrap CIs, keyed by flat metric name."""
+
+    values: Mapping[str, float] = field(default_factory=dict)
+    ci95: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def value(self, metric: str) -> float | None:
+        return self.values.get(metric)
+
+    def interval(self, metric: str) -> tuple[float, float] | None:
+        return self.ci95.get(metric)
+
+    def at_k(self, family: str = "pass") -> dict[int, float]:
+        """k -> value of ``pass@k`` (or ``maj@k``), in increasing k."""
+        prefix = f"{family}@"
+        return dict(sorted((int(m[len(prefix):]), v) for m, v in self.values.items()
+                           if m.startswith(prefix) and m[len(prefix):].isdigit()))
+
+    @classmethod
+    def read(cls, entry: dict[str, Any], where: str) -> Scores:
+        ci = _object(entry["ci95"], f"{where}.ci95") if entry.get("ci95") is not None else {}
+        return cls(_flat(entry, where, _number), _flat(ci, f"{where}.ci95", _interval))
+
+
+@dataclass(frozen=True)
+class DiversityResults:
+    """``benchmarks.<b>.diversity``: (measure, subset) -> mean over problems (None: undefined)."""
+
+    values: Mapping[tuple[str, str], float | None]
+    n_problems: int | None
+    settings: Mapping[str, Any]
+
+    @classmethod
+    def read(cls, block: Any, where: str) -> DiversityResults:
+        block = _object(block, where)
+        if not isinstance(block.get("all"), dict):
+            raise DsdrError(f"{where}: unknown layout (no 'all' block of per-subset means); "
+                            "rerun `dsdr-eval diversity RUN_DIR` to rewrite it")
+        values = {}
+        for subset in DIVERSITY_SUBSETS:
+            if subset not in block:
+                continue
+            sub = _object(block[subset], f"{where}.{subset}")
+            for measure, path in DIVERSITY_PATHS.items():
+                node: Any = sub
+                for key in path[:-1]:
+                    node = _object(node.get(key, {}), f"{where}.{subset}.{key}")
+                if path[-1] in node:
+                    values[(measure, subset)] = _number(node[path[-1]], f"{where}.{subset}.{'.'.join(path)}")
+        return cls(values, _count(block.get("n_problems"), f"{where}.n_problems"),
+                   block.get("settings") if isinstance(block.get("settings"), dict) else {})
+
+    def value(self, measure: str, subset: str = "all") -> float | None:
+        return self.values.get((measure, subset))
+
+
+@dataclass(frozen=True)
+class JudgeResults:
+    """``benchmarks.<b>.judge``: the LLM judge's mean scores (0-10) over successfully judged problems."""
+
+    axes: Mapping[str, float | None]
+    n_problems: int | None
+    n_ok: int | None
+    n_failed: int | None
+    judge_model: str | None
+
+    @classmethod
+    def read(cls, block: Any, where: str) -> JudgeResults:
+        block = _object(block, where)
+        if "overall" not in block:
+            raise DsdrError(f"{where}: unknown layout (no 'overall' score); rerun `dsdr-eval judge RUN_DIR ...`")
+        axes = {axis: _number(block.get(axis), f"{where}.{axis}") for axis in JUDGE_AXES}
+        model = block.get("judge_model")
+        return cls(axes, *(_count(block.get(k), f"{where}.{k}") for k in ("n_problems", "n_ok", "n_failed")),
+                   None if model is None else str(model))
+
+
+@dataclass(frozen=True)
+class BenchmarkResults:
+    """One benchmark of a run: its scores, counts, and the diversity / judge sections when written."""
+
+    name: str
+    scores: Scores
+    n_problems: int | None = None
+    n_samples_per_problem: int | None = None
+    status_counts: Mapping[str, int] = field(default_factory=dict)
+    mean_completion_tokens: float | None = None
+    truncated_fraction: float | None = None
+    diversity: DiversityResults | None = None
+    judge: JudgeResults | None = None
+
+    @classmethod
+    def read(cls, name: str, entry: Any, where: str) -> BenchmarkResults:
+        entry = _object(entry, where)
+        counts = {key: _count(entry.get(key), f"{where}.{key}") for key in _COUNT_FIELDS}
+        status = _object(entry.get("status_counts") or {}, f"{where}.status_counts")
+        return cls(
+            name=name, scores=Scores.read(entry, where), n_problems=counts["n_problems"],
+            n_samples_per_problem=counts["n_samples_per_problem"],
+            status_counts={str(k): _count(v, f"{where}.status_counts.{k}") or 0 for k, v in status.items()},
+            mean_completion_tokens=_number(entry.get("mean_completion_tokens"), f"{where}.mean_completion_tokens"),
+            truncated_fraction=_number(entry.get("truncated_fraction"), f"{where}.truncated_fraction"),
+            diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
+                       if entry.get("diversity") is not None else None),
+            judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """``average`` / ``average_table1``: the unweighted mean over ``benchmarks`` (stratified-bootstrap CIs)."""
+
+    scores: Scores
+    benchmarks: tuple[str, ...]
+
+    @classmethod
+    def read(cls, entry: Any, where: str) -> Aggregate | None:
+        if entry is None:
+            return None
+        entry = _object(entry, where)
+        names = entry.get("benchmarks") or []
+        if not isinstance(names, list):
+            raise DsdrError(f"{where}.benchmarks: must be a list of benchmark names")
+        return cls(Scores.read(entry, where), tuple(map(str, names)))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How metrics.json was computed (``provenance``); ``record`` is the object as written."""
+
+    record: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def grading(self) -> Mapping[str, Any]:
+        grading = self.record.get("grading")
+        return grading if isinstance(grading, dict) else {}
+
+    @property
+    def versions(self) -> Mapping[str, Any]:
+        versions = self.record.get("versions")
+        return versions if isinstance(versions, dict) else {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.record.get(key, default)
+
+
+# ----------------------------------------------------------------------------- the protocol
+
+@dataclass(frozen=True)
+class PhaseProtocol:
+    """One sampling phase ("pass1": the single low-temperature rollout; "sampling": the n rollouts)."""
+
+    phase: str
+    n: int | None
+    temperature: float | None
+    top_p: float | None
+
+    def describe(self) -> str:
+        return f"{self.phase}: n={fmt(self.n)}, T={fmt(self.temperature)}, top-p={fmt(self.top_p)}"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How a run's numbers were obtained (docs/ALGORITHMS.md §5: temperature, top-p, max tokens, n,
+    seed, template and engine version go with every score). `comparable_key` is what must match
+    across a table."""
+
+    phases: tuple[PhaseProtocol, ...]
+    max_tokens: int | None = None
+    seed: int | None = None
+    template_name: str | None = None
+    template_sha: str | None = None  # first 12 hex of sha256 of the template text
+    template_chat: bool | None = None
+    backend: str | None = None
+    backend_version: str | None = None
+    versions: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    source: str = "config.json"  # or "graded.jsonl (config.json missing)"
+
+    def comparable_key(self) -> tuple:
+        """Everything that moves a published number (seed and library versions are reported, not matched)."""
+        return (tuple(sorted(self.phases, key=lambda p: p.phase)), self.max_tokens, self.template_sha,
+                self.template_chat, self.backend)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phases": [{"phase": p.phase, "n": p.n, "temperature": p.temperature, "top_p": p.top_p}
+                       for p in self.phases],
+            "max_tokens": self.max_tokens, "seed": self.seed, "template": self.template_name,
+            "template_sha256_12": self.template_sha, "template_chat": self.template_chat,
+            "backend": self.backend, "backend_version": self.backend_version, "source": self.source,
+        }
+
+    def phase(self, name: str) -> PhaseProtocol | None:
+        return next((p for p in self.phases if p.phase == name), None)
+
+
+def fmt(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
+    proto = config.get("protocol")
+    if not isinstance(proto, dict):
+        raise DsdrError(f"{path}: field 'protocol' missing or not an object")
+    phases = []
+    for i, ph in enumerate(proto.get("phases") or []):
+        if not isinstance(ph, dict) or "phase" not in ph:
+            raise DsdrError(f"{path}: field protocol.phases[{i}] must be an object with a 'phase'")
+        phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p")))
+    template = config.get("template") or {}
+    template = template if isinstance(template, dict) else {"name": str(template)}
+    backend = config.get("backend") or {}
+    backend = backend if isinstance(backend, dict) else {"name": str(backend)}
+    text = template.get("text")
+    return Protocol(
+        phases=tuple(phases), max_tokens=proto.get("max_tokens"), seed=proto.get("seed"),
+        template_name=template.get("name"),
+        template_sha=None if text is None else hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:12],
+        template_chat=template.get("chat"), backend=backend.get("name"), backend_version=backend.get("version"),
+        versions=dict(config.get("versions") or {}), source="config.json")
+
+
+def iter_graded(path: Path, *, tolerate_truncated_tail: bool = False,
+                on_warning: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of a graded.jsonl: the one place the report and the dashboard read graded rows."""
+    return iter_jsonl(path, tolerate_truncated_tail=tolerate_truncated_tail, on_warning=on_warning)
+
+
+def protocol_from_graded(graded_path: Path) -> Protocol:
+    """The sampling protocol from the per-sample fields of graded.jsonl (a run scored from a samples
+    file written elsewhere has no config.json)."""
+    per_phase: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    counts: dict[tuple[str, str, str], int] = defaultdict(int)
+    max_tokens: set = set()
+    seeds: set = set()
+    for row in iter_graded(graded_path, tolerate_truncated_tail=True):
+        phase = str(row.get("phase") or "sampling")
+        per_phase[phase]["temperature"].add(row.get("temperature"))
+        per_phase[phase]["top_p"].add(row.get("top_p"))
+        counts[(phase, str(row.get("benchmark") or "default"), str(row.get("problem_id")))] += 1
+        max_tokens.add(row.get("max_tokens"))
+        seeds.add(row.get("seed"))
+
+    def single(values: set):
+        values = {v for v in values if v is not None}
+        return next(iter(values)) if len(values) == 1 else None
+
+    phases = []
+    for phase in sorted(per_phase):
+        ns = {c for (ph, _, _), c in counts.items() if ph == phase}
+        phases.append(PhaseProtocol(phase, max(ns) if ns else None, single(per_phase[phase]["temperature"]),
+                                    single(per_phase[phase]["top_p"])))
+    return Protocol(phases=tuple(phases), max_tokens=single(max_tokens), seed=single(seeds),
+                    source="graded.jsonl (config.json missing)")
+
+
+# ----------------------------------------------------------------------------- the run
+
+@dataclass(frozen=True)
+class RunResults:
+    """An evaluation run directory with a metrics.json (``dsdr-eval score`` has run)."""
+
+    path: Path
+    label: str
+    config: Mapping[str, Any]
+    benchmarks: Mapping[str, BenchmarkResults]
+    average: Aggregate | None
+    average_table1: Aggregate | None
+    provenance: Provenance
+    protocol: Protocol
+
+    @property
+    def model(self) -> str | None:
+        model = self.config.get("model") or {}
+        if isinstance(model, dict):
+            return model.get("spec") or model.get("path")
+        return str(model)
+
+    def problem_counts(self) -> dict[str, int | None]:
+        return {name: bench.n_problems for name, bench in self.benchmarks.items()}
+
+    def relabel(self, label: str) -> RunResults:
+        return dataclasses.replace(self, label=label)
+
+
+def _protocol(path: Path, config: dict[str, Any], provenance: Provenance) -> Protocol:
+    if "protocol" in config:
+        protocol = protocol_from_config(config, path / rundir.CONFIG)
+    elif (path / rundir.GRADED).exists():
+        protocol = protocol_from_graded(path / rundir.GRADED)
+    else:
+        protocol = Protocol(phases=(), source="unknown (no config.json, no graded.jsonl)")
+    if not protocol.versions and provenance.versions:  # no config.json: the scorer's record of versions
+        protocol = dataclasses.replace(protocol, versions=dict(provenance.versions))
+    return protocol
+
+
+def load_run(path: str | Path, label: str | None = None) -> RunResults:
+    """Read RUN_DIR/metrics.json (+ config.json when present) into a RunResults.
+
+    Raises DsdrError ``FILE: field: message`` for a missing file, a training run, a field of the wrong
+    type or a section of an unknown layout."""
+    path = Path(path)
+    rundir.require_run_dir(path, rundir.METRICS)
+    metrics_path = path / rundir.METRICS
+    metrics = read_json(metrics_path)
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("benchmarks"), dict):
+        raise DsdrError(f"{metrics_path}: field 'benchmarks' missing or not an object "
+                        "(was this written by `dsdr-eval score`?)")
+    config = rundir.load_config(path) if (path / rundir.CONFIG).exists() else {}
+    if config.get("kind") == "train":
+        raise DsdrError(f"{path}: a training run (config.json kind=train); `report` takes evaluation runs "
+                        "(evaluate a checkpoint with `dsdr-eval run --model RUN/final`)")
+    where = str(metrics_path)
+    entries = {str(name): entry for name, entry in metrics["benchmarks"].items()}
+    benchmarks = {name: BenchmarkResults.read(name, entries[name], f"{where}: benchmarks.{name}")
+                  for name in order_benchmarks(entries)}
+    record = metrics.get("provenance")
+    provenance = Provenance(_object(record, f"{where}: provenance") if record is not None else {})
+    return RunResults(
+        path=path, label=str(label or config.get("label") or path.resolve().name), config=config,
+        benchmarks=benchmarks, average=Aggregate.read(metrics.get("average"), f"{where}: average"),
+        average_table1=Aggregate.read(metrics.get("average_table1"), f"{where}: average_table1"),
+        provenance=provenance, protocol=_protocol(path, config, provenance))
+
+
+# ----------------------------------------------------------------------------- long-format rows of many runs
+
+def pass_at_k_records(runs: list[RunResults]) -> list[dict[str, Any]]:
+    """One record per run x benchmark (+ average) x k: the unbiased Pass@k with its CI (fractions)."""
+    records = []
+    for run in runs:
+        entries = [(name, bench.scores) for name, bench in run.benchmarks.items()]
+        if run.average is not None and len(entries) > 1:  # one benchmark: it is its own average
+            entries.append((AVERAGE, run.average.scores))
+        for bench, scores in entries:
+            for k, value in scores.at_k("pass").items():
+                lo, hi = scores.interval(f"pass@{k}") or (None, None)
+                records.append({"label": run.label, "benchmark": bench, "k": k, "value": value,
+                                "ci95_lo": lo, "ci95_hi": hi})
+    return records
+
+
+def diversity_records(runs: list[RunResults]) -> list[dict[str, Any]]:
+    """One record per run x benchmark x measure x subset with a defined value."""
+    records = []
+    for run in runs:
+        for bench, results in run.benchmarks.items():
+            if results.diversity is None:
+                continue
+            for measure in DIVERSITY_MEASURES:
+                for subset in DIVERSITY_SUBSETS:
+                    value = results.diversity.value(measure, subset)
+                    if value is not None:
+                        records.append({"label": run.label, "benchmark": bench, "measure": measure,
+                                        "subset": subset, "value": value})
+    return records
+
+
+def judge_records(runs: list[RunResults]) -> list[dict[str, Any]]:
+    """One record per run x benchmark with judge scores: the mean of each axis (0-10)."""
+    return [{"label": run.label, "benchmark": bench, **dict(results.judge.axes)}
+            for run in runs for bench, results in run.benchmarks.items()
+            if results.judge is not None and any(v is not None for v in results.judge.axes.values())]
