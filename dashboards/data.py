@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import iter_jsonl, read_json
+from dsdr_eval.results import iter_graded, load_run
 
 T = TypeVar("T")
 MAX_DEPTH = 4  # runs/<group>/<experiment>/<run> is as deep as the project nests
@@ -77,15 +78,20 @@ def resolve_inside(root: Path, name: str) -> Path:
     if candidate.is_absolute():
         raise UnsafePath(f"run {name!r}: absolute paths are not accepted, only names inside the runs directory")
     resolved = (root / candidate).resolve()
-    if resolved != root and root not in resolved.parents:
+    if not is_inside(root, resolved):
         raise UnsafePath(f"run {name!r} is outside the runs directory {root}")
     return resolved
+
+
+def is_inside(root: Path, resolved: Path) -> bool:
+    """Is the resolved path ``resolved`` the runs directory ``root`` or inside it? (the one containment check)"""
+    return resolved == root or root in resolved.parents
 
 
 def resolve_file(root: Path, path: Path) -> Path:
     """``path`` with every symlink resolved; UnsafePath unless the result is inside ``root``."""
     resolved = Path(path).resolve()
-    if root not in resolved.parents:
+    if resolved == root or not is_inside(root, resolved):  # a file, never the directory itself
         raise UnsafePath(f"{path.name}: refused, it resolves to a file outside the runs directory {root}")
     return resolved
 
@@ -157,8 +163,7 @@ def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
         for entry in sorted(entries, key=lambda e: e.name):
             if not entry.is_dir() or entry.name.startswith(".") or entry.name in _SKIP_DIRS:
                 continue
-            target = Path(entry.path).resolve()
-            if target != root and root not in target.parents:
+            if not is_inside(root, Path(entry.path).resolve()):
                 continue  # a symlink out of the runs directory: never followed
             walk(Path(entry.path), depth + 1)
 
@@ -181,10 +186,9 @@ def file_stamp(path: Path) -> tuple[int, int, int, int]:
     return stamp[0], stamp[1], stamp[2], stamp[3]
 
 
-def load_eval_run(entry: RunEntry) -> Loaded:
-    """The report's EvalRun (metrics.json + config.json) or the reason it cannot be shown."""
-    from dsdr_eval.report.runs import load_eval_run as _load
-
+def load_results(entry: RunEntry) -> Loaded:
+    """The run's RunResults (``dsdr_eval.results.load_run``: what `dsdr-eval report` reads) or the
+    reason it cannot be shown."""
     if not entry.has(rundir.METRICS):
         what = "samples.jsonl only: not scored yet (run `dsdr-eval score " + entry.name + "`)" \
             if entry.has(rundir.SAMPLES) else "no metrics.json"
@@ -195,7 +199,7 @@ def load_eval_run(entry: RunEntry) -> Loaded:
         for name in (rundir.METRICS, rundir.CONFIG, rundir.GRADED):  # every file the loader may open
             if (entry.path / name).exists() or (entry.path / name).is_symlink():
                 entry.file(name)
-        return Loaded(_load(entry.path, label=entry.label))
+        return Loaded(load_run(entry.path, label=entry.label))
     except DsdrError as exc:
         return Loaded(error=f"{entry.name}: {exc}")
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -215,8 +219,8 @@ def load_jsonl(entry: RunEntry, name: str, *, tolerate_truncated_tail: bool = Tr
         return Loaded(error=f"{entry.name}/{exc}")
     skipped_tail: list[str] = []  # the reader's own warning, shown as a note instead of on stderr
     try:
-        for row in iter_jsonl(resolved, tolerate_truncated_tail=tolerate_truncated_tail,
-                              on_warning=skipped_tail.append):
+        read = iter_graded if name == rundir.GRADED else iter_jsonl  # graded rows: the results reader's
+        for row in read(resolved, tolerate_truncated_tail=tolerate_truncated_tail, on_warning=skipped_tail.append):
             rows.append(row)
             if limit is not None and len(rows) >= limit:
                 warnings.append(f"showing the first {limit} lines of {path.name}")

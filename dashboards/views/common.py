@@ -23,14 +23,14 @@ def jsonl(entry: data.RunEntry, name: str) -> data.Loaded:
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _eval_run(entry: data.RunEntry, stamps: tuple) -> data.Loaded:
-    return data.load_eval_run(entry)
+def _run_results(entry: data.RunEntry, stamps: tuple) -> data.Loaded:
+    return data.load_results(entry)
 
 
-def eval_run(entry: data.RunEntry) -> data.Loaded:
-    """The run's EvalRun (metrics.json + config.json) or the error to show for it."""
+def run_results(entry: data.RunEntry) -> data.Loaded:
+    """The run's RunResults (metrics.json + config.json, read by dsdr_eval.results) or the error to show."""
     stamps = tuple(data.file_stamp(entry.path / f) for f in (rundir.METRICS, rundir.CONFIG, rundir.GRADED))
-    return _eval_run(entry, stamps)
+    return _run_results(entry, stamps)
 
 
 def train_frame(entry: data.RunEntry) -> data.Loaded:

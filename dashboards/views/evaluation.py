@@ -1,6 +1,7 @@
 """Evaluation: Table 1 view, Pass@k curves, diversity and judge scores of the chosen runs.
 
-All numbers come from each run's metrics.json through the same code as `dsdr-eval report`
+Every number comes from each run's ``RunResults`` (``dsdr_eval.results.load_run``, the reader
+`dsdr-eval report` uses), laid out by the report's shared Table 1 and formatting helpers
 (dsdr_eval.report.tables), so the dashboard and a report never disagree.
 """
 
@@ -12,12 +13,18 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import charts, data
-from dashboards.views.common import eval_run, pick_runs
+from dashboards.views.common import pick_runs, run_results
+from dsdr_eval import results
 from dsdr_eval.report import reference, tables
-from dsdr_eval.report.runs import EvalRun, benchmark_title, protocol_differences, protocol_notes
+from dsdr_eval.report.runs import benchmark_title, protocol_differences, protocol_notes
+from dsdr_eval.results import AVERAGE, RunResults
 
 
-def _protocol_frame(runs: list[EvalRun]) -> pd.DataFrame:
+def _title(bench: str) -> str:
+    return "Average" if bench == AVERAGE else benchmark_title(bench)
+
+
+def _protocol_frame(runs: list[RunResults]) -> pd.DataFrame:
     rows = []
     for run in runs:
         p = run.protocol
@@ -25,7 +32,7 @@ def _protocol_frame(runs: list[EvalRun]) -> pd.DataFrame:
                      "phases (n, T, top-p)": "; ".join(ph.describe() for ph in p.phases),
                      "max tokens": p.max_tokens, "seed": p.seed, "template": p.template_name,
                      "backend": f"{p.backend or '?'} {p.backend_version or ''}".strip(),
-                     "benchmarks": ", ".join(f"{benchmark_title(b)} ({e.get('n_problems')})"
+                     "benchmarks": ", ".join(f"{benchmark_title(b)} ({e.n_problems})"
                                              for b, e in run.benchmarks.items())})
     return pd.DataFrame(rows)
 
@@ -34,13 +41,23 @@ def _table1_frame(table: tables.Table1, digits: int, with_ci: bool) -> pd.DataFr
     rows = []
     for row in table.rows:
         record = {"run": row.label, "source": row.source}
-        for bench in [*table.benchmarks, tables.AVERAGE]:
-            title = "Average" if bench == tables.AVERAGE else benchmark_title(bench)
+        for bench in [*table.benchmarks, AVERAGE]:
             for metric in table.metrics:
-                record[f"{title} {tables.metric_title(metric)}"] = tables.format_value(
+                record[f"{_title(bench)} {tables.metric_title(metric)}"] = tables.format_value(
                     row.cells.get((bench, metric)), digits=digits, with_ci=with_ci)
         rows.append(record)
     return pd.DataFrame(rows)
+
+
+def _loaded_runs(chosen: list[data.RunEntry]) -> list[RunResults]:
+    loaded = []
+    for entry in chosen:
+        result = run_results(entry)
+        if result.ok:
+            loaded.append(result.value)
+        else:
+            st.error(result.error, icon=":material/error:")
+    return loaded
 
 
 def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
@@ -51,14 +68,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
                 f"math500 --protocol quick --limit 8 --out {root}/NAME` (it is scored at the end; add diversity "
                 "with `dsdr-eval diversity` and judge scores with `dsdr-eval judge`).")
         return
-    chosen = pick_runs("Evaluation runs", evals, requested, key="eval_runs")
-    loaded: list[EvalRun] = []
-    for entry in chosen:
-        result = eval_run(entry)
-        if result.ok:
-            loaded.append(result.value)
-        else:
-            st.error(result.error, icon=":material/error:")
+    loaded = _loaded_runs(pick_runs("Evaluation runs", evals, requested, key="eval_runs"))
     if not loaded:
         st.info("Pick at least one scored evaluation run above.")
         return
@@ -71,87 +81,98 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     for note in protocol_notes(loaded):
         st.caption(note)
 
+    passk = results.pass_at_k_records(loaded)
     tab_table, tab_passk, tab_div, tab_judge = st.tabs(["Table 1", "Pass@k", "Diversity", "Judge"])
     with tab_table:
-        c1, c2, c3 = st.columns(3)
-        ref_options = ["none", "paper", "paper:all"] + [f"paper:{b}" for b in reference.block_ids()]
-        ref_spec = c1.selectbox("Published reference rows", ref_options, key="eval_reference",
-                                help="'paper' = the DSDR Table 1 block of the runs' backbone (all blocks if none matches)")
-        avg_choice = c2.selectbox("Second number", ["auto", "avg@16", "avg@n", "avg@64"], key="eval_avg")
-        with_ci = c3.checkbox("Show 95% CIs", value=False, key="eval_ci")
-        avg_metric, avg_notes = tables.choose_avg_metric(loaded, avg_choice)
-        ref_rows = reference.select_reference(None if ref_spec == "none" else ref_spec,
-                                              model_hints=[r.model or "" for r in loaded])
-        table = tables.build_table1(loaded, ref_rows, avg_metric=avg_metric)
-        st.caption(f"{tables.metric_title(table.metrics[0])} / {tables.metric_title(table.metrics[1])} in %, "
-                   "from metrics.json; published rows as printed in the DSDR paper (not computed here).")
-        st.dataframe(_table1_frame(table, 1, with_ci), hide_index=True, width="stretch")
-        for note in [*avg_notes, *table.notes]:
-            st.caption(note)
-        d1, d2, d3 = st.columns(3)
-        d1.download_button("table1.csv", tables.to_csv(table), file_name="table1.csv", mime="text/csv",
-                           key="dl_table_csv")
-        d2.download_button("table1.md", tables.to_markdown(table, with_ci=with_ci), file_name="table1.md",
-                           key="dl_table_md")
-        d3.download_button("table1.tex", tables.to_latex(table, with_ci=with_ci), file_name="table1.tex",
-                           key="dl_table_tex")
-
-    passk = tables.pass_at_k_records(loaded)
+        _table1_tab(loaded)
     with tab_passk:
-        if not passk:
-            st.info("No Pass@k in these runs' metrics.json (the sampling phase needs n >= 1 rollouts per problem).")
-        else:
-            benches = list(dict.fromkeys(r["benchmark"] for r in passk))
-            columns = st.columns(2)
-            for index, bench in enumerate(benches):
-                title = "Average" if bench == tables.AVERAGE else benchmark_title(bench)
-                columns[index % 2].plotly_chart(charts.pass_at_k_figure(passk, bench, title), width="stretch",
-                                                key=f"passk_{bench}")
-            st.caption("Unbiased Pass@k estimator; shaded: 95% bootstrap CI from metrics.json.")
-            st.download_button("passk.csv", tables.records_to_csv(passk), file_name="passk.csv", mime="text/csv",
-                               key="dl_passk")
-
+        _passk_tab(passk)
     with tab_div:
-        diversity = tables.diversity_records(loaded)
-        if not diversity:
-            st.info("No diversity in these runs' metrics.json yet: run `dsdr-eval diversity RUN_DIR`.")
-        else:
-            frame = pd.DataFrame(diversity)
-            frame["benchmark"] = frame["benchmark"].map(benchmark_title)
-            frame["subset"] = frame["subset"].map({"all": "all", "correct": "correct only"})
-            columns = st.columns(2)
-            for index, measure in enumerate(m for m in tables.DIVERSITY_MEASURES if m in set(frame["measure"])):
-                sub = frame[frame["measure"] == measure]
-                columns[index % 2].plotly_chart(
-                    charts.grouped_bars(sub, x="benchmark", y="value", color="label", pattern="subset",
-                                        title=f"{measure.capitalize()} " + ("score" if measure == "vendi" else "diversity"), y_title=measure),
-                    width="stretch", key=f"div_{measure}")
-            st.dataframe(frame, hide_index=True, width="stretch")
-            st.download_button("diversity.csv", tables.records_to_csv(diversity), file_name="diversity.csv",
-                               mime="text/csv", key="dl_div")
-
+        _diversity_tab(results.diversity_records(loaded))
     with tab_judge:
-        judge = tables.judge_records(loaded)
-        if not judge:
-            st.info("No judge scores in these runs' metrics.json yet: run `dsdr-eval judge RUN_DIR ...`.")
-        else:
-            frame = pd.DataFrame(judge)
-            frame["benchmark"] = frame["benchmark"].map(benchmark_title)
-            left, right = st.columns(2)
-            left.plotly_chart(charts.grouped_bars(frame, x="benchmark", y="overall", color="label",
-                                                  title="LLM-judge diversity (overall, 0-10)", y_title="score"),
-                              width="stretch", key="judge_overall")
-            ks = sorted({r["k"] for r in passk})
-            k = 32 if 32 in ks else (max([x for x in ks if x <= 32], default=None))
-            if k is not None:
-                pk = pd.DataFrame([{**r, "value": 100 * r["value"]} for r in passk
-                                   if r["k"] == k and r["benchmark"] != tables.AVERAGE])
-                pk["benchmark"] = pk["benchmark"].map(benchmark_title)
-                right.plotly_chart(charts.grouped_bars(pk, x="benchmark", y="value", color="label",
-                                                       title=f"Pass@{k} (%)", y_title="%"),
-                                   width="stretch", key="judge_pass")
-                if k != 32:
-                    right.caption(f"Pass@32 needs 32 rollouts per problem; showing Pass@{k}.")
-            st.dataframe(frame, hide_index=True, width="stretch")
-            st.download_button("judge.csv", tables.records_to_csv(judge), file_name="judge.csv", mime="text/csv",
-                               key="dl_judge")
+        _judge_tab(results.judge_records(loaded), passk)
+
+
+def _table1_tab(loaded: list[RunResults]) -> None:
+    c1, c2, c3 = st.columns(3)
+    ref_options = ["none", "paper", "paper:all"] + [f"paper:{b}" for b in reference.block_ids()]
+    ref_spec = c1.selectbox("Published reference rows", ref_options, key="eval_reference",
+                            help="'paper' = the DSDR Table 1 block of the runs' backbone (all blocks if none matches)")
+    avg_choice = c2.selectbox("Second number", ["auto", "avg@16", "avg@n", "avg@64"], key="eval_avg")
+    with_ci = c3.checkbox("Show 95% CIs", value=False, key="eval_ci")
+    avg_metric, avg_notes = tables.choose_avg_metric(loaded, avg_choice)
+    ref_rows = reference.select_reference(None if ref_spec == "none" else ref_spec,
+                                          model_hints=[r.model or "" for r in loaded])
+    table = tables.build_table1(loaded, ref_rows, avg_metric=avg_metric)
+    st.caption(f"{tables.metric_title(table.metrics[0])} / {tables.metric_title(table.metrics[1])} in %, "
+               "from metrics.json; published rows as printed in the DSDR paper (not computed here).")
+    st.dataframe(_table1_frame(table, 1, with_ci), hide_index=True, width="stretch")
+    for note in [*avg_notes, *table.notes]:
+        st.caption(note)
+    d1, d2, d3 = st.columns(3)
+    d1.download_button("table1.csv", tables.to_csv(table), file_name="table1.csv", mime="text/csv",
+                       key="dl_table_csv")
+    d2.download_button("table1.md", tables.to_markdown(table, with_ci=with_ci), file_name="table1.md",
+                       key="dl_table_md")
+    d3.download_button("table1.tex", tables.to_latex(table, with_ci=with_ci), file_name="table1.tex",
+                       key="dl_table_tex")
+
+
+def _passk_tab(passk: list[dict]) -> None:
+    if not passk:
+        st.info("No Pass@k in these runs' metrics.json (the sampling phase needs n >= 1 rollouts per problem).")
+        return
+    benches = list(dict.fromkeys(r["benchmark"] for r in passk))
+    columns = st.columns(2)
+    for index, bench in enumerate(benches):
+        columns[index % 2].plotly_chart(charts.pass_at_k_figure(passk, bench, _title(bench)), width="stretch",
+                                        key=f"passk_{bench}")
+    st.caption("Unbiased Pass@k estimator; shaded: 95% bootstrap CI from metrics.json.")
+    st.download_button("passk.csv", tables.records_to_csv(passk), file_name="passk.csv", mime="text/csv",
+                       key="dl_passk")
+
+
+def _diversity_tab(diversity: list[dict]) -> None:
+    if not diversity:
+        st.info("No diversity in these runs' metrics.json yet: run `dsdr-eval diversity RUN_DIR`.")
+        return
+    frame = pd.DataFrame(diversity)
+    frame["benchmark"] = frame["benchmark"].map(benchmark_title)
+    frame["subset"] = frame["subset"].map({"all": "all", "correct": "correct only"})
+    columns = st.columns(2)
+    for index, measure in enumerate(m for m in results.DIVERSITY_MEASURES if m in set(frame["measure"])):
+        sub = frame[frame["measure"] == measure]
+        title = f"{measure.capitalize()} " + ("score" if measure == "vendi" else "diversity")
+        columns[index % 2].plotly_chart(
+            charts.grouped_bars(sub, x="benchmark", y="value", color="label", pattern="subset",
+                                title=title, y_title=measure),
+            width="stretch", key=f"div_{measure}")
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.download_button("diversity.csv", tables.records_to_csv(diversity), file_name="diversity.csv",
+                       mime="text/csv", key="dl_div")
+
+
+def _judge_tab(judge: list[dict], passk: list[dict]) -> None:
+    if not judge:
+        st.info("No judge scores in these runs' metrics.json yet: run `dsdr-eval judge RUN_DIR ...`.")
+        return
+    frame = pd.DataFrame(judge)
+    frame["benchmark"] = frame["benchmark"].map(benchmark_title)
+    left, right = st.columns(2)
+    left.plotly_chart(charts.grouped_bars(frame, x="benchmark", y="overall", color="label",
+                                          title="LLM-judge diversity (overall, 0-10)", y_title="score"),
+                      width="stretch", key="judge_overall")
+    ks = sorted({r["k"] for r in passk})
+    k = 32 if 32 in ks else (max([x for x in ks if x <= 32], default=None))
+    if k is not None:
+        pk = pd.DataFrame([{**r, "value": 100 * r["value"]} for r in passk
+                           if r["k"] == k and r["benchmark"] != AVERAGE])
+        pk["benchmark"] = pk["benchmark"].map(benchmark_title)
+        right.plotly_chart(charts.grouped_bars(pk, x="benchmark", y="value", color="label",
+                                               title=f"Pass@{k} (%)", y_title="%"),
+                           width="stretch", key="judge_pass")
+        if k != 32:
+            right.caption(f"Pass@32 needs 32 rollouts per problem; showing Pass@{k}.")
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.download_button("judge.csv", tables.records_to_csv(judge), file_name="judge.csv", mime="text/csv",
+                       key="dl_judge")

@@ -63,13 +63,7 @@ def _formula_chips(own: frozenset[str], holders: Counter) -> str:
     return " ".join(chips) + more
 
 
-def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
-    st.title("Samples")
-    evals = [r for r in runs if r.kind == "eval" and (r.has(rundir.GRADED) or r.has(rundir.SAMPLES))]
-    if not evals:
-        st.info(f"No evaluation run with samples under `{root}`. `dsdr-eval run ... --out {root}/NAME` writes "
-                "samples.jsonl; `dsdr-eval score` adds graded.jsonl (extracted answers and statuses).")
-        return
+def _pick_run(evals: list[data.RunEntry], requested: list[data.RunEntry] | None) -> data.RunEntry | None:
     labels = display_labels(evals)
     names = [e.name for e in evals]
     if requested is None:
@@ -80,45 +74,70 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
                         placeholder="Choose a run")
     if name is None:
         st.info("The requested run is not shown (see above); choose a run.")
-        return
-    entry = next(e for e in evals if e.name == name)
+        return None
+    return next(e for e in evals if e.name == name)
+
+
+def _load_rows(entry: data.RunEntry) -> list[dict[str, Any]] | None:
+    """graded.jsonl (else samples.jsonl) of the run, with its warnings shown; None when unreadable."""
     graded = entry.has(rundir.GRADED)
     loaded = jsonl(entry, rundir.GRADED if graded else rundir.SAMPLES)
     if not loaded.ok:
         st.error(loaded.error, icon=":material/error:")
-        return
+        return None
     for warning in loaded.warnings:
         st.caption(f"Warning: {warning}")
-    rows = [r for r in loaded.value if isinstance(r, dict)]
     if not graded:
         st.warning("Not graded yet (samples.jsonl only): run `dsdr-eval score` to see extracted answers and statuses.")
-    if not rows:
-        st.info("This run has no samples yet.")
-        return
-    diversity: dict[tuple, dict[str, float]] = {}
-    if entry.has(rundir.DIVERSITY_PER_SAMPLE):
-        div_loaded = jsonl(entry, rundir.DIVERSITY_PER_SAMPLE)
-        if div_loaded.ok:
-            diversity = _diversity_index(div_loaded.value)
-        else:
-            st.caption(f"Warning: per-rollout diversity not shown: {div_loaded.error}")
+    return [r for r in loaded.value if isinstance(r, dict)]
 
+
+def _load_diversity(entry: data.RunEntry) -> dict[tuple, dict[str, float]]:
+    if not entry.has(rundir.DIVERSITY_PER_SAMPLE):
+        return {}
+    loaded = jsonl(entry, rundir.DIVERSITY_PER_SAMPLE)
+    if not loaded.ok:
+        st.caption(f"Warning: per-rollout diversity not shown: {loaded.error}")
+        return {}
+    return _diversity_index(loaded.value)
+
+
+def _pick_problem(rows: list[dict[str, Any]], graded: bool) -> tuple[str, str, list[dict[str, Any]]]:
+    """(benchmark, problem_id, its rollouts ordered by phase and sample_idx), as chosen in the page."""
     benchmarks = order_benchmarks({str(r.get("benchmark") or "default") for r in rows})
     c1, c2 = st.columns([1, 3])
     benchmark = c1.selectbox("Benchmark", benchmarks, format_func=benchmark_title, key="samples_benchmark")
-    in_bench = [r for r in rows if str(r.get("benchmark") or "default") == benchmark]
     by_problem: dict[str, list[dict[str, Any]]] = {}
-    for r in in_bench:
-        by_problem.setdefault(str(r.get("problem_id")), []).append(r)
-    problem_ids = list(by_problem)
+    for r in rows:
+        if str(r.get("benchmark") or "default") == benchmark:
+            by_problem.setdefault(str(r.get("problem_id")), []).append(r)
 
     def describe(pid: str) -> str:
         group = by_problem[pid]
         n_correct = sum(bool(r.get("correct")) for r in group)
         return f"{pid} — {n_correct}/{len(group)} correct" if graded else f"{pid} — {len(group)} rollouts"
 
-    problem_id = c2.selectbox("Problem", problem_ids, format_func=describe, key="samples_problem")
+    problem_id = c2.selectbox("Problem", list(by_problem), format_func=describe, key="samples_problem")
     group = sorted(by_problem[problem_id], key=lambda r: (str(r.get("phase") or "sampling"), r.get("sample_idx") or 0))
+    return benchmark, problem_id, group
+
+
+def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
+    st.title("Samples")
+    evals = [r for r in runs if r.kind == "eval" and (r.has(rundir.GRADED) or r.has(rundir.SAMPLES))]
+    if not evals:
+        st.info(f"No evaluation run with samples under `{root}`. `dsdr-eval run ... --out {root}/NAME` writes "
+                "samples.jsonl; `dsdr-eval score` adds graded.jsonl (extracted answers and statuses).")
+        return
+    entry = _pick_run(evals, requested)
+    rows = _load_rows(entry) if entry is not None else None
+    if rows is None:
+        return
+    if not rows:
+        st.info("This run has no samples yet.")
+        return
+    diversity = _load_diversity(entry)
+    benchmark, problem_id, group = _pick_problem(rows, entry.has(rundir.GRADED))
 
     f1, f2, f3 = st.columns([3, 2, 1])
     present_statuses = [s for s in STATUSES if any(_status(r) == s for r in group)]
@@ -136,17 +155,22 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     counts = Counter(_status(r) for r in group)
     st.caption(" · ".join(f"{ICONS[s]} {s}: {counts[s]}" for s in STATUSES if counts[s]))
 
-    # D_eq view: which formulas each rollout shares with the others of its phase group.
-    sets = {(str(r.get("phase") or "sampling"), r.get("sample_idx")): formula_set(str(r.get("completion") or ""))
-            for r in group} if show_formulas else {}
-    holders_by_phase: dict[str, Counter] = {}
-    for (phase, _), s in sets.items():
-        holders_by_phase.setdefault(phase, Counter()).update(s)
-
     shown = [r for r in group if _status(r) in statuses and str(r.get("phase") or "sampling") in chosen_phases]
     if not shown:
         st.info("No rollout matches the filters.")
         return
+    _rollouts(shown, group if show_formulas else None, diversity, benchmark, problem_id)
+
+
+def _rollouts(shown: list[dict[str, Any]], formula_group: list[dict[str, Any]] | None,
+              diversity: dict[tuple, dict[str, float]], benchmark: str, problem_id: str) -> None:
+    """One expander per shown rollout (formula chips when ``formula_group`` is given), and a CSV download."""
+    # D_eq view: which formulas each rollout shares with the others of its phase group.
+    sets = {(str(r.get("phase") or "sampling"), r.get("sample_idx")): formula_set(str(r.get("completion") or ""))
+            for r in formula_group} if formula_group is not None else {}
+    holders_by_phase: dict[str, Counter] = {}
+    for (phase, _), s in sets.items():
+        holders_by_phase.setdefault(phase, Counter()).update(s)
     if len(shown) > MAX_ROLLOUTS_SHOWN:
         st.caption(f"Showing the first {MAX_ROLLOUTS_SHOWN} of {len(shown)} rollouts.")
     table = []
@@ -164,7 +188,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
             if div:
                 st.caption("Per-rollout diversity: " + ", ".join(
                     f"{k} = {v}" if isinstance(v, int) else f"{k} = {v:.4f}" for k, v in div.items()))
-            if show_formulas:
+            if formula_group is not None:
                 own = sets.get((phase, r.get("sample_idx")), frozenset())
                 if own:
                     st.markdown("Formulas (green: in no other rollout of this problem → counts toward D_eq): "
