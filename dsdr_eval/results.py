@@ -154,8 +154,8 @@ class DiversityResults:
             sub = _object(block[subset], f"{where}.{subset}")
             for measure, path in DIVERSITY_PATHS.items():
                 node: Any = sub
-                for key in path[:-1]:
-                    node = _object(node.get(key, {}), f"{where}.{subset}.{key}")
+                for key in path[:-1]:  # a null on the way: undefined
+                    node = _object(node[key], f"{where}.{subset}.{key}") if node.get(key) is not None else {}
                 if path[-1] in node:
                     values[(measure, subset)] = _number(node[path[-1]], f"{where}.{subset}.{'.'.join(path)}")
         return cls(values, _count(block.get("n_problems"), f"{where}.n_problems"),

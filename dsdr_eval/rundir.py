@@ -237,25 +237,29 @@ METRICS_SECTIONS = (SCORE_SECTION, DIVERSITY_SECTION, JUDGE_SECTION)
 _BENCHMARK_KEY_SECTIONS = (DIVERSITY_SECTION, JUDGE_SECTION)  # benchmarks.<b>.<section>
 
 
-def _metrics_for_update(path: Path, *, replace_unreadable: bool) -> dict[str, Any]:
-    """The current metrics.json (``{}`` when absent); a malformed one is an error, or, for the
-    scorer (``replace_unreadable``), replaced: nothing in it can be merged."""
+def _metrics_for_update(path: Path, *, lenient: bool) -> dict[str, Any]:
+    """The current metrics.json (``{}`` when absent). A malformed part is an error, or, for the
+    scorer (``lenient``), dropped: nothing in it can be merged, and the rest is kept."""
     if not path.exists():
         return {}
     try:
         metrics = read_json(path)
-        if not isinstance(metrics, dict):
-            raise DsdrError(f"{path}: expected a JSON object")
-        benchmarks = metrics.setdefault("benchmarks", {})
-        if not isinstance(benchmarks, dict):
-            raise DsdrError(f"{path}: field 'benchmarks' must be an object")
-        for name, entry in benchmarks.items():
-            if not isinstance(entry, dict):
-                raise DsdrError(f"{path}: field benchmarks.{name} must be an object")
     except DsdrError:
-        if replace_unreadable:
+        if lenient:
             return {}
         raise
+    problem = ("expected a JSON object" if not isinstance(metrics, dict) else
+               "field 'benchmarks' must be an object" if not isinstance(metrics.setdefault("benchmarks", {}), dict)
+               else None)
+    if problem is not None:
+        if lenient:
+            return {}
+        raise DsdrError(f"{path}: {problem}")
+    for name, entry in list(metrics["benchmarks"].items()):
+        if not isinstance(entry, dict):
+            if not lenient:
+                raise DsdrError(f"{path}: field benchmarks.{name} must be an object")
+            del metrics["benchmarks"][name]
     return metrics
 
 
@@ -279,7 +283,7 @@ def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, d
     lock = os.open(path.parent, os.O_RDONLY)  # the run directory itself is the lock: no extra file
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        current = _metrics_for_update(path, replace_unreadable=section == SCORE_SECTION)
+        current = _metrics_for_update(path, lenient=section == SCORE_SECTION)
         old_benchmarks = current.get("benchmarks", {})
         if section == SCORE_SECTION:
             benchmarks = {}

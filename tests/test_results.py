@@ -81,13 +81,17 @@ def test_each_stage_owns_its_section_and_cannot_clobber_another(tmp_path):
 def test_a_malformed_metrics_file_stops_diversity_and_judge_but_not_the_scorer(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metrics.json").write_text('{"benchmarks": {"math500": [1, 2]}}')
+    text = json.dumps({"benchmarks": {"math500": [1, 2], "aime24": {"diversity": DIVERSITY}}})
+    (run / "metrics.json").write_text(text)
     for section in (rundir.DIVERSITY_SECTION, rundir.JUDGE_SECTION):
         with pytest.raises(DsdrError, match=r"metrics.json: field benchmarks.math500 must be an object"):
             rundir.update_metrics(run, section, {"math500": {}})
-    assert (run / "metrics.json").read_text() == '{"benchmarks": {"math500": [1, 2]}}'  # untouched
+    assert (run / "metrics.json").read_text() == text  # untouched
     rundir.update_metrics(run, rundir.SCORE_SECTION, SCORE, summary=SUMMARY)
     assert saved(run)["benchmarks"]["math500"]["pass1"] == 0.5
+    assert saved(run)["benchmarks"]["aime24"]["diversity"] == DIVERSITY  # the readable rest is kept
+    (run / "metrics.json").write_text("{not json")
+    assert rundir.update_metrics(run, rundir.SCORE_SECTION, SCORE)["benchmarks"]["math500"]["pass1"] == 0.5
 
 
 def test_two_stages_updating_at_once_both_land(tmp_path, monkeypatch):
