@@ -7,6 +7,7 @@ Evaluation run (``dsdr-eval run`` / ``dsdr-eval score``)::
       samples.jsonl               append-only, one completion per line
       graded.jsonl                samples + extracted / status / correct / answer_class
       metrics.json                {"benchmarks": {name: {...}}, "average": {...}, "provenance": {...}}
+                                  (written only by ``update_metrics``, read by ``dsdr_eval.results``)
       diversity_per_problem.jsonl per-problem diversity values (dsdr-eval diversity)
       diversity_per_sample.jsonl  per-rollout diversity values (dsdr-eval diversity)
       judge.jsonl                 per-problem LLM-judge results (dsdr-eval judge)

@@ -22,7 +22,6 @@ from dsdr_eval.jsonl import field_label, iter_jsonl_numbered, write_jsonl
 from dsdr_eval.metrics import DEFAULT_BENCHMARK, compute_metrics
 
 
-
 def load_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[dict[str, Any]]:
     """Read and validate a whole samples JSONL before any grading; errors name ``file:line:field``.
 
