@@ -1,7 +1,7 @@
 """Grading rules applied before math-verify: normalisation of answers *and* golds, comparison modes.
 
 Pure string functions (parent process, linear-time regexes only); the math-verify calls that
-follow run in the grading workers (grading.py), which receive the prepared forms::
+follow run in the grading workers (``dsdr_eval.grading``), which receive the prepared forms::
 
     gold = prepare_gold(r"-3,0", {"answer_type": "Numerical", "is_multiple_answer": True},
                         problem="... determine the values of $b$ and $c$ ...")
