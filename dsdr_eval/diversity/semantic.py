@@ -74,18 +74,20 @@ class Encoder:
         if not texts:
             dim = self.model.get_sentence_embedding_dimension() or 0
             return np.zeros((0, dim), dtype=np.float32)
-        own = getattr(self.model, "max_seq_length", None)
-        if not self.max_seq_length or own is None or own == self.max_seq_length:
-            out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
-                                    convert_to_numpy=True, normalize_embeddings=True)
-            return np.asarray(out, dtype=np.float32)
-        with _LOAD_LOCK:  # the model is shared (cached): override its truncation for this call only
-            self.model.max_seq_length = self.max_seq_length
+        # The model is shared (cached per path and device) and encode reads its max_seq_length,
+        # which an override changes for the length of one call: every encode holds the lock,
+        # so no call ever runs under another Encoder's truncation.
+        with _ENCODE_LOCK:
+            own = getattr(self.model, "max_seq_length", None)
+            override = bool(self.max_seq_length) and own is not None and own != self.max_seq_length
+            if override:
+                self.model.max_seq_length = self.max_seq_length
             try:
                 out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
                                         convert_to_numpy=True, normalize_embeddings=True)
             finally:
-                self.model.max_seq_length = own
+                if override:
+                    self.model.max_seq_length = own
         return np.asarray(out, dtype=np.float32)
 
     def _chunks(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
@@ -150,7 +152,8 @@ def resolve_encoder_path(name_or_path: str | None) -> tuple[str, str]:
     return name_or_path, name_or_path  # a hub id: loads from the local HF cache when offline
 
 
-_LOAD_LOCK = threading.Lock()
+_LOAD_LOCK = threading.Lock()  # one load per (path, device), however many threads ask
+_ENCODE_LOCK = threading.Lock()  # a shared model's truncation during one encode (Encoder._encode_raw)
 
 
 @functools.lru_cache(maxsize=4)
