@@ -167,3 +167,16 @@ def test_persistent_pool_reused_across_calls():
     assert [r["status"] for r in second] == ["no_answer", "incorrect", "correct"]
     with pytest.raises(DsdrError, match="closed"):
         grade_samples(rows, pool=pool, progress=False)
+
+
+def test_the_parent_never_imports_math_verify_or_sympy():
+    # they load in the worker processes (grading.verifier); the parent extracts meanwhile
+    import subprocess
+    import sys
+
+    code = ("import sys, dsdr_eval.grading as g; "
+            "assert callable(g.grade_samples) and callable(g.extract_answer) and g.GradingPool; "
+            "heavy = [m for m in ('sympy', 'math_verify', 'latex2sympy2_extended', 'rich') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
