@@ -180,3 +180,13 @@ def test_the_parent_never_imports_math_verify_or_sympy():
             "assert not heavy, heavy")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_workers_without_fork_support_are_fresh_interpreters(monkeypatch):
+    # the path of platforms without pidfds / SCM_RIGHTS: each worker runs grading.worker._worker_entry
+    from dsdr_eval.grading import pool as grading_pool
+
+    monkeypatch.setattr(grading_pool, "_CAN_FORK_WORKERS", False)
+    rows = [{"problem_id": "p", "gold": "4", "completion": c} for c in (r"\boxed{4}", r"\boxed{5}", "none")]
+    out = grade_samples(rows, timeout_s=5.0, workers=1, progress=False)
+    assert [r["status"] for r in out] == ["correct", "incorrect", "no_answer"]
