@@ -102,38 +102,41 @@ def make_samples(problems, n_samples: int, seed: int) -> list[dict]:
 
 
 def naive_grade(rows, native: bool) -> tuple[list[bool | None], float, float]:
-    """Serial parse+verify per sample -> (verdicts (None = math-verify timed out), total s, s spent on timeouts)."""
-    import logging
+    """Serial parse+verify per sample -> (verdicts (None = math-verify timed out), total s, s spent on timeouts).
 
+    Plain math-verify calls with ``raise_on_error=True``: a timeout is its ``TimeoutException``, any
+    other error a parse of nothing / an unequal comparison."""
     from math_verify import parse, verify
+    from math_verify.errors import TimeoutException
 
     from dsdr_eval.grading import extract_answer
 
-    timed_out = {"flag": False}
+    def parsed(text: str) -> list:
+        try:
+            return parse(text, raise_on_error=True)
+        except Exception:  # noqa: BLE001
+            return []
 
-    class Flag(logging.Handler):
-        def emit(self, record):
-            if str(record.msg).startswith("Timeout"):
-                timed_out["flag"] = True
-
-    logger = logging.getLogger("math_verify")
-    logger.addHandler(Flag())
-    logger.propagate = False
     verdicts: list[bool | None] = []
     on_timeouts = 0.0
     start = time.perf_counter()
     for row in rows:
-        timed_out["flag"] = False
         sample_start = time.perf_counter()
-        gold = parse("\\boxed{" + row["gold"] + "}")
-        if native:
-            pred = parse(row["completion"])
-        else:
-            answer = extract_answer(row["completion"])
-            pred = parse("\\boxed{" + answer + "}") if answer is not None else []
-        ok = bool(verify(gold, pred)) if pred else False
-        verdicts.append(None if (timed_out["flag"] and not ok) else ok)
-        if verdicts[-1] is None:
+        try:
+            gold = parsed("\\boxed{" + row["gold"] + "}")
+            if native:
+                pred = parsed(row["completion"])
+            else:
+                answer = extract_answer(row["completion"])
+                pred = parsed("\\boxed{" + answer + "}") if answer is not None else []
+            try:
+                ok: bool | None = bool(verify(gold, pred, raise_on_error=True)) if pred else False
+            except Exception:  # noqa: BLE001
+                ok = False
+        except TimeoutException:
+            ok = None
+        verdicts.append(ok)
+        if ok is None:
             on_timeouts += time.perf_counter() - sample_start
     return verdicts, time.perf_counter() - start, on_timeouts
 

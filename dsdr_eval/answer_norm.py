@@ -1,7 +1,7 @@
 """Grading rules applied before math-verify: normalisation of answers *and* golds, comparison modes.
 
 Pure string functions (parent process, linear-time regexes only); the math-verify calls that
-follow run in the grading workers (grading.py), which receive the prepared forms::
+follow run in the grading workers (``dsdr_eval.grading``), which receive the prepared forms::
 
     gold = prepare_gold(r"-3,0", {"answer_type": "Numerical", "is_multiple_answer": True},
                         problem="... determine the values of $b$ and $c$ ...")
@@ -98,7 +98,6 @@ class AnswerForm:
     text: str
     items: tuple[str, ...] = ()
     verdict: str | None = None  # "correct" | "incorrect" | None (math-verify decides)
-    rule: str | None = None  # the rule that decided ``verdict``
 
 
 # --- shared normalisation (answers and golds) ------------------------------------------------
@@ -317,7 +316,7 @@ def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
     if gold.mode in ("ordered", "unordered"):
         words -= {"or"}  # "1 or 3" lists the values of a multiple answer
     if words:
-        return AnswerForm(text, verdict="incorrect", rule="disowning")
+        return AnswerForm(text, verdict="incorrect")  # rule disowning
     if gold.mode == "base":
         return _compare_base(text, gold)
     if gold.numeric:
@@ -333,7 +332,7 @@ def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
         return AnswerForm(text, tuple(items))
     if gold.mode == "unordered":  # "x \in \{1, 3\}": math-verify compares the whole answer as a set
         return AnswerForm(text)
-    return AnswerForm(text, tuple(items), verdict="incorrect", rule="ordered_list")
+    return AnswerForm(text, tuple(items), verdict="incorrect")  # rule ordered_list: wrong number of items
 
 
 def _compare_base(text: str, gold: GoldForm) -> AnswerForm:
@@ -343,7 +342,7 @@ def _compare_base(text: str, gold: GoldForm) -> AnswerForm:
     else:
         digits, base = text.strip().upper(), gold.base
     correct = digits == gold.items[0] and base == gold.base
-    return AnswerForm(text, verdict="correct" if correct else "incorrect", rule="base_subscript")
+    return AnswerForm(text, verdict="correct" if correct else "incorrect")  # rule base_subscript
 
 
 def wire_gold(gold: GoldForm) -> tuple:

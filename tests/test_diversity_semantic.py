@@ -124,3 +124,43 @@ def test_package_import_is_light_and_exports_the_agreed_api() -> None:
             "assert not heavy, heavy")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+class _SlowSharedModel:
+    """A sentence-transformers stand-in that records the truncation each encode ran under; the
+    first call blocks until released (so a second thread can try to encode meanwhile)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.max_seq_length = 256
+        self.seen: list[int] = []
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def encode(self, texts, **kwargs) -> np.ndarray:
+        first = not self.entered.is_set()
+        self.entered.set()
+        if first:
+            self.release.wait(5)
+        self.seen.append(self.max_seq_length)
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+
+def test_an_encode_never_runs_under_another_encoders_truncation_override() -> None:
+    import threading
+
+    from dsdr_eval.diversity.semantic import Encoder
+
+    model = _SlowSharedModel()  # one cached model, two Encoders over it
+    short = Encoder(model, name="m", path="m", device="cpu", max_seq_length=128)
+    plain = Encoder(model, name="m", path="m", device="cpu")
+    overriding = threading.Thread(target=short.encode, args=(["a"],))
+    overriding.start()
+    assert model.entered.wait(5)
+    meanwhile = threading.Thread(target=plain.encode, args=(["b"],))
+    meanwhile.start()
+    meanwhile.join(0.3)  # without the lock it runs now, under the override
+    model.release.set()
+    overriding.join(5)
+    meanwhile.join(5)
+    assert model.seen == [128, 256] and model.max_seq_length == 256

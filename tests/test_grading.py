@@ -167,3 +167,26 @@ def test_persistent_pool_reused_across_calls():
     assert [r["status"] for r in second] == ["no_answer", "incorrect", "correct"]
     with pytest.raises(DsdrError, match="closed"):
         grade_samples(rows, pool=pool, progress=False)
+
+
+def test_the_parent_never_imports_math_verify_or_sympy():
+    # they load in the worker processes (grading.verifier); the parent extracts meanwhile
+    import subprocess
+    import sys
+
+    code = ("import sys, dsdr_eval.grading as g; "
+            "assert callable(g.grade_samples) and callable(g.extract_answer) and g.GradingPool; "
+            "heavy = [m for m in ('sympy', 'math_verify', 'latex2sympy2_extended', 'rich') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_workers_without_fork_support_are_fresh_interpreters(monkeypatch):
+    # the path of platforms without pidfds / SCM_RIGHTS: each worker runs grading.worker._worker_entry
+    from dsdr_eval.grading import pool as grading_pool
+
+    monkeypatch.setattr(grading_pool, "_CAN_FORK_WORKERS", False)
+    rows = [{"problem_id": "p", "gold": "4", "completion": c} for c in (r"\boxed{4}", r"\boxed{5}", "none")]
+    out = grade_samples(rows, timeout_s=5.0, workers=1, progress=False)
+    assert [r["status"] for r in out] == ["correct", "incorrect", "no_answer"]

@@ -1,8 +1,8 @@
-"""The DSDR global diversity score d_i (DSDR, arXiv 2602.19895; ALGORITHMS.md §3.1).
+"""The DSDR global diversity score d_i (DSDR, arXiv 2602.19895; docs/ALGORITHMS.md §3.1, Eq. 9).
 
 ``d_i = (D_emb(o_i) + D_eq(o_i)) / 2`` for every rollout of one group. This is the single
-implementation: the trainer (reward bonus, ALGORITHMS.md §3.2) and the evaluation (``compute_run_diversity``)
-both call it.
+implementation (``dsdr_from_parts``): the trainer (reward bonus, docs/ALGORITHMS.md §3.2) and the
+evaluation (``compute_run_diversity``) both call it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ class DsdrDiversity:
 
 def dsdr_from_parts(embeddings: np.ndarray, formula_sets: Sequence[frozenset[str]], *,
                     similarities: np.ndarray | None = None) -> DsdrDiversity:
-    """d for one group from precomputed unit-norm embeddings [G, D] and formula sets.
+    """d for one group from precomputed unit-norm embeddings [G, D] and formula sets
+    (docs/ALGORITHMS.md §3.1, Eq. 9: the mean of Eq. 7 and Eq. 8).
 
     ``similarities`` [G, G] = embeddings @ embeddings.T, when the caller already has it."""
     d_emb = (semantic_diversity(embeddings) if similarities is None
@@ -44,7 +45,7 @@ def dsdr_from_parts(embeddings: np.ndarray, formula_sets: Sequence[frozenset[str
 
 def dsdr_diversity(texts: list[str], *, encoder: Any = None,
                    embeddings: np.ndarray | None = None) -> DsdrDiversity:
-    """DSDR d_i for the G rollouts of ONE group (ALGORITHMS.md §3.1).
+    """DSDR d_i for the G rollouts of ONE group (docs/ALGORITHMS.md §3.1, Eq. 9, via ``dsdr_from_parts``).
 
     encoder: an ``Encoder`` from ``load_encoder`` or any object with ``encode(list[str]) ->
     [N, D]``; None loads the default all-MiniLM-L6-v2 (cached). ``embeddings`` [G, D], when
@@ -71,8 +72,7 @@ def dsdr_diversity_batch(texts: list[str], group_ids: Sequence[Hashable], *, enc
                              progress=progress)
     sets = [formula_set(t, rules=formula_rules) for t in texts]
     n = len(texts)
-    d_emb = np.zeros(n)
-    d_eq = np.zeros(n)
+    out = DsdrDiversity(d_emb=np.zeros(n), d_eq=np.zeros(n), d=np.zeros(n), n_formulas=np.zeros(n, dtype=np.int64))
     members: dict[Hashable, list[int]] = {}
     for index, gid in enumerate(group_ids):
         members.setdefault(gid, []).append(index)
@@ -80,10 +80,9 @@ def dsdr_diversity_batch(texts: list[str], group_ids: Sequence[Hashable], *, enc
         for index_list in members.values():
             rows = np.asarray(index_list, dtype=np.int64)
             part = dsdr_from_parts(embeddings[rows], [sets[i] for i in index_list])
-            d_emb[rows] = part.d_emb
-            d_eq[rows] = part.d_eq
-    n_formulas = np.asarray([len(s) for s in sets], dtype=np.int64)
-    return DsdrDiversity(d_emb=d_emb, d_eq=d_eq, d=(d_emb + d_eq) / 2.0, n_formulas=n_formulas)
+            for name in ("d_emb", "d_eq", "d", "n_formulas"):
+                getattr(out, name)[rows] = getattr(part, name)
+    return out
 
 
 def embed_texts_from_array(embeddings: Any, expected_rows: int) -> np.ndarray:

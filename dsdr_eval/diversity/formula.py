@@ -1,4 +1,4 @@
-"""Formula-level diversity D_eq (DSDR, arXiv 2602.19895, "formula" term; ALGORITHMS.md §3.1).
+"""Formula-level diversity D_eq (DSDR, arXiv 2602.19895, "formula" term; docs/ALGORITHMS.md §3.1, Eq. 8).
 
 Extraction rule (the DSDR paper does not say how formulas are extracted; the cited prior work,
 DIVER, takes ``\\[..\\]``, ``\\(..\\)``, ``$$..$$``, ``$..$``; we add the equation-like
@@ -39,33 +39,30 @@ import numpy as np
 MATH_ENVIRONMENTS: tuple[str, ...] = (
     "equation", "align", "gather", "multline", "eqnarray", "flalign", "alignat",
 )
-EXTRACTION_RULE = (
-    "spans \\[..\\], \\(..\\), $$..$$, $..$ (not across a blank line) and "
-    "\\begin{ENV}..\\end{ENV} for ENV in " + ",".join(MATH_ENVIRONMENTS) + " (+ starred); "
-    "escaped \\$ is literal; unbalanced openers are literal; whitespace removed except between a "
-    "control word and a following letter; set of distinct spans per rollout"
-)
 
-# The rule sets a run can choose (recorded with it): "extended" = the rule above (default);
-# "diver" = DIVER's four delimiters only (\begin{ENV} is then literal text, math inside it is
-# found by the delimiters).
-FORMULA_RULES = ("extended", "diver")
-EXTRACTION_RULES = {
-    "extended": EXTRACTION_RULE,
-    "diver": EXTRACTION_RULE.split(" and \\begin")[0] + "; \\begin{ENV} is literal text; "
-    + EXTRACTION_RULE.split("(+ starred); ")[1],
-}
-
+# The rule sets a run can choose (recorded with it): "extended" = DIVER's four delimiters and the
+# equation environments (default); "diver" = DIVER's four delimiters only (\begin{ENV} is then
+# literal text, math inside it is found by the delimiters). Each set's opener pattern and its
+# recorded description are built from the same pieces below.
+_DELIMITER_SPANS = "spans \\[..\\], \\(..\\), $$..$$, $..$ (not across a blank line)"
+_ENVIRONMENT_SPANS = "\\begin{ENV}..\\end{ENV} for ENV in " + ",".join(MATH_ENVIRONMENTS) + " (+ starred)"
+_COMMON_RULES = ("escaped \\$ is literal; unbalanced openers are literal; whitespace removed except between a "
+                 "control word and a following letter; set of distinct spans per rollout")
 # Openers, scanned left to right. `\\.` consumes any other escape (\\$, \\\\, \\alpha ...) so it is
 # never mistaken for an opener and the scan stays in sync.
-_OPENER = re.compile(
-    r"\\begin\{(" + "|".join(MATH_ENVIRONMENTS) + r")(\*?)\}"
-    r"|\\[\[\(]"
-    r"|\\."
-    r"|\$\$"
-    r"|\$",
-    re.DOTALL,
-)
+_DELIMITER_OPENERS = r"\\[\[\(]|\\.|\$\$|\$"
+_ENVIRONMENT_OPENER = r"\\begin\{(" + "|".join(MATH_ENVIRONMENTS) + r")(\*?)\}"
+_RULE_SETS: dict[str, tuple[re.Pattern[str], str]] = {
+    "extended": (re.compile(_ENVIRONMENT_OPENER + "|" + _DELIMITER_OPENERS, re.DOTALL),
+                 f"{_DELIMITER_SPANS} and {_ENVIRONMENT_SPANS}; {_COMMON_RULES}"),
+    "diver": (re.compile(_DELIMITER_OPENERS, re.DOTALL),
+              f"{_DELIMITER_SPANS}; \\begin{{ENV}} is literal text; {_COMMON_RULES}"),
+}
+FORMULA_RULES = tuple(_RULE_SETS)
+EXTRACTION_RULES = {name: description for name, (_, description) in _RULE_SETS.items()}
+EXTRACTION_RULE = EXTRACTION_RULES["extended"]
+_CLOSERS = {"\\[": "\\]", "\\(": "\\)", "$$": "$$", "$": "$"}
+
 # Body of an inline $..$ / display $$..$$ span: any run of non-special chars or escapes.
 # Disjoint alternatives => linear matching. The match stops at a `$` or the end of the text.
 _DOLLAR_BODY = re.compile(r"[^\\$]*(?:\\.[^\\$]*)*", re.DOTALL)
@@ -98,7 +95,31 @@ def _dollar_display_end(text: str, start: int) -> int:
     return -1
 
 
-_OPENER_DIVER = re.compile(r"\\[\[\(]|\\.|\$\$|\$", re.DOTALL)
+_ABSENT = -1  # the span's closer occurs nowhere in the rest of the text
+_NOT_HERE = -2  # a `$` that closes nothing here: the span would cross a blank line (prose "costs $5")
+
+
+def _closer(match: re.Match[str]) -> str | None:
+    """The closer of the span an opener starts; None for an escape that opens nothing."""
+    token = match.group(0)
+    if token.startswith("\\begin"):
+        return "\\end{" + match.group(1) + match.group(2) + "}"
+    return _CLOSERS.get(token)  # some other escape (\$, \\, \alpha ...): None, a literal
+
+
+def _closing_index(text: str, start: int, closer: str) -> int:
+    """Index of ``closer`` ending the span whose body starts at ``start``; else _ABSENT / _NOT_HERE."""
+    if closer == "$":
+        end = _DOLLAR_BODY.match(text, start).end()
+        if end >= len(text) or text[end] != "$":  # the end, or a lone trailing backslash
+            return _ABSENT
+        return _NOT_HERE if text.find("\n\n", start, end) >= 0 else end
+    if closer == "$$":
+        return _dollar_display_end(text, start)
+    if closer in ("\\]", "\\)"):
+        end = (_BRACKET_BODY if closer == "\\]" else _PAREN_BODY).match(text, start).end()
+        return _ABSENT if end + 1 >= len(text) else end  # ran to the end: no closer after this point
+    return text.find(closer, start)  # \end{ENV}
 
 
 def extract_formulas(text: str, *, rules: str = "extended") -> list[str]:
@@ -106,70 +127,26 @@ def extract_formulas(text: str, *, rules: str = "extended") -> list[str]:
 
     See the module docstring for the rule (``rules``: one of :data:`FORMULA_RULES`). Never raises
     on any `str`; linear time."""
-    if rules not in FORMULA_RULES:
+    if rules not in _RULE_SETS:
         raise ValueError(f"unknown formula rules {rules!r}; expected one of {FORMULA_RULES}")
-    opener = _OPENER if rules == "extended" else _OPENER_DIVER
-    if not text:
-        return []
+    opener = _RULE_SETS[rules][0]
     spans: list[str] = []
-    n = len(text)
     pos = 0
-    closer_absent: set[str] = set()  # closer kinds known not to occur in the rest of the text
-    while pos < n:
+    closer_absent: set[str] = set()  # closers known not to occur in the rest of the text
+    while pos < len(text):
         match = opener.search(text, pos)
         if match is None:
             break
-        token = match.group(0)
         body_start = match.end()
-        if token.startswith("\\begin"):
-            closer = "\\end{" + match.group(1) + match.group(2) + "}"
-            end = -1 if closer in closer_absent else text.find(closer, body_start)
-            if end < 0:
-                closer_absent.add(closer)
-                pos = body_start
-                continue
-            spans.append(text[body_start:end])
-            pos = end + len(closer)
-        elif token in ("\\[", "\\("):
-            kind = token
-            if kind in closer_absent:
-                pos = body_start
-                continue
-            body = (_BRACKET_BODY if kind == "\\[" else _PAREN_BODY).match(text, body_start)
-            end = body.end()
-            if end + 1 >= n:  # ran to the end: no closer anywhere after this point
-                closer_absent.add(kind)
-                pos = body_start
-                continue
-            spans.append(text[body_start:end])
-            pos = end + 2
-        elif token.startswith("\\"):
-            pos = body_start  # some other escape (\$, \\, \alpha ...): literal
-        elif token == "$$":
-            if "$$" in closer_absent:
-                pos = body_start
-                continue
-            end = _dollar_display_end(text, body_start)
-            if end < 0:
-                closer_absent.add("$$")
-                pos = body_start
-                continue
-            spans.append(text[body_start:end])
-            pos = end + 2
-        else:  # single $
-            if "$" in closer_absent:
-                pos = body_start
-                continue
-            end = _DOLLAR_BODY.match(text, body_start).end()
-            if end >= n or text[end] != "$":  # the end, or a lone trailing backslash
-                closer_absent.add("$")
-                pos = body_start
-                continue
-            if text.find("\n\n", body_start, end) >= 0:
-                pos = body_start  # a lone `$` in prose; the candidate closer may open a span
-                continue
-            spans.append(text[body_start:end])
-            pos = end + 1
+        closer = _closer(match)
+        end = _ABSENT if closer is None or closer in closer_absent else _closing_index(text, body_start, closer)
+        if end == _ABSENT and closer is not None:
+            closer_absent.add(closer)
+        if end < 0:  # a literal opener; after a lone `$` in prose its candidate closer may open a span
+            pos = body_start
+            continue
+        spans.append(text[body_start:end])
+        pos = end + len(closer)
     normalised = (normalize_formula(span) for span in spans)
     return [span for span in normalised if span]
 
@@ -180,7 +157,7 @@ def formula_set(text: str, *, rules: str = "extended") -> frozenset[str]:
 
 
 def formula_uniqueness(formula_sets: Sequence[Iterable[str]]) -> np.ndarray:
-    """D_eq for every rollout of one group (ALGORITHMS.md §3.1).
+    """D_eq for every rollout of one group (docs/ALGORITHMS.md §3.1, Eq. 8).
 
     ``D_eq(o_i) = |{f in S_i : f not in U_{j != i} S_j}| / |S_i|``, and 0 when S_i is empty.
     A formula of S_i is outside the union of the others iff exactly one set of the group holds

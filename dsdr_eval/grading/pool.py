@@ -1,0 +1,412 @@
+"""The parent's side of grading: a pool of killable worker processes with a deadline per call.
+
+Workers are forked warm from one zygote interpreter (pidfds watch them; Linux >= 5.3), or, where
+the platform lacks that, each is a fresh interpreter. Every math-verify call must report back
+within ``timeout_s``; a worker that does not is SIGKILLed and replaced, the item is marked
+``timeout`` and the rest of its problem is resubmitted. Each worker holds ``_JOBS_IN_FLIGHT``
+problems and sends its results batched (``dsdr_eval.grading.worker``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Callable
+
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.worker import _PipePair
+
+WORKER_MEMORY_LIMIT_BYTES = 4 * 1024**3  # RLIMIT_AS per worker: 9^{9^{9^9}} must not eat the machine
+WORKER_STARTUP_TIMEOUT_S = 180.0  # importing sympy/math-verify on a busy 2-core machine
+
+
+def _startup_timeout() -> DsdrError:
+    return DsdrError(f"a math-verify worker did not start within {WORKER_STARTUP_TIMEOUT_S:.0f} s "
+                     "(is math-verify installed?)")
+
+
+def _startup_exit(code: int) -> DsdrError:
+    return DsdrError(f"a math-verify grading worker exited during start-up (exit code {code}); "
+                     "check that math-verify is installed: python -c 'import math_verify'")
+
+
+@dataclass
+class _ProblemJob:
+    job_id: int
+    gold: tuple  # answer_norm.wire_gold(...)
+    answers: list[str]  # distinct extracted answers (<= MAX_ANSWER_CHARS), first-appearance order
+    weights: list[int]  # how many samples carry each answer (for progress)
+    forms: list[tuple]  # answer_norm.wire_answer(...) of each answer
+    rel_tol: float
+    status: list[str | None] = field(default_factory=list)
+    class_ref: list[int | None] = field(default_factory=list)
+    is_rep: list[bool] = field(default_factory=list)
+    notes: list[str | None] = field(default_factory=list)
+    gold_failed: bool = False
+    gold_done: bool = False  # the worker reported on the gold parse
+    gold_note: str | None = None
+    eager: bool = False  # rerun after a kill: the worker sends each result at once
+
+    def __post_init__(self) -> None:
+        n = len(self.answers)
+        self.status, self.class_ref, self.is_rep, self.notes = [None] * n, [None] * n, [False] * n, [None] * n
+
+    def next_index(self) -> int:
+        for i, ref in enumerate(self.class_ref):
+            if ref is None:
+                return i
+        return len(self.answers)
+
+    def task(self) -> tuple:
+        start = self.next_index()
+        known = [(self.status[j], self.class_ref[j], self.is_rep[j]) for j in range(start)]
+        return (self.job_id, self.gold, self.forms, start, known, self.gold_failed, self.rel_tol)
+
+
+class _ForkedProcess:
+    """Popen's kill/poll/wait for a worker forked by the zygote. It is not our child, so it is
+    watched through a pidfd, which (unlike a pid) can never name a recycled process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except OSError:  # already gone (and reaped)
+            self._pidfd = None
+
+    def poll(self) -> int | None:
+        if self._pidfd is not None and not select.select([self._pidfd], [], [], 0)[0]:
+            return None
+        return -signal.SIGKILL  # the exit status belongs to the zygote
+
+    def kill(self) -> None:
+        if self._pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._pidfd is not None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"grading worker {self.pid}", timeout or 0.0)
+            os.close(self._pidfd)
+            self._pidfd = None
+        return -signal.SIGKILL
+
+
+# Fork warm workers from one zygote where the platform has everything that needs (Linux >= 5.3);
+# elsewhere each worker is a fresh interpreter.
+_CAN_FORK_WORKERS = (sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+                     and hasattr(signal, "pidfd_send_signal") and hasattr(socket, "send_fds"))
+
+
+def _python_command(entry: str, *args: int) -> list[str]:
+    # A fresh interpreter via subprocess (not multiprocessing's spawn/forkserver): those re-run
+    # the caller's __main__, which breaks callers without an `if __name__ == "__main__"` guard.
+    # `-c` puts the working directory first on sys.path: pin the worker to the parent's copy of
+    # dsdr_eval, so a checkout (or stray folder) in the cwd can never supply the grader's code.
+    package_root = str(Path(__file__).resolve().parents[2])
+    code = (f"import sys; sys.path.insert(0, {package_root!r}); from dsdr_eval.grading.worker import {entry}; "
+            f"{entry}(*(int(a) for a in sys.argv[1:]))")
+    return [sys.executable, "-c", code, *(str(a) for a in args)]
+
+
+class _Zygote:
+    """The parent's end of ``_zygote_entry``: started at once (its import overlaps the caller's
+    extraction); ``fork`` waits for it to be warm the first time."""
+
+    def __init__(self, inner_timeout_s: int) -> None:
+        ours, theirs = socket.socketpair()
+        self.proc = subprocess.Popen(
+            _python_command("_zygote_entry", theirs.fileno(), inner_timeout_s, WORKER_MEMORY_LIMIT_BYTES),
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+        theirs.close()
+        self.control = ours
+        self.ready = False
+        self.started = time.monotonic()
+
+    def fork(self) -> tuple[_ForkedProcess, _PipePair]:
+        if not self.ready:
+            self.control.settimeout(max(0.001, self.started + WORKER_STARTUP_TIMEOUT_S - time.monotonic()))
+            try:
+                greeting = self.control.recv(1)
+            except socket.timeout:
+                raise _startup_timeout() from None
+            if greeting != b"R":
+                raise _startup_exit(self.proc.wait())
+            self.ready = True
+            self.control.settimeout(WORKER_STARTUP_TIMEOUT_S)
+        self.control.sendall(b"F")
+        message, fds, _, _ = socket.recv_fds(self.control, 8, 2)
+        if len(message) != 8 or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionError("the grading zygote did not fork a worker")
+        return _ForkedProcess(int.from_bytes(message, "little")), _PipePair(fds[0], fds[1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.control.close()
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen | _ForkedProcess
+    conn: _PipePair
+    deadline: float
+    ready: bool = False
+    queued: deque = field(default_factory=deque)  # jobs sent, in order; the first is in progress
+
+    @property
+    def job(self) -> _ProblemJob | None:
+        return self.queued[0] if self.queued else None
+
+
+# Jobs sent to a worker ahead of time, so it starts the next problem without waiting for the
+# parent to read its "done" and answer (a scheduling round trip per problem on a loaded machine,
+# as long as grading a one-sample problem). Only the first one is ever in progress.
+_JOBS_IN_FLIGHT = 2
+
+
+class _WorkerPool:
+    """Long-lived workers; the parent enforces a deadline per math-verify call.
+
+    Start-up (issue 16): one zygote interpreter imports math-verify while the caller extracts
+    answers; the workers are forked from it, warm, when the first ``run`` needs them (or at once
+    with ``start_workers``), and every replacement of a killed worker is a fork too. Without
+    fork support each worker is its own interpreter, started in ``__init__``."""
+
+    def __init__(self, n_workers: int, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        # math-verify's own alarm (whole seconds) fires a second before the hard deadline, so a
+        # merely slow comparison ends as "timeout" without costing a worker respawn.
+        self.inner_timeout_s = max(1, int(math.ceil(timeout_s)) - 1)
+        self.on_progress: Callable[[int], None] = lambda n: None
+        self.n_workers = n_workers
+        self.zygote: _Zygote | None = _Zygote(self.inner_timeout_s) if _CAN_FORK_WORKERS else None
+        self.workers: list[_Worker] = [] if self.zygote else [self._spawn() for _ in range(n_workers)]
+        self.respawns = 0
+
+    def start_workers(self) -> None:
+        """Block until all workers exist (they are forked from the zygote once it is warm)."""
+        while len(self.workers) < self.n_workers:
+            self.workers.append(self._spawn())
+
+    def _spawn(self) -> _Worker:
+        if self.zygote is not None:
+            try:
+                proc, conn = self.zygote.fork()
+            except (OSError, EOFError):  # the zygote died (e.g. the OOM killer): start another
+                self.zygote.close()
+                self.zygote = _Zygote(self.inner_timeout_s)
+                proc, conn = self.zygote.fork()
+            return _Worker(proc, conn, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        proc = subprocess.Popen(
+            _python_command("_worker_entry", to_child_r, from_child_w, self.inner_timeout_s,
+                            WORKER_MEMORY_LIMIT_BYTES),
+            pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, close_fds=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        conn = _PipePair(from_child_r, to_child_w)
+        return _Worker(proc, conn, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
+
+    def run(self, jobs: list[_ProblemJob]) -> None:
+        try:
+            self.start_workers()
+            self._run(jobs)
+        except BaseException:
+            # A call interrupted mid-run (Ctrl-C, a signal handler's exception, a start-up
+            # DsdrError of another worker) leaves busy workers whose remaining messages name this
+            # call's job ids. With a GradingPool the next call numbers its jobs from 0 again, so
+            # those stale messages were applied to the wrong problems (measured: the next call's
+            # "\boxed{7}" with gold 7 came back "timeout" and "Answer: 3" "correct") or raised
+            # KeyError / IndexError. Kill and replace every busy worker so the pool stays usable.
+            self._abandon_busy_workers()
+            raise
+
+    def _abandon_busy_workers(self) -> None:
+        for index, worker in enumerate(self.workers):
+            if worker.job is not None:
+                self._kill(worker)
+                self.workers[index] = self._spawn()
+                self.respawns += 1
+
+    def _run(self, jobs: list[_ProblemJob]) -> None:
+        pending: deque[_ProblemJob] = deque(sorted(jobs, key=lambda job: -len(job.answers)))
+        by_id = {job.job_id: job for job in jobs}
+        while pending or any(w.job is not None for w in self.workers):
+            for worker in list(self.workers):
+                while worker.ready and len(worker.queued) < _JOBS_IN_FLIGHT and pending:
+                    job = pending.popleft()
+                    if not worker.queued:
+                        worker.deadline = time.monotonic() + self.timeout_s
+                    worker.queued.append(job)
+                    try:
+                        worker.conn.send((job.eager, job.task()))
+                    except OSError:  # died: this job goes back unharmed, the one in progress is charged
+                        worker.queued.pop()
+                        pending.appendleft(job)
+                        self._replace(worker, pending, reason="error", note="grader worker died")
+                        break
+            now = time.monotonic()
+            watched = [w.deadline for w in self.workers if w.job is not None or not w.ready]
+            wait_s = max(0.0, min(watched) - now) if watched else None
+            readable = wait([w.conn.reader for w in self.workers], timeout=wait_s)
+            for reader in readable:
+                worker = next(w for w in self.workers if w.conn.reader is reader)
+                conn = worker.conn.reader
+                try:
+                    while True:  # drain everything already sent
+                        message = conn.recv()
+                        for item in message if isinstance(message, list) else (message,):
+                            self._handle(worker, item, by_id)
+                        if not conn.poll():
+                            break
+                except (EOFError, OSError):
+                    if not worker.ready:
+                        raise _startup_exit(worker.proc.wait()) from None
+                    self._replace(worker, pending, reason="error",
+                                  note="grader worker died (crash or out of memory)")
+            now = time.monotonic()
+            for worker in list(self.workers):
+                if now > worker.deadline and (worker.job is not None or not worker.ready):
+                    if not worker.ready:
+                        raise _startup_timeout()
+                    self._replace(worker, pending, reason="timeout",
+                                  note=f"math-verify call exceeded {self.timeout_s:g} s; worker killed")
+
+    def _handle(self, worker: _Worker, message: tuple, by_id: dict[int, _ProblemJob]) -> None:
+        kind = message[0]
+        worker.deadline = time.monotonic() + self.timeout_s
+        if kind == "ready":
+            worker.ready = True
+            return
+        job = worker.job
+        if job is None or by_id.get(message[1]) is not job:
+            # Every message after "ready" is about the job this worker was sent; anything else is
+            # stale (see ``run``) and must not touch this call's results.
+            return
+        if kind == "gold":
+            job.gold_done = True
+            if not message[2] and not job.gold_failed:
+                job.gold_failed = True
+                job.gold_note = "math-verify extracted nothing from the gold answer"
+        elif kind == "verdict":
+            _, _, i, status = message
+            job.status[i] = status
+            if status == "error" and job.gold_note:
+                job.notes[i] = job.gold_note
+            self.on_progress(job.weights[i])
+        elif kind == "class":
+            _, _, i, class_ref, is_rep = message
+            job.class_ref[i], job.is_rep[i] = class_ref, is_rep
+        elif kind == "done":
+            worker.queued.popleft()
+
+    def _replace(self, worker: _Worker, pending: deque, *, reason: str, note: str) -> None:
+        """Kill ``worker``, charge the item it was on, resubmit the rest of its problem (and, unharmed,
+        the problems queued behind it)."""
+        job = worker.job
+        pending.extendleft(reversed(list(worker.queued)[1:]))
+        self._kill(worker)
+        self.workers[self.workers.index(worker)] = self._spawn()
+        self.respawns += 1
+        if job is None:
+            return
+        if not job.eager:
+            # The worker may have died holding buffered results (items it had finished): rerun
+            # the rest of the problem eagerly, so the next death charges exactly its item.
+            job.eager = True
+            pending.appendleft(job)
+            return
+        i = job.next_index()
+        if i < len(job.answers):
+            if job.status[i] is None:
+                if not job.gold_done:
+                    # died on the gold itself: grade the problem as failed-gold (status error)
+                    # rather than charge an innocent sample
+                    job.gold_failed = True
+                    job.gold_note = f"gold answer could not be parsed ({note})"
+                    pending.appendleft(job)
+                    return
+                job.status[i] = reason
+                job.notes[i] = note
+                self.on_progress(job.weights[i])
+            else:
+                job.notes[i] = f"answer-class comparison failed ({note})"
+            job.class_ref[i] = i  # a singleton class, never again compared against
+        if job.next_index() < len(job.answers):
+            pending.appendleft(job)
+
+    @staticmethod
+    def _kill(worker: _Worker) -> None:
+        try:
+            worker.proc.kill()
+            worker.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            worker.conn.close()
+
+    def close(self) -> None:
+        # Workers hold nothing worth flushing; SIGKILL is instant, where a polite exit spends
+        # ~0.5 s per worker tearing down sympy.
+        for worker in self.workers:
+            if worker.proc.poll() is None:
+                worker.proc.kill()
+        for worker in self.workers:
+            worker.proc.wait()
+            worker.conn.close()
+        if self.zygote is not None:
+            self.zygote.close()
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class GradingPool:
+    """Grading workers kept alive across ``grade_samples`` calls (e.g. one call per RL step), so
+    the ~1-2 s interpreter start-up is paid once::
+
+        with GradingPool(timeout_s=5.0, workers=2) as pool:
+            for batch in batches:
+                graded = grade_samples(batch, pool=pool)
+    """
+
+    def __init__(self, *, timeout_s: float = 5.0, workers: int | None = None) -> None:
+        if timeout_s <= 0:
+            raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
+        self.timeout_s = timeout_s
+        self.workers = max(1, workers or default_workers())
+        self._pool: _WorkerPool | None = _WorkerPool(self.workers, timeout_s)
+        self._pool.start_workers()  # a long-lived pool pays its start-up here, once
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> "GradingPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,169 @@
+"""One problem in a grading worker: the verdict of each distinct answer and its answer class.
+
+A task is the tuple ``_ProblemJob.task()`` builds: ``(task_id, gold, answers, start, known,
+gold_failed, rel_tol)``, where ``gold`` and ``answers`` are answer_norm's wire forms
+``(text, mode, items, imaginary_unit)`` and ``(text, items, verdict)``, and ``known`` holds
+``(status, class_ref, is_rep)`` of ``answers[:start]`` (a problem resumed after a worker kill).
+
+Messages sent back: ``("gold", tid, ok)``, ``("tick", tid)`` after each math-verify call,
+``("verdict", tid, i, status)``, ``("class", tid, i, class_ref, is_rep)``, ``("done", tid)``.
+``class_ref`` is ``GOLD_CLASS`` or the index of the answer representing the class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from dsdr_eval import answer_norm
+from dsdr_eval.extraction import answer_key
+
+if TYPE_CHECKING:
+    from dsdr_eval.grading.verifier import Verifier
+
+GOLD_CLASS = -1
+_NO_CLASS = -2  # not matched yet
+
+
+class _GoldMatcher:
+    """Answers against one gold, in the gold's comparison mode (answer_norm's list rules)."""
+
+    def __init__(self, verifier: "Verifier", gold: tuple, rel_tol: float, tick: Callable[[], None]) -> None:
+        self.verifier, self.rel_tol, self.tick = verifier, rel_tol, tick
+        self.text, self.mode, self.items, self.imaginary_unit = gold
+
+    def gold_parses(self) -> bool:
+        parse = self.verifier.parse
+        return bool(parse(self.text)[0]) and all(parse(item)[0] for item in self.items)
+
+    def matches(self, text: str, items: tuple) -> tuple[bool, bool]:
+        """-> (equal, timed_out) of an answer (its text and, in a list mode, its items)."""
+        if self.mode == "ordered":
+            results = [self.items_equal(g, a) for g, a in zip(self.items, items)]
+            return all(r[0] for r in results), any(r[1] for r in results)
+        if self.mode == "unordered" and items:
+            return self._multiset_equal(items)
+        return self.items_equal(self.text, text)
+
+    def _multiset_equal(self, items: tuple) -> tuple[bool, bool]:
+        # a multiset matching, greedy (equality is transitive)
+        unmatched, timed_out = list(items), False
+        for g in self.items:
+            for k, a in enumerate(unmatched):
+                equal, item_timed_out = self.items_equal(g, a)
+                timed_out = timed_out or item_timed_out
+                if equal:
+                    del unmatched[k]
+                    break
+            else:
+                return False, timed_out
+        return True, timed_out
+
+    def items_equal(self, g: str, a: str) -> tuple[bool, bool]:
+        """-> (equal, timed_out). Rule ordered_list inside one item: (a, b) against (a', b')
+        element by element."""
+        g_tuple, a_tuple = answer_norm.unwrap_tuple(g), answer_norm.unwrap_tuple(a)
+        if g_tuple and a_tuple and g_tuple[0] == a_tuple[0] == "(":
+            return self._tuples_equal(g_tuple[1], a_tuple[1])
+        if g == a:
+            return True, False
+        g_parsed, g_timed_out = self.verifier.parse(g)
+        a_parsed, a_timed_out = self.verifier.parse(a)
+        if not (g_parsed and a_parsed):
+            return False, g_timed_out or a_timed_out
+        equal, timed_out = self.verifier.verify(g_parsed, a_parsed, self.rel_tol, self.imaginary_unit)
+        self.tick()
+        return equal, timed_out or a_timed_out
+
+    def _tuples_equal(self, g_inner: str, a_inner: str) -> tuple[bool, bool]:
+        g_parts, a_parts = answer_norm.split_top_level(g_inner), answer_norm.split_top_level(a_inner)
+        if len(g_parts) != len(a_parts):
+            return False, False
+        timed_out = False
+        for g_part, a_part in zip(g_parts, a_parts):
+            equal, part_timed_out = self.items_equal(g_part, a_part)
+            timed_out = timed_out or part_timed_out
+            if not equal:
+                return False, timed_out
+        return True, timed_out
+
+
+class _AnswerClasses:
+    """Answer classes of one problem: correct answers are the gold's class; any other answer joins
+    the class of an earlier answer with the same ``answer_key``, else of the first representative
+    math-verify calls equal, else opens a class of its own (represented by it when it parsed)."""
+
+    def __init__(self, verifier: "Verifier", tick: Callable[[], None]) -> None:
+        self.verifier, self.tick = verifier, tick
+        self.reps: list[tuple[int, list]] = []
+        self.key_to_class: dict[str, int] = {}
+
+    def resume(self, answers: list[tuple], known: list[tuple]) -> None:
+        """Rebuild the classes of ``answers[:len(known)]`` from what the parent already holds."""
+        for j, (status, class_ref, is_rep) in enumerate(known):
+            if is_rep:
+                self.reps.append((j, self.verifier.parse(answers[j][0])[0]))
+            if status != "correct":
+                self.key_to_class.setdefault(answer_key(answers[j][0]), class_ref)
+
+    def assign(self, i: int, answer: str, status: str, pred: list) -> tuple[int, bool]:
+        """-> (class_ref, is_rep) of answer ``i``."""
+        if status == "correct":
+            return GOLD_CLASS, False
+        key = answer_key(answer)
+        class_ref = self.key_to_class.get(key, _NO_CLASS)
+        if class_ref == _NO_CLASS and status == "incorrect" and pred:
+            class_ref = self._matching_rep(pred)
+        is_rep = False
+        if class_ref == _NO_CLASS:
+            class_ref = i
+            is_rep = status == "incorrect" and bool(pred)
+            if is_rep:
+                self.reps.append((i, pred))
+        self.key_to_class.setdefault(key, class_ref)
+        return class_ref, is_rep
+
+    def _matching_rep(self, pred: list) -> int:
+        for j, rep in self.reps:
+            if self.verifier.clearly_different(rep, pred):
+                continue
+            equal, _ = self.verifier.verify(rep, pred)
+            self.tick()
+            if equal:
+                return j
+        return _NO_CLASS
+
+
+def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool) -> tuple[str, list]:
+    """-> (status, parsed answer) of one answer wire form ``(text, items, ruled)``."""
+    answer, items, ruled = form
+    if gold_failed:
+        return "error", []
+    pred, parse_timed_out = matcher.verifier.parse(answer)
+    matcher.tick()
+    if ruled is not None:  # an answer_norm rule decided (disowning box, base, list length)
+        return ruled, pred
+    equal, verify_timed_out = matcher.matches(answer, items) if pred or items else (False, False)
+    if equal:
+        return "correct", pred
+    return ("timeout" if parse_timed_out or verify_timed_out else "incorrect"), pred
+
+
+def _run_task(task: tuple, conn, verifier: "Verifier") -> None:
+    """One problem: parse the gold, then verdict + class for answers[start:], streaming results
+    through ``conn`` (a ``_BatchingSender``)."""
+    task_id, gold, answers, start, known, gold_failed, rel_tol = task
+
+    def tick() -> None:
+        conn.send(("tick", task_id))
+
+    matcher = _GoldMatcher(verifier, gold, rel_tol, tick)
+    gold_failed = gold_failed or not matcher.gold_parses()
+    conn.send(("gold", task_id, not gold_failed))
+    classes = _AnswerClasses(verifier, tick)
+    classes.resume(answers, known)
+    for i in range(start, len(answers)):
+        status, pred = _verdict(answers[i], matcher, gold_failed)
+        conn.send(("verdict", task_id, i, status))
+        class_ref, is_rep = classes.assign(i, answers[i][0], status, pred)
+        conn.send(("class", task_id, i, class_ref, is_rep))
+    conn.send(("done", task_id))

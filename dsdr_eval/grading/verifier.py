@@ -1,0 +1,162 @@
+"""math-verify inside a grading worker: parse and verify with timeouts detected by exception.
+
+Imported only in worker processes (and tests): it imports sympy and math-verify at once, which
+the parent must never pay for. Every call runs under math-verify's own ``signal.alarm`` timeout
+(the worker is a main thread) with ``raise_on_error=True``, so a timeout arrives as its
+``TimeoutException`` (a BaseException) and any other failure as an ordinary exception -- what
+math-verify happens to log is never read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+
+import math_verify
+import sympy
+from latex2sympy2_extended import NormalizationConfig
+from math_verify.errors import TimeoutException
+
+_PARSE_CACHE_LIMIT = 20000
+_IMAGINARY_SYMBOL_NAME = "i"
+
+
+def _wrap(answer: str) -> str:
+    # math-verify extracts nothing from bare LaTeX: every answer and gold is parsed as a box
+    return "\\boxed{" + answer + "}"
+
+
+def _parse_config() -> list:
+    # math-verify's own unit stripping drops variables such as m, h, s, t, c from golds (6m -> 6);
+    # units are handled by answer_norm's "units" rule, which only applies to numeric golds.
+    return [math_verify.LatexExtractionConfig(normalization_config=NormalizationConfig(
+        basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False)),
+        math_verify.ExprExtractionConfig()]
+
+
+def _silence_math_verify_logs() -> None:
+    # With raise_on_error=True math-verify reports through exceptions; anything it still logs
+    # (it repeats the whole, possibly huge, input) is not the grader's business.
+    logger = logging.getLogger("math_verify")
+    logger.addHandler(logging.NullHandler())
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+
+class Verifier:
+    """``parse`` / ``verify`` / ``clearly_different`` as ``_run_task`` calls them (one per worker)."""
+
+    def __init__(self, timeout_s: int) -> None:
+        self.timeout_s = timeout_s
+        self._config = _parse_config()
+        self._cache: dict[str, tuple[list, bool]] = {}
+        _silence_math_verify_logs()
+
+    def warm_up(self) -> None:
+        """Lazy ANTLR/latex2sympy imports happen here, so a short deadline never kills a fresh worker."""
+        self.verify(self.parse("\\frac{1}{2}")[0], self.parse("0.5")[0])
+        self._cache.clear()
+
+    def parse(self, answer: str) -> tuple[list, bool]:
+        """-> (parsed, timed_out); cached per process. A parse error is ``([], False)``, as
+        math-verify itself would return it."""
+        if answer in self._cache:
+            return self._cache[answer]
+        try:
+            result = (math_verify.parse(_wrap(answer), extraction_config=self._config,
+                                        parsing_timeout=self.timeout_s, raise_on_error=True), False)
+        except TimeoutException:
+            result = ([], True)
+        except Exception:  # noqa: BLE001 -- any parse failure of hostile text: nothing parsed
+            result = ([], False)
+        if len(self._cache) > _PARSE_CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[answer] = result
+        return result
+
+    def verify(self, gold: list, pred: list, rel_tol: float | None = None,
+               imaginary_unit: bool = False) -> tuple[bool, bool]:
+        """-> (equal, timed_out). Two plain numbers: relative tolerance ``rel_tol`` (rule
+        numeric_rel_tol) instead of math-verify's rounding to 6 decimals."""
+        try:
+            if imaginary_unit:  # rule imaginary_unit: every symbol named i is sympy's I
+                gold, pred = ([_with_imaginary_unit(x) for x in side] for side in (gold, pred))
+            pred = _same_named_symbols(gold, pred)
+            numbers = _real_numbers(gold, pred) if rel_tol is not None else None
+        except Exception:  # noqa: BLE001 -- sympy failed on the rewrite: not comparable
+            return False, False
+        if numbers is not None:
+            a, b = numbers
+            return abs(a - b) <= rel_tol * max(abs(a), abs(b)), False
+        return self._verify_pairs(gold, pred)
+
+    def _verify_pairs(self, gold: list, pred: list) -> tuple[bool, bool]:
+        # math-verify's verify(gold, pred) is any() over the pairs, each under its own alarm, a
+        # failed or timed-out pair counting as unequal. It is called pair by pair here so that
+        # raise_on_error=True reports each pair's timeout without ending the comparison early.
+        timed_out = False
+        for g, p in itertools.product(gold, pred):
+            try:
+                if math_verify.verify(g, p, timeout_seconds=self.timeout_s, raise_on_error=True):
+                    return True, timed_out
+            except TimeoutException:
+                timed_out = True
+            except Exception:  # noqa: BLE001 -- a comparison error: this pair is unequal
+                pass
+        return False, timed_out
+
+    @staticmethod
+    def clearly_different(a: list, b: list) -> bool:
+        # Two plain numbers that differ by far more than math-verify's rounding (6 decimals) are
+        # never verify-equal (numeric comparison fails, and so does the string comparison of
+        # their different spellings), so skip the call: numeric classes are then almost free.
+        if not (a and b and isinstance(a[0], sympy.Number) and isinstance(b[0], sympy.Number)):
+            return False
+        if isinstance(a[0], sympy.Integer) and isinstance(b[0], sympy.Integer):
+            return a[0] != b[0]
+        try:
+            x, y = float(a[0]), float(b[0])
+        except (TypeError, ValueError, OverflowError):
+            return False
+        return abs(x - y) > 1e-4 * max(1.0, abs(x), abs(y))
+
+
+def _same_named_symbols(gold: list, pred: list) -> list:
+    # Rule symbol_names: latex2sympy gives a symbol different assumptions depending on the
+    # context ("5 i" vs "5i"), and sympy then calls identical expressions unequal.
+    by_name = {s.name: s for x in gold if isinstance(x, sympy.Basic) for s in x.free_symbols
+               if isinstance(s, sympy.Symbol)}
+    out = []
+    for x in pred:
+        if isinstance(x, sympy.Basic):
+            subs = {s: by_name[s.name] for s in x.free_symbols
+                    if isinstance(s, sympy.Symbol) and s.name in by_name and by_name[s.name] != s}
+            x = x.xreplace(subs) if subs else x
+        out.append(x)
+    return out
+
+
+def _with_imaginary_unit(expr):
+    if not isinstance(expr, sympy.Basic):
+        return expr
+    subs = {s: sympy.I for s in expr.free_symbols if getattr(s, "name", None) == _IMAGINARY_SYMBOL_NAME}
+    return expr.xreplace(subs) if subs else expr
+
+
+def _real_numbers(gold: list, pred: list) -> tuple[float, float] | None:
+    values = []
+    for side in (gold, pred):
+        expr = side[0] if side else None
+        if not isinstance(expr, sympy.Expr) or expr.free_symbols or not expr.is_number:
+            return None
+        if any(not (p.exp.is_Number and abs(p.exp) <= 400) for p in expr.atoms(sympy.Pow)):
+            return None  # 9^{9^{9^9}}: never evaluate outside math-verify's own timeout
+        try:
+            value = complex(expr.evalf(30))
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if value.imag != 0 or not math.isfinite(value.real):
+            return None
+        values.append(value.real)
+    return values[0], values[1]

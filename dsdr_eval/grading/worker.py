@@ -1,0 +1,166 @@
+"""The grading worker process: its pipes, its set-up, its serving loop, and the zygote that forks it.
+
+A worker is a main thread (math-verify's ``signal.alarm`` timeouts need one) that receives problem
+tasks over a pipe and streams results back (``dsdr_eval.grading.task``). It ignores Ctrl-C (the
+parent's business), dies with its parent, and runs under an address-space limit. The zygote
+(``_zygote_entry``) does that set-up and the math-verify import once, then forks ready workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from dsdr_eval.grading.task import _run_task
+
+if TYPE_CHECKING:
+    from dsdr_eval.grading.verifier import Verifier
+
+_FLUSH_INTERVAL_S = 0.05
+
+
+class _PipePair:
+    """Two one-way multiprocessing Connections over OS pipes, used like one duplex Connection."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.reader = Connection(read_fd, writable=False)
+        self.writer = Connection(write_fd, readable=False)
+
+    def send(self, obj: Any) -> None:
+        self.writer.send(obj)
+
+    def recv(self) -> Any:
+        return self.reader.recv()
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self.reader.poll(timeout)
+
+    def close(self) -> None:
+        for conn in (self.reader, self.writer):
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the parent dies, even mid-computation (no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def _limit_memory(memory_limit_bytes: int | None) -> None:
+    if not memory_limit_bytes:
+        return
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _prepare_worker_process(inner_timeout_s: int, memory_limit_bytes: int | None) -> "Verifier":
+    """Signals, limits, math-verify import and warm-up of a worker (or of the zygote that forks
+    workers) -> the ``Verifier`` that ``_run_task`` uses."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    _die_with_parent()
+    _limit_memory(memory_limit_bytes)
+    from dsdr_eval.grading.verifier import Verifier  # sympy + math-verify: workers only
+
+    verifier = Verifier(inner_timeout_s)
+    verifier.warm_up()
+    return verifier
+
+
+class _BatchingSender:
+    """What ``_run_task`` sends, batched into one pipe write per problem (a one-sample problem
+    sends five messages, and every write wakes the parent: on 2 busy cores those wake-ups cost
+    more than the grading). Buffered messages also go out whenever ``_FLUSH_INTERVAL_S`` has
+    passed, so a long healthy problem keeps resetting the parent's deadline. A worker killed
+    while it held buffered results loses them, so the parent reruns such a problem ``eager``
+    (every message sent at once) before it charges any item (see ``_WorkerPool._replace``)."""
+
+    def __init__(self, conn: _PipePair) -> None:
+        self.conn = conn
+        self.eager = False
+        self.buffer: list[tuple] = []
+        self.flushed_at = time.monotonic()
+
+    def send(self, message: tuple) -> None:
+        self.buffer.append(message)
+        now = time.monotonic()
+        if self.eager or message[0] == "done" or now - self.flushed_at >= _FLUSH_INTERVAL_S:
+            self.conn.send(self.buffer)
+            self.buffer, self.flushed_at = [], now
+
+
+def _serve(conn: _PipePair, verifier: "Verifier") -> None:
+    """Loop: receive a problem task, stream results back; exit on None or a closed pipe."""
+    conn.send(("ready", os.getpid()))
+    sender = _BatchingSender(conn)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        sender.eager, task = message
+        _run_task(task, sender, verifier)
+
+
+def _worker_entry(read_fd: int, write_fd: int, inner_timeout_s: int, memory_limit_bytes: int) -> None:
+    """A worker in a fresh interpreter (platforms without fork support)."""
+    _serve(_PipePair(read_fd, write_fd), _prepare_worker_process(inner_timeout_s, memory_limit_bytes or None))
+
+
+def _zygote_entry(control_fd: int, inner_timeout_s: int, memory_limit_bytes: int) -> None:
+    """A warmed-up template worker: imports math-verify once, then forks a ready worker per
+    request (a byte on the control socket) and hands the parent the worker's pipe ends and pid
+    (SCM_RIGHTS). Forking costs milliseconds, where each fresh interpreter costs ~2 s of CPU
+    importing sympy -- the fixed cost that made small files slower than a serial loop (issue 16).
+    The zygote is single-threaded and never grades, so forking it is safe."""
+    verifier = _prepare_worker_process(inner_timeout_s, memory_limit_bytes or None)
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked workers are reaped by the kernel
+    control.sendall(b"R")
+    while True:
+        try:
+            request = control.recv(1)
+        except OSError:
+            return
+        if not request:
+            return
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: already imported and warm
+            try:
+                control.close()
+                os.close(to_child_w)
+                os.close(from_child_r)
+                _die_with_parent()  # cleared by fork; the zygote itself dies with the caller
+                _serve(_PipePair(to_child_r, from_child_w), verifier)
+            finally:
+                os._exit(0)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        try:
+            socket.send_fds(control, [pid.to_bytes(8, "little")], [from_child_r, to_child_w])
+        except OSError:
+            return
+        finally:
+            os.close(from_child_r)
+            os.close(to_child_w)
