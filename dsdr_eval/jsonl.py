@@ -308,14 +308,13 @@ def repair_truncated_tail(path: str | Path, *, on_warning: Callable[[str], None]
     if not path.exists():
         return 0
     with path.open("rb+") as fh:
-        data = fh.read()
-        if not data or data.endswith(b"\n"):
+        size = fh.seek(0, os.SEEK_END)
+        if not size or _read_at(fh, size - 1, 1) == b"\n":
             return 0
-        cut = data.rfind(b"\n") + 1
-        tail = data[cut:]
-        lineno = data.count(b"\n") + 1
+        cut, tail = _last_line(fh, size)
         if not tail.strip():
             return 0
+        lineno = _count_newlines(fh, cut) + 1
         if looks_truncated(tail):
             fh.truncate(cut)
             on_warning(f"{path}:{lineno}: cut a partial last line ({len(tail)} bytes, no newline: an "
@@ -325,6 +324,36 @@ def repair_truncated_tail(path: str | Path, *, on_warning: Callable[[str], None]
         fh.seek(0, os.SEEK_END)
         fh.write(b"\n")
         return 0
+
+
+def _read_at(fh: Any, offset: int, n: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(n)
+
+
+def _last_line(fh: Any, size: int, block: int = 1 << 16) -> tuple[int, bytes]:
+    """(offset, bytes) of the text after the last newline of a file of ``size`` bytes (read backwards:
+    a resume checks its tail without reading the whole file)."""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        found = _read_at(fh, start, end - start).rfind(b"\n")
+        if found >= 0:
+            cut = start + found + 1
+            return cut, _read_at(fh, cut, size - cut)
+        end = start
+    return 0, _read_at(fh, 0, size)
+
+
+def _count_newlines(fh: Any, end: int, block: int = 1 << 20) -> int:
+    """Newlines in the first ``end`` bytes (only for the line number of a message)."""
+    fh.seek(0)
+    count, left = 0, end
+    while left > 0:
+        chunk = fh.read(min(block, left))
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    return count
 
 
 def _encode_line(record: Any, **dumps_options: Any) -> bytes:
