@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable
 from dsdr_eval import answer_norm
 from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.samples import DEFAULT_BENCHMARK
 from dsdr_eval.extraction import (  # noqa: F401 -- re-exported: grading is the public entry point
     EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction, answer_key, extract_answer, extract_answer_with_method)
 
@@ -818,7 +819,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         for name in ("problem_id", "gold", "completion"):
             if name not in row or row[name] is None:
                 raise DsdrError(f"sample {index}: missing field '{name}'")
-        key = (str(row.get("benchmark", "default")), str(row["problem_id"]))
+        key = (str(row.get("benchmark", DEFAULT_BENCHMARK)), str(row["problem_id"]))
         gold = str(row["gold"])
         problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [], "meta": row.get("answer_meta"),
                                             "problem": row.get("problem")})

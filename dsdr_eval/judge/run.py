@@ -28,9 +28,9 @@ from dsdr_eval.judge.prompt import (
 )
 from dsdr_eval.jsonl import append_jsonl, read_json, read_jsonl, write_json, write_jsonl
 from dsdr_eval.openai_client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
+from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING
 
 PAPER_BENCHMARKS = ("aime24", "aime25", "minerva", "olympiadbench")
-DEFAULT_BENCHMARK = "default"  # lines without "benchmark" (the metrics.json convention)
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class JudgeSettings:
     max_rollouts: int = 32                     # paper: 32 rollouts per judge call
     min_rollouts: int = 2                      # diversity of fewer than 2 rollouts is undefined -> skipped
     correct_only: bool = False
-    phase: str = "sampling"
+    phase: str = SAMPLING
     temperature: float = 0.0
     max_tokens: int = 512
     json_mode: bool = False                    # send response_format={"type": "json_object"}
@@ -98,7 +98,7 @@ def select_rollouts(rows: list[dict], settings: JudgeSettings, source: str | Pat
     groups: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     for number, row in enumerate(rows, start=1):
         where = f"{source}: record {number}"
-        if row.get("phase", "sampling") != settings.phase:
+        if row.get("phase", SAMPLING) != settings.phase:
             continue
         benchmark = row.get("benchmark") or DEFAULT_BENCHMARK
         if "problem_id" not in row:
