@@ -252,6 +252,11 @@ def parse_graded(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
     return GradedSample(sample, **grades), replaced
 
 
+def sample_of(record: Sample | GradedSample) -> Sample:
+    """The sample of a record read from samples.jsonl or graded.jsonl."""
+    return record.sample if isinstance(record, GradedSample) else record
+
+
 def graded_from_grader(sample: Sample, row: Mapping[str, Any]) -> GradedSample:
     """A sample and the row ``grade_samples`` returned for it (trusted: our grader wrote it)."""
     return GradedSample(sample, **{name: row.get(name) for name in GRADE_FIELDS})
