@@ -247,8 +247,7 @@ def parse_graded(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
     grades = _grade_fields(row, where)
     sample, replaced = parse_sample({k: v for k, v in row.items() if k not in GRADE_FIELDS}, where,
                                     sample_idx=sample_idx, line=line)
-    if grades["grade_note"] is not None:
-        grades["grade_note"] = clean_text(grades["grade_note"])
+    grades = _replace_surrogates(grades, "", where, replaced)  # extracted / grade_note are free text too
     return GradedSample(sample, **grades), replaced
 
 
