@@ -138,9 +138,10 @@ def bench_run_without_encoder(problems: int, samples: int, repeats: int) -> dict
         centres = rng.normal(size=(4, 384))  # 4 "strategies" per problem -> non-trivial partitions
         for s, text in enumerate(group):
             embeddings.append(centres[s % 4] + 0.15 * rng.normal(size=384))
+            correct = bool(rng.random() < 0.5)
             rows.append({"benchmark": "synthetic", "problem_id": f"p{p}", "sample_idx": s, "phase": "sampling",
-                         "completion": text, "correct": bool(rng.random() < 0.5),
-                         "answer_class": int(rng.integers(0, 3))})
+                         "gold": "1", "completion": text, "correct": correct,
+                         "status": "correct" if correct else "incorrect", "answer_class": int(rng.integers(0, 3))})
     embeddings = np.asarray(embeddings)
     texts = [r["completion"] for r in rows]
     out: dict = {"problems": problems, "samples_per_problem": samples, "n_texts": len(texts),

@@ -242,6 +242,15 @@ def _decode_line(decoder: _Decoder, line: bytes, where: str) -> dict[str, Any]:
     return record
 
 
+def read_bytes(path: str | Path, *, context: str = "") -> bytes:
+    """The whole file (DsdrError ``FILE: file not found`` when absent)."""
+    path = Path(path)
+    if not path.exists():
+        raise DsdrError(f"{context}{path}: file not found")
+    with path.open("rb") as fh:
+        return fh.read()
+
+
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
                         on_warning: Callable[[str], None] = warn,
                         exact_number_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -251,11 +260,15 @@ def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = Fal
     one-line warning about a skipped partial last line; a number in a top-level field named in
     ``exact_number_fields`` keeps its literal (``number_text``), even an integer over the conversion
     limit (an OversizeInt, refused anywhere else)."""
-    path = Path(path)
-    if not path.exists():
-        raise DsdrError(f"{context}{path}: file not found")
-    with path.open("rb") as fh:
-        raw = fh.read()
+    raw = read_bytes(path, context=context)
+    yield from iter_jsonl_bytes(raw, path, tolerate_truncated_tail=tolerate_truncated_tail, context=context,
+                                on_warning=on_warning, exact_number_fields=exact_number_fields)
+
+
+def iter_jsonl_bytes(raw: bytes, path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
+                     on_warning: Callable[[str], None] = warn,
+                     exact_number_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``iter_jsonl_numbered`` over the bytes of ``path`` already in memory (read once, e.g. to hash them)."""
     if raw.startswith(BOM):
         raw = raw[len(BOM):]
     ends_with_newline = raw.endswith(b"\n")
@@ -295,14 +308,13 @@ def repair_truncated_tail(path: str | Path, *, on_warning: Callable[[str], None]
     if not path.exists():
         return 0
     with path.open("rb+") as fh:
-        data = fh.read()
-        if not data or data.endswith(b"\n"):
+        size = fh.seek(0, os.SEEK_END)
+        if not size or _read_at(fh, size - 1, 1) == b"\n":
             return 0
-        cut = data.rfind(b"\n") + 1
-        tail = data[cut:]
-        lineno = data.count(b"\n") + 1
+        cut, tail = _last_line(fh, size)
         if not tail.strip():
             return 0
+        lineno = _count_newlines(fh, cut) + 1
         if looks_truncated(tail):
             fh.truncate(cut)
             on_warning(f"{path}:{lineno}: cut a partial last line ({len(tail)} bytes, no newline: an "
@@ -314,21 +326,61 @@ def repair_truncated_tail(path: str | Path, *, on_warning: Callable[[str], None]
         return 0
 
 
+def _read_at(fh: Any, offset: int, n: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(n)
+
+
+def _last_line(fh: Any, size: int, block: int = 1 << 16) -> tuple[int, bytes]:
+    """(offset, bytes) of the text after the last newline of a file of ``size`` bytes (read backwards:
+    a resume checks its tail without reading the whole file)."""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        found = _read_at(fh, start, end - start).rfind(b"\n")
+        if found >= 0:
+            cut = start + found + 1
+            return cut, _read_at(fh, cut, size - cut)
+        end = start
+    return 0, _read_at(fh, 0, size)
+
+
+def _count_newlines(fh: Any, end: int, block: int = 1 << 20) -> int:
+    """Newlines in the first ``end`` bytes (only for the line number of a message)."""
+    fh.seek(0)
+    count, left = 0, end
+    while left > 0:
+        chunk = fh.read(min(block, left))
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    return count
+
+
 def _encode_line(record: Any, **dumps_options: Any) -> bytes:
     """One JSON text as UTF-8; lone surrogates become ``\\uXXXX`` escapes (valid JSON, same string)."""
     return json.dumps(record, ensure_ascii=False, **dumps_options).encode("utf-8", "backslashreplace")
 
 
-def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, fsync: bool = True) -> int:
-    """Append records, one line each, flushed (and fsynced) so a kill loses at most the last line."""
+def encode_jsonl(records: Iterable[Any]) -> bytes:
+    """Records as JSONL bytes, one line each (what ``append_jsonl`` / ``write_jsonl`` write)."""
+    return b"".join(_encode_line(record) + b"\n" for record in records)
+
+
+def append_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> None:
+    """Append ``data``, flushed (and fsynced) so a kill loses at most the last line."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = b"".join(_encode_line(record) + b"\n" for record in records)
     with path.open("ab") as fh:
         fh.write(data)
         fh.flush()
         if fsync:
             os.fsync(fh.fileno())
+
+
+def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, fsync: bool = True) -> int:
+    """Append records, one line each, flushed (and fsynced) so a kill loses at most the last line."""
+    data = encode_jsonl(records)
+    append_bytes(path, data, fsync=fsync)
     return data.count(b"\n")
 
 
@@ -379,6 +431,29 @@ def read_json(path: str | Path) -> Any:
         raise DsdrError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
     except (ValueError, RecursionError) as exc:
         raise DsdrError(f"{path}: invalid JSON ({exc})") from None
+
+
+def to_json_safe(value: Any) -> Any:
+    """A value JSON can hold, for settings and results: numpy scalars/arrays -> python, NaN / inf ->
+    None (strict JSON; null means "undefined"), sets sorted, tuples as lists, anything else as repr()."""
+    if isinstance(value, dict):
+        return {str(k): to_json_safe(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        try:
+            value = sorted(value)
+        except TypeError:  # mixed types
+            value = sorted(value, key=repr)
+    if isinstance(value, (list, tuple)):
+        return [to_json_safe(v) for v in value]
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy array or scalar (numpy not imported here)
+        return to_json_safe(value.tolist())
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    return repr(value)
 
 
 def is_finite_number(value: Any) -> bool:

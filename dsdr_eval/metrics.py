@@ -42,12 +42,11 @@ import numpy as np
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import status_counts
+from dsdr_eval.samples import PASS1, SAMPLING, GradedSample, as_graded, iter_by_problem
 
 K_VALUES = (1, 2, 4, 8, 16, 32, 64)
 AVG_AT = (16, 64)
 TABLE1_BENCHMARKS = ("aime24", "aime25", "math500", "minerva", "olympiadbench")  # DSDR paper Table 1
-DEFAULT_BENCHMARK = "default"
-SAMPLING, PASS1 = "sampling", "pass1"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -76,29 +75,18 @@ def majority_correct(classes: list[int | None], correct: list[bool]) -> bool:
     return class_correct[winner]
 
 
-def _sample_order(row: dict, fallback: int) -> int:
-    idx = row.get("sample_idx")
-    return int(idx) if isinstance(idx, (int, float)) and not isinstance(idx, bool) else fallback
+Grouped = dict[str, dict[str, dict[str, list[GradedSample]]]]
 
 
-def _group(rows: Iterable[dict]) -> dict[str, dict[str, dict[str, list[dict]]]]:
-    """benchmark -> phase -> problem_id -> rows sorted by sample_idx (file order when absent)."""
-    grouped: dict[str, dict[str, dict[str, list[tuple[int, int, dict]]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list)))
-    for position, row in enumerate(rows):
-        for name in ("problem_id", "status"):
-            if name not in row:
-                raise DsdrError(f"graded row {position}: missing field '{name}'")
-        benchmark = str(row.get("benchmark") or DEFAULT_BENCHMARK)
-        phase = str(row.get("phase") or SAMPLING)
-        problem = grouped[benchmark][phase][str(row["problem_id"])]
-        problem.append((_sample_order(row, len(problem)), position, row))
-    return {b: {ph: {pid: [r for *_, r in sorted(items, key=lambda t: (t[0], t[1]))]
-                     for pid, items in problems.items()} for ph, problems in phases.items()}
-            for b, phases in grouped.items()}
+def _group(records: Iterable[GradedSample]) -> Grouped:
+    """benchmark -> phase -> problem_id -> records sorted by sample_idx."""
+    grouped: Grouped = defaultdict(lambda: defaultdict(dict))
+    for (benchmark, phase, problem_id), members in iter_by_problem(records):
+        grouped[benchmark][phase][problem_id] = members
+    return grouped
 
 
-def _per_problem_values(phases: dict[str, dict[str, list[dict]]]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def _per_problem_values(phases: dict[str, dict[str, list[GradedSample]]]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Per-problem metric vectors ("pass@4" -> array [P]) and the benchmark's descriptive fields."""
     values: dict[str, np.ndarray] = {}
     info: dict[str, Any] = {}
@@ -106,7 +94,7 @@ def _per_problem_values(phases: dict[str, dict[str, list[dict]]]) -> tuple[dict[
     if sampling:
         problems = list(sampling.values())
         n = np.array([len(p) for p in problems])
-        c = np.array([sum(bool(r.get("correct")) for r in p) for p in problems])
+        c = np.array([sum(r.correct for r in p) for p in problems])
         n_min = int(n.min())
         info["n_samples_per_problem"] = n_min
         if int(n.max()) != n_min:
@@ -114,16 +102,16 @@ def _per_problem_values(phases: dict[str, dict[str, list[dict]]]) -> tuple[dict[
         values["avg@n"] = c / n
         for k in AVG_AT:
             if n_min >= k:
-                values[f"avg@{k}"] = np.array([np.mean([bool(r.get("correct")) for r in p[:k]]) for p in problems])
+                values[f"avg@{k}"] = np.array([np.mean([r.correct for r in p[:k]]) for p in problems])
         for k in K_VALUES:
             if n_min >= k:
                 values[f"pass@{k}"] = np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)])
                 values[f"maj@{k}"] = np.array([
-                    float(majority_correct([r.get("answer_class") for r in p[:k]], [bool(r.get("correct")) for r in p[:k]]))
+                    float(majority_correct([r.answer_class for r in p[:k]], [r.correct for r in p[:k]]))
                     for p in problems])
     pass1 = phases.get(PASS1, {})
     if pass1:
-        values["pass1"] = np.array([np.mean([bool(r.get("correct")) for r in p]) for p in pass1.values()])
+        values["pass1"] = np.array([np.mean([r.correct for r in p]) for p in pass1.values()])
     all_ids = set(sampling) | set(pass1)
     info["n_problems"] = len(all_ids)
     if sampling and pass1 and set(sampling) != set(pass1):
@@ -185,11 +173,13 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
     return nested
 
 
-def compute_metrics(graded_rows: list[dict], *, bootstrap: int = 1000, seed: int = 0) -> dict:
-    """metrics.json content (without grading provenance) from graded rows; see module docstring."""
+def compute_metrics(graded: Iterable[GradedSample | Mapping[str, Any]], *, bootstrap: int = 1000,
+                    seed: int = 0) -> dict:
+    """metrics.json content (without grading provenance) from graded records (graded.jsonl rows as
+    dicts are checked like the file's lines: ``samples.as_graded``); see module docstring."""
     if bootstrap < 0:
         raise DsdrError(f"--bootstrap must be >= 0 (got {bootstrap})")
-    grouped = _group(graded_rows)
+    grouped = _group(as_graded(graded))
     benchmarks: dict[str, Any] = {}
     replicates: dict[str, dict[str, np.ndarray]] = {}
     for name in sorted(grouped):
@@ -209,13 +199,12 @@ def compute_metrics(graded_rows: list[dict], *, bootstrap: int = 1000, seed: int
         entry.update({k: v for k, v in info.items() if k != "n_problems"})
         entry.update(_nest(point))
         entry["ci95"] = _nest(ci)
-        entry["status_counts"] = status_counts(rows)
-        entry["status_counts_by_phase"] = {phase: status_counts(r for p in problems.values() for r in p)
+        entry["status_counts"] = _status_counts(rows)
+        entry["status_counts_by_phase"] = {phase: _status_counts(r for p in problems.values() for r in p)
                                            for phase, problems in sorted(phases.items())}
-        entry["mean_completion_tokens"] = _mean_of(rows, "n_completion_tokens")
-        with_reason = [r for r in rows if r.get("finish_reason") is not None]
-        entry["truncated_fraction"] = (sum(r["finish_reason"] == "length" for r in with_reason) / len(with_reason)
-                                       if with_reason else None)
+        entry["mean_completion_tokens"] = _mean_of([r.sample.n_completion_tokens for r in rows])
+        reasons = [r.sample.finish_reason for r in rows if r.sample.finish_reason is not None]
+        entry["truncated_fraction"] = sum(reason == "length" for reason in reasons) / len(reasons) if reasons else None
         benchmarks[name] = entry
     result = {"benchmarks": benchmarks, "average": _macro_average(benchmarks, replicates, bootstrap),
             "provenance": {"pass@k": "unbiased estimator (Chen et al. 2021), 1 - prod_{i=n-c+1..n}(1 - k/i)",
@@ -259,6 +248,10 @@ def _macro_average(benchmarks: dict[str, Any], replicates: dict[str, dict[str, n
     return average
 
 
-def _mean_of(rows: list[dict], key: str) -> float | None:
-    values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
-    return float(np.mean(values)) if values else None
+def _status_counts(records: Iterable[GradedSample]) -> dict[str, int]:
+    return status_counts({"status": r.status} for r in records)
+
+
+def _mean_of(values: list[int | None]) -> float | None:
+    present = [v for v in values if v is not None]  # null = not recorded
+    return float(np.mean(present)) if present else None

@@ -14,9 +14,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-
-PHASE_PASS1 = "pass1"
-PHASE_SAMPLING = "sampling"
+from dsdr_eval.samples import PASS1 as PHASE_PASS1  # the phase names are defined in the sample schema
+from dsdr_eval.samples import SAMPLING as PHASE_SAMPLING
 _SEED_MODULUS = 2**31 - 1  # fits every engine's seed type (torch, vLLM, OpenAI `seed`)
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import iter_jsonl, read_json
+from dsdr_eval.samples import read_graded
 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
 # The paper's Table 1 column order, then the other benchmarks this project ships.
@@ -343,13 +344,13 @@ def protocol_from_graded(graded_path: Path) -> Protocol:
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     max_tokens: set = set()
     seeds: set = set()
-    for row in iter_graded(graded_path, tolerate_truncated_tail=True):
-        phase = str(row.get("phase") or "sampling")
-        per_phase[phase]["temperature"].add(row.get("temperature"))
-        per_phase[phase]["top_p"].add(row.get("top_p"))
-        counts[(phase, str(row.get("benchmark") or "default"), str(row.get("problem_id")))] += 1
-        max_tokens.add(row.get("max_tokens"))
-        seeds.add(row.get("seed"))
+    for record in read_graded(graded_path):
+        sample = record.sample
+        per_phase[sample.phase]["temperature"].add(sample.temperature)
+        per_phase[sample.phase]["top_p"].add(sample.top_p)
+        counts[(sample.phase, sample.benchmark, sample.problem_id)] += 1
+        max_tokens.add(sample.max_tokens)
+        seeds.add(sample.seed)
 
     def single(values: set):
         values = {v for v in values if v is not None}

@@ -21,7 +21,8 @@ Training run (``dsdr-train``)::
       checkpoints/step_XXXXXX/    HF model dir + tokenizer + trainer_state.pt
       final/                      last HF checkpoint (evaluable with dsdr-eval run --model)
 
-The README documents every field; this module only names the files and the helpers.
+The README documents every field; this module only names the files and the helpers. The sample
+records of samples.jsonl / graded.jsonl (schema, reader, writer) are ``dsdr_eval.samples``.
 """
 
 from __future__ import annotations
@@ -31,14 +32,12 @@ import fcntl
 import importlib.metadata
 import os
 import platform
-import re
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import (OversizeInt, field_label, is_finite_number, is_non_finite_constant, json_type,
-                             number_text, read_json, write_json)
+from dsdr_eval.jsonl import read_json, write_json
 
 CONFIG = "config.json"
 SAMPLES = "samples.jsonl"
@@ -104,126 +103,25 @@ def require_run_dir(run_dir: str | Path, *needed: str) -> Path:
     return run_dir
 
 
-# ----------------------------------------------------------------------------- the sample schema
+# ----------------------------------------------------------------------------- run identity
 
-PHASES = ("pass1", "sampling")  # metrics.PASS1, metrics.SAMPLING (metrics is too heavy to import here)
-REQUIRED_SAMPLE_FIELDS = ("problem_id", "gold", "completion")
-FREE_TEXT_FIELDS = ("completion", "problem", "prompt")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
-
-
-def _nonneg_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-# optional field -> (accepts a non-null value?, what it must be). null means "not recorded".
-_OPTIONAL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "sample_idx": (_nonneg_int, "a non-negative integer"),
-    "n_prompt_tokens": (_nonneg_int, "a non-negative integer or null"),
-    "n_completion_tokens": (_nonneg_int, "a non-negative integer or null"),
-    "max_tokens": (lambda v: _nonneg_int(v) and v >= 1, "a positive integer or null"),
-    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer or null"),
-    "temperature": (lambda v: is_finite_number(v) and v >= 0, "a finite number >= 0 or null"),
-    "top_p": (lambda v: is_finite_number(v) and 0 < v <= 1, "a number in (0, 1] or null"),
-    "finish_reason": (lambda v: isinstance(v, str), "a string or null"),
-    "problem": (lambda v: isinstance(v, str), "a string or null"),
-    "prompt": (lambda v: isinstance(v, str), "a string or null"),
-}
+def identity(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of config.json a rerun must match to resume into the same RUN_DIR."""
+    model = config.get("model") or {}
+    template = config.get("template") or {}
+    return {
+        "model": model.get("fingerprint") or [model.get("path"), model.get("revision")],
+        "protocol": config.get("protocol"),
+        "template": {k: template.get(k) for k in ("name", "text", "raw_text", "mode")},
+        "benchmarks": [{k: b.get(k) for k in ("name", "n_problems", "ids_sha256")}
+                       for b in config.get("benchmarks") or []],
+    }
 
 
-def _describe(value: Any) -> str:
-    if isinstance(value, OversizeInt):
-        return repr(value)
-    text = number_text(value) if not isinstance(value, (str, bool)) else None
-    return text if text is not None else (repr(value)[:60] if isinstance(value, str) else
-                                          "null" if value is None else json_type(value))
-
-
-def _identity_text(value: Any, where: str, name: str, *, numbers: str) -> str:
-    """A string identity field (problem_id, gold, benchmark): non-empty, valid Unicode.
-
-    ``numbers``: "int" accepts JSON integers (as their text), "any" any finite JSON number literal
-    (as its exact text), "" none."""
-    if isinstance(value, str):
-        if _LONE_SURROGATE.search(value):
-            raise DsdrError(f"{where}:{name}: contains a lone surrogate ({field_label(_LONE_SURROGATE.search(value)[0])}), "
-                            "which is not valid Unicode")
-        if not value.strip():
-            label = {"gold": "gold answer", "problem_id": "problem id", "benchmark": "benchmark name"}[name]
-            raise DsdrError(f"{where}:{name}: empty {label} (got {value!r}; must be a non-empty string)")
-        return value
-    if numbers == "any" and is_non_finite_constant(value):
-        raise DsdrError(f"{where}:{name}: {value.text} is not an answer (give the gold answer as a string)")
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    if numbers == "any" or (numbers == "int" and is_int):
-        text = None if isinstance(value, bool) else number_text(value)
-        if text is not None:
-            return text
-    wanted = {"any": "a string or a number", "int": "a string or an integer", "": "a non-empty string"}[numbers]
-    raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(value)})")
-
-
-def _replace_surrogates(value: Any, path: str, where: str, replaced: list[str]) -> Any:
-    """Copy of ``value`` with lone surrogates in strings replaced by U+FFFD (``replaced`` gets the
-    field paths); a lone surrogate in a key is refused."""
-    if isinstance(value, str):
-        if _LONE_SURROGATE.search(value):
-            replaced.append(path)
-            return _LONE_SURROGATE.sub(REPLACEMENT, value)
-        return value
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            sub = f"{path}.{key}" if path else key
-            if _LONE_SURROGATE.search(key):
-                raise DsdrError(f"{where}:{field_label(sub)}: field name contains a lone surrogate "
-                                "(not valid Unicode)")
-            out[key] = _replace_surrogates(item, sub, where, replaced)
-        return out
-    if isinstance(value, list):
-        return [_replace_surrogates(item, f"{path}.{i}", where, replaced) for i, item in enumerate(value)]
-    return value
-
-
-def validate_sample(row: dict[str, Any], where: str) -> tuple[dict[str, Any], list[str]]:
-    """Check one samples.jsonl record against the schema (README "samples.jsonl"); ``where`` is
-    ``FILE:LINE``. Returns the normalised record and the fields whose lone surrogates were replaced.
-
-    Identity fields (``problem_id``, ``gold``, ``benchmark``) must be non-empty valid Unicode:
-    ``problem_id`` may be a JSON integer, ``gold`` any finite JSON number, both kept as their exact
-    text (``0.00001`` stays ``0.00001``); NaN/Infinity golds are refused. In every other string a lone
-    surrogate (``\\ud800``: valid JSON, not valid Unicode) is replaced by U+FFFD and reported, so one
-    hostile completion cannot stop a run. Raises DsdrError ``FILE:LINE:FIELD: message``."""
-    for name in REQUIRED_SAMPLE_FIELDS:
-        if row.get(name) is None:
-            raise DsdrError(f"{where}:{name}: missing required field '{name}'")
-    out = dict(row)
-    out["problem_id"] = _identity_text(row["problem_id"], where, "problem_id", numbers="int")
-    out["gold"] = _identity_text(row["gold"], where, "gold", numbers="any")
-    if not isinstance(row["completion"], str):
-        raise DsdrError(f"{where}:completion: must be a string (got {_describe(row['completion'])})")
-    if row.get("benchmark") is not None:
-        out["benchmark"] = _identity_text(row["benchmark"], where, "benchmark", numbers="")
-    else:
-        out.pop("benchmark", None)  # null = not given: the "default" benchmark everywhere
-    phase = row.get("phase")
-    if phase is None:
-        out["phase"] = "sampling"
-    elif phase not in PHASES:
-        raise DsdrError(f"{where}:phase: must be one of {', '.join(PHASES)} (got {_describe(phase)})")
-    for name, (accepts, wanted) in _OPTIONAL_FIELDS.items():
-        value = row.get(name)
-        if value is not None and not accepts(value):
-            raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(value)})")
-    replaced: list[str] = []
-    for name, value in out.items():
-        if name not in ("problem_id", "gold", "benchmark", "phase"):
-            if _LONE_SURROGATE.search(name):
-                raise DsdrError(f"{where}:{field_label(name)}: field name contains a lone surrogate "
-                                "(not valid Unicode)")
-            out[name] = _replace_surrogates(value, name, where, replaced)
-    return out, replaced
+def identity_changes(old_config: dict[str, Any], new_config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Identity fields (``identity``) that differ: {field: {"was": old, "now": new}}, in field order."""
+    old_id, new_id = identity(old_config), identity(new_config)
+    return {k: {"was": old_id.get(k), "now": new_id[k]} for k in new_id if old_id.get(k) != new_id[k]}
 
 
 # ----------------------------------------------------------------------------- metrics.json: one merge

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -22,12 +21,13 @@ from typing import Any, Callable, Sequence
 from dsdr_eval import rundir
 from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.jsonl import append_jsonl, iter_jsonl, repair_truncated_tail
+from dsdr_eval.jsonl import append_jsonl, to_json_safe
+from dsdr_eval.progress import progress_bar
 from dsdr_eval.prompts import PromptTemplate
 from dsdr_eval.protocols import Phase, Protocol, derive_seed
+from dsdr_eval.samples import Sample, SampleKey, SamplesFile, clean_text
 
 FAILURES = rundir.FAILURES  # requests that failed after every retry (one line per failed sample)
-SampleKey = tuple[str, str, str, int]  # (benchmark, phase, problem_id, sample_idx): unique per run
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class PlannedRequest:
     request: GenerationRequest
 
     def keys(self) -> list[SampleKey]:
-        return [(self.benchmark, self.phase.phase, self.problem.id, self.start_idx + j)
+        return [SampleKey(self.benchmark, self.phase.phase, self.problem.id, self.start_idx + j)
                 for j in range(self.request.n)]
 
 
@@ -94,7 +94,7 @@ def load_benchmarks(names: Sequence[str], *, data_dir: str | Path | None, limit:
 
 def expected_keys(benchmarks: Sequence[BenchmarkData], protocol: Protocol) -> set[SampleKey]:
     """Every sample key the protocol asks for (independent of how requests are split)."""
-    return {(b.name, phase.phase, p.id, idx) for b in benchmarks for phase in protocol.phases
+    return {SampleKey(b.name, phase.phase, p.id, idx) for b in benchmarks for phase in protocol.phases
             for p in b.problems for idx in range(phase.n)}
 
 
@@ -127,18 +127,8 @@ def sampling_record(plan: Sequence[PlannedRequest], backend: Backend) -> dict[st
             continue
         effective = backend.effective_sampling(planned.request)
         if effective is not None:
-            record[name] = {k: _json_safe(v) for k, v in effective.items() if k != "seed"}
+            record[name] = {k: to_json_safe(v) for k, v in effective.items() if k != "seed"}
     return record
-
-
-def _json_safe(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_json_safe(v) for v in (sorted(value) if isinstance(value, (set, frozenset)) else value)]
-    return repr(value)
 
 
 def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: int) -> list[list[int]]:
@@ -162,75 +152,46 @@ def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: 
     return batches
 
 
+def open_samples(samples_path: Path) -> SamplesFile:
+    """samples.jsonl of a run being resumed (cutting a partial last line left by a crash first),
+    validated; an absent file is an empty one. Errors name ``FILE:LINE:FIELD``."""
+    return SamplesFile.open(samples_path, repair=True, missing_ok=True)
+
+
 def read_done_keys(samples_path: Path) -> set[SampleKey]:
-    """Keys already in samples.jsonl (cutting a partial last line left by a crash first)."""
-    if not samples_path.exists():
-        return set()
-    repair_truncated_tail(samples_path)
-    done: set[SampleKey] = set()
-    for lineno, row in enumerate(iter_jsonl(samples_path, tolerate_truncated_tail=True), start=1):
-        try:
-            key = (str(row.get("benchmark", "default")), str(row.get("phase", "sampling")),
-                   str(row["problem_id"]), int(row["sample_idx"]))
-        except (KeyError, TypeError, ValueError):
-            raise DsdrError(f"{samples_path}: record {lineno} lacks problem_id/sample_idx") from None
-        if key in done:
-            raise DsdrError(f"{samples_path}: record {lineno} duplicates sample {key}; "
-                            "remove the duplicate line before resuming")
-        done.add(key)
-    return done
+    """Keys already in samples.jsonl (see ``open_samples``)."""
+    return open_samples(samples_path).keys
 
 
-def _clean_text(text: str) -> str:
-    # A hostile/garbled completion may hold lone surrogates, which cannot be written as UTF-8.
-    return text.encode("utf-8", "replace").decode("utf-8")
+def new_sample(planned: PlannedRequest, j: int, completion: Any) -> Sample:
+    """Rollout ``j`` of ``planned`` as a sample record (text cleaned: it must be writable as UTF-8)."""
+    r = planned.request
+    return Sample(
+        benchmark=planned.benchmark, problem_id=planned.problem.id, sample_idx=planned.start_idx + j,
+        phase=planned.phase.phase, problem=planned.problem.problem, gold=planned.problem.answer,
+        answer_meta=getattr(planned.problem, "answer_meta", None),  # grading metadata (answer_norm)
+        prompt=clean_text(r.prompt), completion=clean_text(completion.text),
+        finish_reason=completion.finish_reason, n_prompt_tokens=completion.n_prompt_tokens,
+        n_completion_tokens=completion.n_completion_tokens, temperature=r.temperature, top_p=r.top_p,
+        max_tokens=r.max_tokens, seed=completion.seed if completion.seed is not None else r.seed)
 
 
 def sample_row(planned: PlannedRequest, j: int, completion: Any) -> dict[str, Any]:
-    r = planned.request
-    return {
-        "benchmark": planned.benchmark, "problem_id": planned.problem.id, "sample_idx": planned.start_idx + j,
-        "phase": planned.phase.phase, "problem": planned.problem.problem, "gold": planned.problem.answer,
-        "answer_meta": getattr(planned.problem, "answer_meta", None),  # grading metadata (answer_norm)
-        "prompt": _clean_text(r.prompt), "completion": _clean_text(completion.text),
-        "finish_reason": completion.finish_reason, "n_prompt_tokens": completion.n_prompt_tokens,
-        "n_completion_tokens": completion.n_completion_tokens, "temperature": r.temperature,
-        "top_p": r.top_p, "max_tokens": r.max_tokens,
-        "seed": completion.seed if completion.seed is not None else r.seed,
-    }
-
-
-class _Progress:
-    """A rich progress bar (on stderr) over the rollouts still to generate; off with --no-progress."""
-
-    def __init__(self, total: int, enabled: bool, description: str) -> None:
-        self._progress = None
-        if enabled and total > 0:
-            from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TimeRemainingColumn(),
-                                      console=Console(stderr=True), transient=False)
-            self._task = self._progress.add_task(description, total=total)
-            self._progress.start()
-
-    def advance(self, n: int) -> None:
-        if self._progress is not None and n:
-            self._progress.advance(self._task, n)
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
+    """``new_sample`` as its samples.jsonl line."""
+    return new_sample(planned, j, completion).to_json()
 
 
 def generate_missing(run_dir: Path, plan: Sequence[PlannedRequest], backend: Backend, *,
-                     progress: bool = True, log: Callable[[str], None] = print) -> GenerationOutcome:
-    """Generate every planned sample not yet in samples.jsonl, appending as batches finish."""
-    samples_path = rundir.run_path(run_dir, rundir.SAMPLES)
+                     samples: SamplesFile | None = None, progress: bool = True,
+                     log: Callable[[str], None] = print) -> GenerationOutcome:
+    """Generate every planned sample not yet in samples.jsonl, appending as batches finish.
+
+    ``samples``: the run's samples.jsonl already opened (``open_samples``); it is appended to, so
+    afterwards it holds every sample of the file without reading it again."""
+    if samples is None:
+        samples = open_samples(rundir.run_path(run_dir, rundir.SAMPLES))
     failures_path = run_dir / FAILURES
-    done = read_done_keys(samples_path)
+    done = samples.keys
     expected = {key for planned in plan for key in planned.keys()}
     stray = done - expected
     if stray:
@@ -241,62 +202,54 @@ def generate_missing(run_dir: Path, plan: Sequence[PlannedRequest], backend: Bac
     pending = [b for b in batches if any(k not in done for i in b for k in plan[i].keys())]
     if not pending:
         return outcome
-    bar = _Progress(outcome.n_expected - outcome.n_already_done, progress, f"generate [{backend.name}]")
     lock = threading.Lock()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     def on_results(results: list[tuple[int, RequestResult]]) -> None:
-        rows, failed = [], []
-        t_write = time.perf_counter()
         with lock:
-            for index, result in results:
-                planned = plan[index]
-                if result.ok:
-                    for j, completion in enumerate(result.completions or ()):
-                        key = planned.keys()[j]
-                        if key not in done:  # a regenerated batch: write only what is missing
-                            rows.append(sample_row(planned, j, completion))
-                            done.add(key)
-                else:
-                    for key in planned.keys():
-                        if key not in done:
-                            failed.append({"benchmark": key[0], "phase": key[1], "problem_id": key[2],
-                                           "sample_idx": key[3], "error": result.error,
-                                           "attempts": result.attempts, "where": result.where,
-                                           "run_started": started})
-            if rows:
-                append_jsonl(samples_path, rows)
+            t_write = time.perf_counter()
+            new, failed = _collect(plan, results, done, started)
+            samples.append(new)
             if failed:
                 append_jsonl(failures_path, failed)
-            outcome.n_written += len(rows)
+            outcome.n_written += len(new)
             outcome.n_failed += len(failed)
             outcome.failures.extend(failed)
-            bar.advance(len(rows) + len(failed))
+            bar.advance(len(new) + len(failed))
             outcome.write_s += time.perf_counter() - t_write
 
     t0 = time.perf_counter()
     try:
-        backend.generate([p.request for p in plan], pending, on_results)
+        with progress_bar(outcome.n_expected - outcome.n_already_done, f"generate [{backend.name}]",
+                          unit="rollout", enabled=progress) as bar:
+            backend.generate([p.request for p in plan], pending, on_results)
     finally:
         outcome.generate_s = time.perf_counter() - t0
-        bar.close()
     return outcome
 
 
+def _collect(plan: Sequence[PlannedRequest], results: list[tuple[int, RequestResult]], done: set[SampleKey],
+             started: str) -> tuple[list[Sample], list[dict[str, Any]]]:
+    """The new samples and failure lines of finished requests (a regenerated batch: only what is
+    missing); marks their keys done."""
+    new, failed = [], []
+    for index, result in results:
+        planned = plan[index]
+        keys = planned.keys()
+        if result.ok:
+            for j, completion in enumerate(result.completions or ()):
+                if keys[j] not in done:
+                    new.append(new_sample(planned, j, completion))
+                    done.add(keys[j])
+        else:
+            failed.extend({"benchmark": key.benchmark, "phase": key.phase, "problem_id": key.problem_id,
+                           "sample_idx": key.sample_idx, "error": result.error, "attempts": result.attempts,
+                           "where": result.where, "run_started": started}
+                          for key in keys if key not in done)
+    return new, failed
+
+
 # ----------------------------------------------------------------------------- config checks
-
-def identity(config: dict[str, Any]) -> dict[str, Any]:
-    """The part of config.json a rerun must match to resume into the same RUN_DIR."""
-    model = config.get("model") or {}
-    template = config.get("template") or {}
-    return {
-        "model": model.get("fingerprint") or [model.get("path"), model.get("revision")],
-        "protocol": config.get("protocol"),
-        "template": {k: template.get(k) for k in ("name", "text", "raw_text", "mode")},
-        "benchmarks": [{k: b.get(k) for k in ("name", "n_problems", "ids_sha256")}
-                       for b in config.get("benchmarks") or []],
-    }
-
 
 def check_resume_config(run_dir: Path, new_config: dict[str, Any], *, force: bool,
                         allow_mixed_models: bool = False) -> dict[str, Any] | None:
@@ -313,32 +266,21 @@ def check_resume_config(run_dir: Path, new_config: dict[str, Any], *, force: boo
     old = rundir.load_config(run_dir)
     if old.get("kind") != "eval" and not force:
         raise DsdrError(f"{config_path}: kind={old.get('kind')!r}, not an eval run directory")
-    old_id, new_id = identity(old), identity(new_config)
-    differing = [k for k in new_id if old_id.get(k) != new_id[k]]
+    changes = rundir.identity_changes(old, new_config)
+    differing = list(changes)
     if differing and not force:
-        details = "; ".join(f"{k}: was {old_id.get(k)!r}, now {new_id[k]!r}" for k in differing)
+        details = "; ".join(f"{k}: was {c['was']!r}, now {c['now']!r}" for k, c in changes.items())
         raise DsdrError(f"{config_path}: this run directory was made with a different "
                         f"{', '.join(differing)} ({details[:1500]}). Use another --out, or --force-config "
                         "to continue into it anyway" + (" (with --allow-mixed-models for a different model)"
                                                         if "model" in differing else ""))
     has_samples = samples_path.exists() and samples_path.stat().st_size > 0
     if "model" in differing and has_samples and not allow_mixed_models:
-        raise DsdrError(f"{config_path}: this run directory holds samples of model {old_id.get('model')!r}; "
-                        f"--force-config would add samples of {new_id['model']!r} to the same run. Use another "
+        raise DsdrError(f"{config_path}: this run directory holds samples of model {changes['model']['was']!r}; "
+                        f"--force-config would add samples of {changes['model']['now']!r} to the same run. Use another "
                         "--out, or add --allow-mixed-models (config.json then records which samples came from "
                         "which model)")
     return old
-
-
-def count_lines(path: Path) -> int:
-    """Lines of a file (samples.jsonl is append-only: line numbers say which run wrote a sample)."""
-    if not path.exists():
-        return 0
-    count = 0
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            count += block.count(b"\n")
-    return count
 
 
 def continuation_record(old_config: dict[str, Any], new_config: dict[str, Any], *, first_line: int,
@@ -352,8 +294,7 @@ def continuation_record(old_config: dict[str, Any], new_config: dict[str, Any], 
     record: dict[str, Any] = {"at": rundir.now_iso(), "command": new_config.get("command"),
                               "backend": new_config.get("backend"), "first_line": first_line,
                               "n_generated": None}
-    old_id, new_id = identity(old_config), identity(new_config)
-    changed = {k: {"was": old_id.get(k), "now": new_id[k]} for k in new_id if old_id.get(k) != new_id[k]}
+    changed = rundir.identity_changes(old_config, new_config)
     if changed:
         record["forced"] = {
             "changed": changed,

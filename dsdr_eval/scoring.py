@@ -1,4 +1,4 @@
-"""Score a samples file: validate -> grade (grading.py) -> metrics (metrics.py) -> write files.
+"""Score a samples file: read (dsdr_eval.samples validates) -> grade (grading.py) -> metrics -> write files.
 
 ``score_run_dir(RUN_DIR)`` reads ``RUN_DIR/samples.jsonl`` and writes ``graded.jsonl`` and
 ``metrics.json`` next to it; ``score_samples(path, out_dir)`` does the same for any samples file.
@@ -9,77 +9,38 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
-from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import grade_samples, grader_provenance
-from dsdr_eval.jsonl import field_label, iter_jsonl_numbered, write_jsonl
-from dsdr_eval.metrics import DEFAULT_BENCHMARK, compute_metrics
-
-
-def load_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[dict[str, Any]]:
-    """Read and validate a whole samples JSONL before any grading; errors name ``file:line:field``.
-
-    Each record is checked by ``rundir.validate_sample`` (types, ranges, lone surrogates, exact
-    number text of golds). A partial last line (a generation run killed mid-append) is skipped with
-    a warning, like the run loop does. ``sample_idx`` defaults to the order of appearance within
-    (benchmark, phase, problem_id); ``phase`` to "sampling". One warning line per field whose lone
-    surrogates were replaced (with the first line and how many lines)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DsdrError(f"{path}: samples file not found")
-    rows: list[dict[str, Any]] = []
-    keys: dict[tuple, int] = {}
-    golds: dict[tuple[str, str], tuple[str, int]] = {}
-    next_idx: dict[tuple, int] = {}
-    replaced: dict[str, list[int]] = {}
-    for lineno, raw in iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_warning,
-                                           exact_number_fields=("gold",)):
-        where = f"{path}:{lineno}"
-        row, replaced_fields = rundir.validate_sample(raw, where)
-        for name in replaced_fields:
-            replaced.setdefault(name, []).append(lineno)
-        group = (row.get("benchmark") or DEFAULT_BENCHMARK, row["phase"], row["problem_id"])
-        if row.get("sample_idx") is None:
-            row["sample_idx"] = next_idx.get(group, 0)
-        idx = row["sample_idx"]
-        next_idx[group] = max(next_idx.get(group, 0), idx + 1)
-        key = (*group, idx)
-        if key in keys:
-            raise DsdrError(f"{where}:sample_idx: duplicate sample {key} (first on line {keys[key]})")
-        keys[key] = lineno
-        problem = (group[0], row["problem_id"])
-        if problem in golds and golds[problem][0] != row["gold"]:
-            raise DsdrError(f"{where}:gold: {row['gold']!r} differs from {golds[problem][0]!r} "
-                            f"given for the same problem on line {golds[problem][1]}")
-        golds.setdefault(problem, (row["gold"], lineno))
-        rows.append(row)
-    if not rows:
-        raise DsdrError(f"{path}: no samples")
-    for name, lines in replaced.items():
-        more = f" (and on {len(lines) - 1} more lines)" if len(lines) > 1 else ""
-        on_warning(f"{path}:{lines[0]}:{field_label(name)}: lone surrogate(s) (not valid Unicode) replaced "
-                   f"by U+FFFD{more}")
-    return rows
+from dsdr_eval.jsonl import write_jsonl
+from dsdr_eval.metrics import compute_metrics
+from dsdr_eval.samples import SamplesFile, graded_from_grader
 
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
-                  options: GradingOptions | None = None,
-                  seed: int = 0) -> dict[str, Any]:
+                  options: GradingOptions | None = None, seed: int = 0,
+                  samples: SamplesFile | None = None) -> dict[str, Any]:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
-    The whole file is validated before any grading; both outputs are written (atomically) only
-    after grading and metrics succeeded, so a failure leaves the previous ones untouched."""
+    The whole file is validated before any grading (``dsdr_eval.samples``); both outputs are written
+    (atomically) only after grading and metrics succeeded, so a failure leaves the previous ones
+    untouched. ``samples``: the file already read in this process (``dsdr-eval run``), not read again."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
-    rows = load_samples(samples_path)
+    if samples is None:
+        samples = SamplesFile.open(samples_path)
+    records = samples.samples
+    if not records:
+        raise DsdrError(f"{samples_path}: no samples")
     started = time.perf_counter()
-    graded = grade_samples(rows, timeout_s=timeout_s, workers=workers, progress=progress, options=options)
+    rows = grade_samples([sample.to_json() for sample in records], timeout_s=timeout_s, workers=workers,
+                         progress=progress, options=options)
+    graded = [graded_from_grader(sample, row) for sample, row in zip(records, rows)]
     grading_wall_s = time.perf_counter() - started
 
     metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
@@ -88,7 +49,7 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
     provenance.update({
         "samples_file": str(samples_path.resolve()),
-        "samples_sha256": hashlib.sha256(samples_path.read_bytes()).hexdigest(),
+        "samples_sha256": samples.sha256,
         "n_samples": len(graded),
         "created": rundir.now_iso(),
         "versions": rundir.library_versions(),
@@ -97,17 +58,18 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     if run_config:
         provenance["run_config"] = run_config
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / rundir.GRADED, graded)
+    write_jsonl(out_dir / rundir.GRADED, (record.to_json() for record in graded))
     # the scores' section of metrics.json; diversity / judge blocks already there are kept
     return rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"], summary=metrics)
 
 
 def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int | None = None,
-                  progress: bool = True, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+                  progress: bool = True, bootstrap: int = 1000, seed: int = 0,
+                  samples: SamplesFile | None = None) -> dict[str, Any]:
     """Score ``RUN_DIR/samples.jsonl`` in place (graded.jsonl + metrics.json next to it)."""
     run_dir = rundir.require_run_dir(run_dir, rundir.SAMPLES)
     return score_samples(run_dir / rundir.SAMPLES, run_dir, timeout_s=timeout_s, workers=workers,
-                         progress=progress, bootstrap=bootstrap, seed=seed)
+                         progress=progress, bootstrap=bootstrap, seed=seed, samples=samples)
 
 
 def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:

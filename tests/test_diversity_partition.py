@@ -198,7 +198,8 @@ def test_classifier_partition_on_a_run(tmp_path, tiny_classifier_dir) -> None:
 
     texts = ["$a$ first", "$b$ second", "third $c$", "$a$ first again"]
     write_jsonl(tmp_path / "graded.jsonl", [
-        {"problem_id": "p", "sample_idx": i, "completion": t, "correct": i < 3, "answer_class": 0}
+        {"problem_id": "p", "sample_idx": i, "gold": "1", "completion": t, "correct": i < 3,
+         "status": "correct" if i < 3 else "incorrect", "answer_class": 0}
         for i, t in enumerate(texts)])
 
     class Flat:

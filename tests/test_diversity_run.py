@@ -65,11 +65,12 @@ def _samples() -> list[dict]:
         # a pass1 rollout that must be ignored (it would change every number if it were used)
         rows.append({"benchmark": benchmark, "problem_id": problem_id, "sample_idx": 0, "phase": "pass1",
                      "problem": "Q", "gold": "4", "completion": "PASS1 $totally different$ \\boxed{4}",
-                     "correct": True, "answer_class": 0})
+                     "correct": True, "status": "correct", "answer_class": 0})
         for idx, (completion, correct, answer_class) in reversed(list(enumerate(rollouts))):  # unsorted
             rows.append({"benchmark": benchmark, "problem_id": problem_id, "sample_idx": idx,
                          "phase": "sampling", "problem": "Q", "gold": "4", "completion": completion,
-                         "correct": correct, "answer_class": answer_class})
+                         "correct": correct, "status": "correct" if correct else "incorrect",
+                         "answer_class": answer_class})
     return rows
 
 
@@ -161,7 +162,7 @@ def test_bad_graded_line_names_file_line_and_field(tmp_path: Path) -> None:
     rows = _samples()
     del rows[3]["completion"]
     write_jsonl(tmp_path / "graded.jsonl", rows)
-    with pytest.raises(DsdrError, match=r"graded\.jsonl:4: missing field 'completion'"):
+    with pytest.raises(DsdrError, match=r"graded\.jsonl:4:completion: missing required field 'completion'"):
         compute_run_diversity(tmp_path, encoder=BagOfWordsEncoder(), progress=False)
     rows = _samples()
     rows.append(dict(rows[-1]))
@@ -232,8 +233,8 @@ def test_hostile_completions_do_not_crash(tmp_path: Path) -> None:
                "$$" + "x" * 500_000,                                  # unclosed display math
                "\x00\ud800 <script>alert(1)</script> $a$",            # NUL, lone surrogate, markup
                "$a$"]
-    rows = [{"problem_id": "h", "sample_idx": i, "completion": text, "correct": i % 2 == 0,
-             "answer_class": None} for i, text in enumerate(hostile)]
+    rows = [{"problem_id": "h", "sample_idx": i, "gold": "1", "completion": text, "correct": i % 2 == 0,
+             "status": "correct" if i % 2 == 0 else "incorrect", "answer_class": None} for i, text in enumerate(hostile)]
     # ensure_ascii: a lone surrogate can only reach graded.jsonl as a JSON escape
     (tmp_path / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = compute_run_diversity(tmp_path, encoder=BagOfWordsEncoder(), progress=False)

@@ -19,6 +19,7 @@ from dsdr_eval.cli import judge as judge_cli
 from dsdr_eval.judge.parse import JudgeParseError, parse_equivalence, parse_judge_response
 from dsdr_eval.judge.prompt import PromptBudget, build_judge_prompt, fill_template
 from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge, select_rollouts
+from dsdr_eval.samples import as_graded
 from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient
 
 GOOD = '```json\n{"logic": 6, "formula": 3, "semantic": 6, "overall": 5}\n```'
@@ -110,14 +111,14 @@ def _rows(benchmarks: dict[str, int], n: int = 4, *, with_pass1: bool = True, se
             if with_pass1:
                 rows.append({"benchmark": benchmark, "problem_id": f"{benchmark}-{p}", "sample_idx": 0,
                              "phase": "pass1", "problem": f"Problem {p}", "completion": "pass1 rollout",
-                             "correct": True})
+                             "gold": str(p), "correct": True, "status": "correct"})
             idx = list(range(n))
             rng.shuffle(idx)  # file order is not sample order
             for i in idx:
                 rows.append({"benchmark": benchmark, "problem_id": f"{benchmark}-{p}", "sample_idx": i,
                              "phase": "sampling", "problem": f"Problem {p} of {benchmark}",
                              "completion": f"Solution number {i}: we compute {i} + {p}. \\boxed{{{i + p}}}",
-                             "correct": i % 2 == 0})
+                             "gold": str(p), "correct": i % 2 == 0, "status": "correct" if i % 2 == 0 else "incorrect"})
     return rows
 
 
@@ -141,7 +142,7 @@ def _client(server: FaultServer, **kw) -> OpenAICompatClient:
 
 
 def test_select_rollouts_first_by_sample_idx_phase_limit_correct_only(tmp_path):
-    rows = _rows({"aime24": 3, "minerva": 2}, n=40)
+    rows = as_graded(_rows({"aime24": 3, "minerva": 2}, n=40))
     items = select_rollouts(rows, JudgeSettings(), "graded.jsonl")
     assert [(i.benchmark, i.problem_id) for i in items][:2] == [("aime24", "aime24-0"), ("aime24", "aime24-1")]
     assert all(i.sample_idx == list(range(32)) and i.n_available == 40 for i in items)
@@ -152,12 +153,14 @@ def test_select_rollouts_first_by_sample_idx_phase_limit_correct_only(tmp_path):
     assert all(i.sample_idx == [0, 2, 4] for i in correct)
     with pytest.raises(DsdrError, match="olympiadbench"):
         select_rollouts(rows, JudgeSettings(benchmarks=("olympiadbench",)), "g")
-    bad = rows[:3] + [{"benchmark": "aime24", "problem_id": "z", "sample_idx": 0}]
-    with pytest.raises(DsdrError, match="record 4: field 'completion'"):
-        select_rollouts(bad, JudgeSettings(), "g.jsonl")
-    dup = [dict(rows[1]), dict(rows[1])]
-    with pytest.raises(DsdrError, match="duplicate sample_idx"):
-        select_rollouts(dup, JudgeSettings(), "g.jsonl")
+    # the records are validated once, when read (dsdr_eval.samples), with the reader's messages
+    bad = [r.to_json() for r in rows[:3]] + [{"benchmark": "aime24", "problem_id": "z", "sample_idx": 0, "gold": "1",
+                                              "status": "correct", "correct": True}]
+    with pytest.raises(DsdrError, match=r"g\.jsonl:4:completion: missing required field 'completion'"):
+        select_rollouts(as_graded(bad, source="g.jsonl"), JudgeSettings(), "g.jsonl")
+    dup = [rows[1].to_json(), rows[1].to_json()]
+    with pytest.raises(DsdrError, match="duplicate sample"):
+        select_rollouts(as_graded(dup, source="g.jsonl"), JudgeSettings(), "g.jsonl")
 
 
 def test_run_with_transient_faults_counts_eventual_success(run_dir):

@@ -27,7 +27,8 @@ def test_judge_real_server_counts_every_problem_and_caches(vllm_server, tmp_path
     run = tmp_path / "run"
     run.mkdir()
     rows = [{"benchmark": "aime24", "problem_id": f"p{p}", "sample_idx": i, "phase": "sampling",
-             "problem": f"What is 2 + {p + 3}?", "completion": text.replace("3", str(p + 3)), "correct": True}
+             "problem": f"What is 2 + {p + 3}?", "completion": text.replace("3", str(p + 3)), "gold": str(p + 5),
+             "correct": True, "status": "correct"}
             for p in range(2) for i, text in enumerate(ROLLOUTS)]
     write_jsonl(run / "graded.jsonl", rows)
     client = OpenAICompatClient(EndpointConfig(base_urls=(base_url,), model=model, timeout_s=120, max_retries=1,

@@ -48,6 +48,7 @@ def _rows(benchmark: str, correct_matrix: np.ndarray, classes: np.ndarray | None
         for s, ok in enumerate(row):
             cls = int(classes[p, s]) if classes is not None else (0 if ok else 1)
             rows.append({"benchmark": benchmark, "problem_id": f"p{p}", "sample_idx": s, "phase": phase,
+                         "gold": "1", "completion": "c",
                          "correct": bool(ok), "status": "correct" if ok else "incorrect", "answer_class": cls,
                          "n_completion_tokens": 100 + s, "finish_reason": "length" if s == 0 else "stop"})
     return rows

@@ -162,7 +162,8 @@ def test_plan_splits_n_and_batches_depend_only_on_the_plan():
 
 def test_read_done_keys_repairs_a_torn_tail_and_rejects_duplicates(tmp_path):
     path = tmp_path / "samples.jsonl"
-    rows = [{"benchmark": "a", "phase": "sampling", "problem_id": "x", "sample_idx": i} for i in range(2)]
+    rows = [{"benchmark": "a", "phase": "sampling", "problem_id": "x", "sample_idx": i, "gold": "1", "completion": "c"}
+            for i in range(2)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"benchmark": "a", "probl')
     assert runner.read_done_keys(path) == {("a", "sampling", "x", 0), ("a", "sampling", "x", 1)}
     assert path.read_text().endswith("}\n")  # the partial line was cut

@@ -209,3 +209,78 @@ def test_force_config_into_a_run_without_samples_starts_it_afresh(tmp_path, data
         assert _run_openai(out, data_dir, server, "model-b", 2, "--force-config").exit_code == 0
     config = read_json(out / "config.json")
     assert config["model"]["spec"] == "model-b" and "resumed" not in config and "mixed_settings" not in config
+
+
+# ------------------------------------------------- one process, one read of samples.jsonl (issue 11, item 3)
+class _SamplesFileAccess:
+    """Counts, during one ``dsdr-eval run``, the reads of RUN_DIR/samples.jsonl (opens for reading),
+    its parses (decodes of its first line) and its hashes (sha256 over bytes that start like it)."""
+
+    def __init__(self, monkeypatch, path: Path) -> None:
+        import builtins
+        import hashlib
+        import pathlib
+
+        from dsdr_eval import jsonl
+
+        self.path, self.reads, self.parses, self.hashes = path, 0, 0, 0
+        self.head = path.read_bytes()[:200]  # the file exists: a first run wrote it
+        real_open, real_path_open, real_decode, real_sha = builtins.open, pathlib.Path.open, jsonl._decode_line, \
+            hashlib.sha256
+
+        def is_read(target, mode) -> bool:
+            return str(target) == str(self.path) and not any(c in mode for c in "aw")
+
+        def counting_open(file, mode="r", *args, **kwargs):
+            self.reads += is_read(file, mode)
+            return real_open(file, mode, *args, **kwargs)
+
+        def counting_path_open(target, mode="r", *args, **kwargs):
+            self.reads += is_read(target, mode)
+            return real_path_open(target, mode, *args, **kwargs)
+
+        def counting_decode(decoder, line, where):
+            self.parses += where == f"{self.path}:1"
+            return real_decode(decoder, line, where)
+
+        def counting_sha(data=b"", *args, **kwargs):
+            self.hashes += bytes(data[:200]) == self.head
+            return real_sha(data, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", counting_open)
+        monkeypatch.setattr(pathlib.Path, "open", counting_path_open)
+        monkeypatch.setattr(jsonl, "_decode_line", counting_decode)
+        monkeypatch.setattr(hashlib, "sha256", counting_sha)
+
+    def counts(self) -> dict[str, int]:
+        counts = {"reads": self.reads, "parses": self.parses, "hashes": self.hashes}
+        self.reads = self.parses = self.hashes = 0
+        return counts
+
+
+def test_one_run_parses_and_hashes_samples_jsonl_once(tmp_path, data_dir, monkeypatch):
+    """``dsdr-eval run`` used to parse samples.jsonl 3 times and hash it after reading it once more
+    (resume check, generation's resume check, scoring); now the resume reader's records and hash go
+    to generation and scoring in memory: at most one read, one parse, one hash per run."""
+    from fault_server import FaultServer
+
+    from dsdr_eval.jsonl import read_json
+
+    out = tmp_path / "run"
+    with FaultServer(reply="The answer is \\boxed{42}.") as server:
+        assert _run_openai(out, data_dir, server, "model-a", 2).exit_code == 0  # a fresh run: nothing to read
+        sha = __import__("hashlib").sha256((out / "samples.jsonl").read_bytes()).hexdigest()
+        assert read_json(out / "metrics.json")["provenance"]["samples_sha256"] == sha  # the in-memory hash is the file's
+        access = _SamplesFileAccess(monkeypatch, out / "samples.jsonl")
+        assert _run_openai(out, data_dir, server, "model-a", 3, "--force-config").exit_code == 0  # resume + generate
+        resumed = access.counts()
+        assert _run_openai(out, data_dir, server, "model-a", 3, "--force-config").exit_code == 0  # all done: re-score
+        rescored = access.counts()
+    print("samples.jsonl in one run (resume + generate):", resumed, "| (nothing to generate):", rescored)
+    assert resumed["parses"] == rescored["parses"] == 1
+    assert resumed["hashes"] == rescored["hashes"] == 1
+    assert resumed["reads"] <= 2 and rescored["reads"] <= 2  # the tail check (last line only) + the read
+    metrics = read_json(out / "metrics.json")
+    assert metrics["provenance"]["n_samples"] == 2 * (1 + 3)
+    assert metrics["provenance"]["samples_sha256"] == __import__("hashlib").sha256(
+        (out / "samples.jsonl").read_bytes()).hexdigest()

@@ -20,6 +20,7 @@ from bad_samples import CASES, GOOD, Case
 from dsdr_eval import cli, scoring
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import append_jsonl, iter_jsonl, read_jsonl, repair_truncated_tail, write_json, write_jsonl
+from dsdr_eval.samples import read_samples
 
 REPO = Path(__file__).resolve().parents[1]
 SENTINELS = {"graded.jsonl": b'{"kept": true}\n', "metrics.json": b'{"benchmarks": {}, "kept": true}\n'}
@@ -104,8 +105,8 @@ def test_many_surrogate_lines_give_one_warning_per_field(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # ensure_ascii: \ud800 escapes
     warnings: list[str] = []
-    loaded = scoring.load_samples(path, on_warning=warnings.append)
-    assert [r["completion"] for r in loaded] == [f"\\boxed{{3}}\ufffd{i}" for i in range(5)]
+    loaded = read_samples(path, on_warning=warnings.append)
+    assert [r.completion for r in loaded] == [f"\\boxed{{3}}\ufffd{i}" for i in range(5)]
     assert warnings == [f"{path}:1:completion: lone surrogate(s) (not valid Unicode) replaced by U+FFFD "
                         "(and on 4 more lines)"]
 
@@ -150,7 +151,8 @@ def test_run_resume_reader_refuses_garbage_tail_and_duplicate_keys(tmp_path):
     from dsdr_eval.runner import read_done_keys
 
     path = tmp_path / "samples.jsonl"
-    good = json.dumps({"benchmark": "b", "phase": "sampling", "problem_id": "p", "sample_idx": 0})
+    good = json.dumps({"benchmark": "b", "phase": "sampling", "problem_id": "p", "sample_idx": 0, "gold": "1",
+                       "completion": "x"})
     path.write_text(good + "\nnot json")
     with pytest.raises(DsdrError, match=":2: invalid JSON"):
         read_done_keys(path)

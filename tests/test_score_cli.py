@@ -13,7 +13,8 @@ import pytest
 
 from dsdr_eval import cli
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.scoring import load_samples, score_run_dir
+from dsdr_eval.samples import read_samples as load_samples
+from dsdr_eval.scoring import score_run_dir
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "math_samples.jsonl"
@@ -127,7 +128,7 @@ def test_load_samples_duplicates_defaults_and_truncated_tail(tmp_path):
     good = [{"problem_id": 7, "gold": 3, "completion": "a"}, {"problem_id": 7, "gold": "3", "completion": "b"}]
     path.write_text("\n".join(json.dumps(r) for r in good) + '\n{"problem_id": 7, "go')
     rows = load_samples(path)  # the partial last line of an interrupted append is skipped
-    assert [(r["problem_id"], r["gold"], r["phase"], r["sample_idx"]) for r in rows] == [
+    assert [(r.problem_id, r.gold, r.phase, r.sample_idx) for r in rows] == [
         ("7", "3", "sampling", 0), ("7", "3", "sampling", 1)]
     path.write_text("\n".join(json.dumps(dict(r, sample_idx=0)) for r in good) + "\n")
     with pytest.raises(DsdrError, match=r":2:sample_idx: duplicate sample .*\(first on line 1\)"):

@@ -22,6 +22,7 @@ from dashboards.views.common import display_labels, inline_code, jsonl, markdown
 from dsdr_eval import rundir
 from dsdr_eval.diversity.formula import formula_set  # the one formula extractor (DSDR §3.1)
 from dsdr_eval.report.runs import benchmark_title, order_benchmarks
+from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error", "ungraded")
 # Coloured status words (Streamlit markdown), not emoji: headless browsers often lack an emoji font.
@@ -44,7 +45,7 @@ def _diversity_index(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, float]
     for row in rows:
         values = {k: v for k, v in row.items() if k not in _KEY_FIELDS and isinstance(v, (int, float))
                   and not isinstance(v, bool)}
-        key = (str(row.get("benchmark") or "default"), str(row.get("phase") or "sampling"),
+        key = (str(row.get("benchmark") or DEFAULT_BENCHMARK), str(row.get("phase") or SAMPLING),
                str(row.get("problem_id")), row.get("sample_idx"))
         index[key] = values
     return index
@@ -104,12 +105,12 @@ def _load_diversity(entry: data.RunEntry) -> dict[tuple, dict[str, float]]:
 
 def _pick_problem(rows: list[dict[str, Any]], graded: bool) -> tuple[str, str, list[dict[str, Any]]]:
     """(benchmark, problem_id, its rollouts ordered by phase and sample_idx), as chosen in the page."""
-    benchmarks = order_benchmarks({str(r.get("benchmark") or "default") for r in rows})
+    benchmarks = order_benchmarks({str(r.get("benchmark") or DEFAULT_BENCHMARK) for r in rows})
     c1, c2 = st.columns([1, 3])
     benchmark = c1.selectbox("Benchmark", benchmarks, format_func=benchmark_title, key="samples_benchmark")
     by_problem: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if str(r.get("benchmark") or "default") == benchmark:
+        if str(r.get("benchmark") or DEFAULT_BENCHMARK) == benchmark:
             by_problem.setdefault(str(r.get("problem_id")), []).append(r)
 
     def describe(pid: str) -> str:
@@ -118,7 +119,7 @@ def _pick_problem(rows: list[dict[str, Any]], graded: bool) -> tuple[str, str, l
         return f"{pid} — {n_correct}/{len(group)} correct" if graded else f"{pid} — {len(group)} rollouts"
 
     problem_id = c2.selectbox("Problem", list(by_problem), format_func=describe, key="samples_problem")
-    group = sorted(by_problem[problem_id], key=lambda r: (str(r.get("phase") or "sampling"), r.get("sample_idx") or 0))
+    group = sorted(by_problem[problem_id], key=lambda r: (str(r.get("phase") or SAMPLING), r.get("sample_idx") or 0))
     return benchmark, problem_id, group
 
 
@@ -143,7 +144,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     present_statuses = [s for s in STATUSES if any(_status(r) == s for r in group)]
     statuses = f1.multiselect("Status", present_statuses, default=present_statuses, key="samples_status",
                               help="e.g. keep only 'correct', or only 'timeout' / 'no_answer'")
-    phases = sorted({str(r.get("phase") or "sampling") for r in group})
+    phases = sorted({str(r.get("phase") or SAMPLING) for r in group})
     chosen_phases = f2.multiselect("Phase", phases, default=phases, key="samples_phase")
     show_formulas = f3.toggle("Formulas", value=True, key="samples_formulas")
 
@@ -155,7 +156,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     counts = Counter(_status(r) for r in group)
     st.caption(" · ".join(f"{ICONS[s]} {s}: {counts[s]}" for s in STATUSES if counts[s]))
 
-    shown = [r for r in group if _status(r) in statuses and str(r.get("phase") or "sampling") in chosen_phases]
+    shown = [r for r in group if _status(r) in statuses and str(r.get("phase") or SAMPLING) in chosen_phases]
     if not shown:
         st.info("No rollout matches the filters.")
         return
@@ -166,7 +167,7 @@ def _rollouts(shown: list[dict[str, Any]], formula_group: list[dict[str, Any]] |
               diversity: dict[tuple, dict[str, float]], benchmark: str, problem_id: str) -> None:
     """One expander per shown rollout (formula chips when ``formula_group`` is given), and a CSV download."""
     # D_eq view: which formulas each rollout shares with the others of its phase group.
-    sets = {(str(r.get("phase") or "sampling"), r.get("sample_idx")): formula_set(str(r.get("completion") or ""))
+    sets = {(str(r.get("phase") or SAMPLING), r.get("sample_idx")): formula_set(str(r.get("completion") or ""))
             for r in formula_group} if formula_group is not None else {}
     holders_by_phase: dict[str, Counter] = {}
     for (phase, _), s in sets.items():
@@ -175,7 +176,7 @@ def _rollouts(shown: list[dict[str, Any]], formula_group: list[dict[str, Any]] |
         st.caption(f"Showing the first {MAX_ROLLOUTS_SHOWN} of {len(shown)} rollouts.")
     table = []
     for r in shown[:MAX_ROLLOUTS_SHOWN]:
-        phase = str(r.get("phase") or "sampling")
+        phase = str(r.get("phase") or SAMPLING)
         status = _status(r)
         div = diversity.get((benchmark, phase, problem_id, r.get("sample_idx")), {})
         div_text = " · ".join(f"{k}={div[k]:.3f}" for k in HEADER_DIVERSITY if div.get(k) is not None)

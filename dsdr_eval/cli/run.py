@@ -199,10 +199,12 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
                                             allow_mixed_models=args.allow_mixed_models)
     out.mkdir(parents=True, exist_ok=True)
 
-    samples_path = rundir.run_path(out, rundir.SAMPLES)
+    # samples.jsonl is read (validated, hashed) once here; generation appends to this object and
+    # scoring takes it, so neither reads the file again.
+    samples = runner.open_samples(rundir.run_path(out, rundir.SAMPLES))
     expected = runner.expected_keys(benchmarks, protocol)
-    done = runner.read_done_keys(samples_path)
-    continuation = _continuation(out, old_config, config, done, expected)
+    done = samples.keys
+    continuation = _continuation(out, old_config, config, samples, expected)
     if continuation is not None and old_config is not None and expected <= done:
         # Everything is generated: re-grade and re-score without starting an engine.
         print(f"all {len(expected)} samples already in {out / rundir.SAMPLES}; nothing to generate")
@@ -213,22 +215,22 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
         timings["load_s"] = time.perf_counter() - t_start
     else:
         outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
-                            old_config, continuation, timings, t_start, progress)
-    return _finish(out, args, protocol, config, outcome, timings, t_start, progress)
+                            old_config, continuation, timings, t_start, progress, samples)
+    return _finish(out, args, protocol, config, outcome, timings, t_start, progress, samples)
 
 
-def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str, Any], done: set,
+def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str, Any], samples: Any,
                   expected: set) -> dict[str, Any] | None:
     """The ``resumed`` record of a rerun into a RUN_DIR that holds samples (None for a fresh run)."""
-    from dsdr_eval import rundir, runner
+    from dsdr_eval import runner
 
-    samples_path = rundir.run_path(out, rundir.SAMPLES)
+    done = samples.keys
     if old_config is None or not done:
         if done:  # --force-config into samples of unknown settings (no config.json)
-            config["adopted_samples"] = {"n": len(done), "lines": [1, runner.count_lines(samples_path)],
+            config["adopted_samples"] = {"n": len(done), "lines": [1, samples.n_lines],
                                          "note": "already in samples.jsonl, of unknown settings (--force-config)"}
         return None  # nothing generated yet: this run's settings are the run's
-    continuation = runner.continuation_record(old_config, config, first_line=runner.count_lines(samples_path) + 1,
+    continuation = runner.continuation_record(old_config, config, first_line=samples.n_lines + 1,
                                               n_outside_plan=len(done - expected))
     if "forced" in continuation:
         warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
@@ -253,7 +255,8 @@ def _record_forced_without_generation(out: Path, old_config: dict[str, Any], con
 
 def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any, protocol: Any, template: Any,
               benchmarks: list[Any], config: dict[str, Any], old_config: dict[str, Any] | None,
-              continuation: dict[str, Any] | None, timings: dict[str, float], t_start: float, progress: bool) -> Any:
+              continuation: dict[str, Any] | None, timings: dict[str, float], t_start: float, progress: bool,
+              samples: Any) -> Any:
     from dsdr_eval import rundir, runner
 
     backend = _make_backend(backend_name, args, model, protocol.seed)
@@ -272,7 +275,7 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
         else:
             rundir.save_config(out, config)
         timings["load_s"] = time.perf_counter() - t_start - timings["plan_s"]
-        outcome = runner.generate_missing(out, plan, backend, progress=progress)
+        outcome = runner.generate_missing(out, plan, backend, samples=samples, progress=progress)
     finally:
         backend.close()
     if continuation is not None and old_config is not None:
@@ -285,7 +288,7 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
 
 
 def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str, Any], outcome: Any,
-            timings: dict[str, float], t_start: float, progress: bool) -> RunResult:
+            timings: dict[str, float], t_start: float, progress: bool, samples: Any) -> RunResult:
     from dsdr_eval import rundir, runner
 
     timings["generate_s"] = outcome.generate_s
@@ -294,7 +297,8 @@ def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str
     from dsdr_eval.scoring import score_run_dir
 
     t0 = time.perf_counter()
-    metrics = score_run_dir(out, timeout_s=args.grading_timeout, workers=args.grading_workers, progress=progress)
+    metrics = score_run_dir(out, timeout_s=args.grading_timeout, workers=args.grading_workers, progress=progress,
+                            samples=samples)
     timings["score_s"] = time.perf_counter() - t0
     if not args.no_diversity:
         t0 = time.perf_counter()

@@ -43,10 +43,10 @@ from dsdr_eval.diversity.partition import (
 from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
 from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, write_json, write_jsonl
+from dsdr_eval.jsonl import read_json, to_json_safe, write_json, write_jsonl
 from dsdr_eval.progress import progress_bar
-
-SAMPLING_PHASE = "sampling"
+from dsdr_eval.samples import SAMPLING as SAMPLING_PHASE
+from dsdr_eval.samples import iter_by_problem, read_graded
 SUBSETS = ("all", "correct")
 
 
@@ -68,46 +68,16 @@ class _Problem:
 
 # ----------------------------------------------------------------------------- reading
 
-def _record_line_numbers(path: Path) -> list[int]:
-    """Line number of each non-empty line (iter_jsonl yields one record per such line)."""
-    with path.open("rb") as fh:
-        return [i for i, line in enumerate(fh, start=1) if line.strip()]
-
-
 def load_problems(graded_path: Path) -> list[_Problem]:
-    """Group the "sampling" rollouts of graded.jsonl by (benchmark, problem_id)."""
-    from dsdr_eval.jsonl import iter_jsonl
-
-    line_numbers = _record_line_numbers(graded_path)
-    grouped: dict[tuple[str, str], dict[str, Any]] = {}
-    for record_index, row in enumerate(iter_jsonl(graded_path)):
-        where = f"{graded_path}:{line_numbers[record_index]}"
-        if row.get("phase", SAMPLING_PHASE) != SAMPLING_PHASE:
-            continue  # the single low-temperature "pass1" rollout is not part of a group
-        for field_name in ("problem_id", "sample_idx", "completion", "correct"):
-            if field_name not in row:
-                raise DsdrError(f"{where}: missing field {field_name!r}")
-        completion, correct, sample_idx = row["completion"], row["correct"], row["sample_idx"]
-        if not isinstance(completion, str):
-            raise DsdrError(f"{where}: field 'completion' must be a string, got {type(completion).__name__}")
-        if not isinstance(correct, bool):
-            raise DsdrError(f"{where}: field 'correct' must be true/false, got {correct!r}")
-        if not isinstance(sample_idx, int) or isinstance(sample_idx, bool):
-            raise DsdrError(f"{where}: field 'sample_idx' must be an integer, got {sample_idx!r}")
-        answer_class = row.get("answer_class")
-        if answer_class is not None and (not isinstance(answer_class, int) or isinstance(answer_class, bool)):
-            raise DsdrError(f"{where}: field 'answer_class' must be an integer or null, got {answer_class!r}")
-        benchmark = str(row.get("benchmark") or "default")
-        key = (benchmark, str(row["problem_id"]))
-        entry = grouped.setdefault(key, {"problem": row.get("problem"), "rollouts": {}})
-        if sample_idx in entry["rollouts"]:
-            raise DsdrError(f"{where}: duplicate sample (benchmark={benchmark!r}, phase={SAMPLING_PHASE!r}, "
-                            f"problem_id={key[1]!r}, sample_idx={sample_idx})")
-        entry["rollouts"][sample_idx] = _Rollout(sample_idx, completion, correct, answer_class)
+    """Group the "sampling" rollouts of graded.jsonl by (benchmark, problem_id) (the file is
+    validated by ``read_graded``: errors name FILE:LINE:FIELD)."""
+    rollouts = [r for r in read_graded(graded_path) if r.key.phase == SAMPLING_PHASE]
+    # the single low-temperature "pass1" rollout is not part of a group
     return [
-        _Problem(benchmark, problem_id, entry["problem"],
-                 tuple(entry["rollouts"][i] for i in sorted(entry["rollouts"])))
-        for (benchmark, problem_id), entry in grouped.items()
+        _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
+                 tuple(_Rollout(r.key.sample_idx, r.sample.completion, r.correct, r.answer_class)
+                       for r in members))
+        for (benchmark, _, problem_id), members in iter_by_problem(rollouts)
     ]
 
 
@@ -234,23 +204,6 @@ def _benchmark_summary(records: list[dict[str, Any]], settings: dict[str, Any]) 
             block["coverage_n_problems"] = _count_defined([p["coverage"] for p in per_problem])
         summary[subset] = block
     return summary
-
-
-def to_json_safe(value: Any) -> Any:
-    """numpy -> python; NaN / inf -> None (strict JSON; null means "undefined")."""
-    if isinstance(value, dict):
-        return {str(k): to_json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [to_json_safe(v) for v in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if not math.isfinite(float(value)) else float(value)
-    return value
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -16,6 +16,7 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.extraction import EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction, extract_answer_with_method
 from dsdr_eval.grading.pool import GradingPool, _ProblemJob, _WorkerPool, default_workers
 from dsdr_eval.progress import progress_bar
+from dsdr_eval.samples import DEFAULT_BENCHMARK
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
 
@@ -42,7 +43,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         for name in ("problem_id", "gold", "completion"):
             if name not in row or row[name] is None:
                 raise DsdrError(f"sample {index}: missing field '{name}'")
-        key = (str(row.get("benchmark", "default")), str(row["problem_id"]))
+        key = (str(row.get("benchmark", DEFAULT_BENCHMARK)), str(row["problem_id"]))
         gold = str(row["gold"])
         problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [], "meta": row.get("answer_meta"),
                                             "problem": row.get("problem")})

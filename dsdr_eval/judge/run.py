@@ -12,7 +12,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
@@ -28,9 +28,9 @@ from dsdr_eval.judge.prompt import (
 )
 from dsdr_eval.jsonl import append_jsonl, read_jsonl, write_json, write_jsonl
 from dsdr_eval.openai_client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
+from dsdr_eval.samples import SAMPLING, GradedSample, Sample, read_graded, read_samples, sample_of
 
 PAPER_BENCHMARKS = ("aime24", "aime25", "minerva", "olympiadbench")
-DEFAULT_BENCHMARK = "default"  # lines without "benchmark" (the metrics.json convention)
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class JudgeSettings:
     max_rollouts: int = 32                     # paper: 32 rollouts per judge call
     min_rollouts: int = 2                      # diversity of fewer than 2 rollouts is undefined -> skipped
     correct_only: bool = False
-    phase: str = "sampling"
+    phase: str = SAMPLING
     temperature: float = 0.0
     max_tokens: int = 512
     json_mode: bool = False                    # send response_format={"type": "json_object"}
@@ -93,25 +93,18 @@ def _source_file(run_dir: Path, correct_only: bool) -> Path:
     raise DsdrError(f"{run_dir}: neither {rundir.GRADED} nor {rundir.SAMPLES} found")
 
 
-def select_rollouts(rows: list[dict], settings: JudgeSettings, source: str | Path) -> list[ProblemRollouts]:
-    """Group the phase's rows per problem, keep the first ``max_rollouts`` by sample_idx."""
-    groups: dict[tuple[str, str], list[tuple[int, dict]]] = {}
-    for number, row in enumerate(rows, start=1):
-        where = f"{source}: record {number}"
-        if row.get("phase", "sampling") != settings.phase:
+def select_rollouts(records: Sequence[Sample | GradedSample], settings: JudgeSettings,
+                    source: str | Path) -> list[ProblemRollouts]:
+    """Group the phase's records per problem, keep the first ``max_rollouts`` by sample_idx (the
+    records come validated from ``samples.read_graded`` / ``read_samples``: keys are unique)."""
+    groups: dict[tuple[str, str], list[Sample | GradedSample]] = {}
+    for record in records:
+        key = record.key
+        if key.phase != settings.phase:
             continue
-        benchmark = row.get("benchmark") or DEFAULT_BENCHMARK
-        if "problem_id" not in row:
-            raise DsdrError(f"{where}: missing field 'problem_id'")
-        completion = row.get("completion")
-        if not isinstance(completion, str):
-            raise DsdrError(f"{where}: field 'completion' must be a string, got {type(completion).__name__}")
-        sample_idx = row.get("sample_idx")
-        if isinstance(sample_idx, bool) or not isinstance(sample_idx, int):
-            raise DsdrError(f"{where}: field 'sample_idx' must be an integer, got {sample_idx!r:.40}")
-        if settings.correct_only and "correct" not in row:
-            raise DsdrError(f"{where}: --correct-only needs field 'correct' (a graded file)")
-        groups.setdefault((str(benchmark), str(row["problem_id"])), []).append((number, row))
+        if settings.correct_only and not isinstance(record, GradedSample):
+            raise DsdrError(f"{source}:{record.line}: --correct-only needs field 'correct' (a graded file)")
+        groups.setdefault((key.benchmark, key.problem_id), []).append(record)
 
     present = sorted({b for b, _ in groups})
     wanted = settings.benchmarks
@@ -128,19 +121,13 @@ def select_rollouts(rows: list[dict], settings: JudgeSettings, source: str | Pat
         if settings.limit is not None and per_benchmark[benchmark] >= settings.limit:
             continue
         per_benchmark[benchmark] += 1
-        members.sort(key=lambda item: item[1]["sample_idx"])
-        seen: set[int] = set()
-        for number, row in members:
-            if row["sample_idx"] in seen:
-                raise DsdrError(f"{source}: record {number}: duplicate sample_idx {row['sample_idx']} for "
-                                f"({benchmark}, {settings.phase}, {problem_id})")
-            seen.add(row["sample_idx"])
-        pool = [row for _, row in members if not settings.correct_only or row.get("correct") is True]
-        chosen = pool[: settings.max_rollouts]
+        members.sort(key=lambda record: record.key.sample_idx)
+        pool = [r for r in members if not settings.correct_only or r.correct]
+        chosen = [sample_of(r) for r in pool[: settings.max_rollouts]]
         selected.append(ProblemRollouts(
             benchmark=benchmark, problem_id=problem_id,
-            problem=next((r.get("problem") for _, r in members if isinstance(r.get("problem"), str)), None),
-            texts=[r["completion"] for r in chosen], sample_idx=[r["sample_idx"] for r in chosen],
+            problem=next((sample_of(r).problem for r in members if sample_of(r).problem is not None), None),
+            texts=[r.completion for r in chosen], sample_idx=[r.sample_idx for r in chosen],
             n_available=len(members)))
     return selected
 
@@ -280,8 +267,8 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
     what was judged; the cache makes the rerun free) and rewritten in problem order at the end."""
     run_dir = rundir.require_run_dir(run_dir)
     source = _source_file(run_dir, settings.correct_only)
-    rows = read_jsonl(source, tolerate_truncated_tail=True)
-    items = select_rollouts(rows, settings, source)
+    records = read_graded(source) if source.name == rundir.GRADED else read_samples(source)
+    items = select_rollouts(records, settings, source)
     if not items:
         raise DsdrError(f"{source}: no {settings.phase!r} rollouts to judge")
     cache = JudgeCache(Path(cache_dir) if cache_dir else run_dir) if settings.use_cache else None

@@ -33,8 +33,9 @@ import numpy as np
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.samples import PASS1, SAMPLING, iter_by_problem, read_graded
 from dsdr_eval.metrics import pass_at_k, stratified_bootstrap_means
-from dsdr_eval.results import AVERAGE, RunResults, iter_graded, order_benchmarks
+from dsdr_eval.results import AVERAGE, RunResults, order_benchmarks
 
 DEFAULT_METRICS = ("pass1", "avg@16", "avg@n", "pass@8", "pass@32", "pass@64")
 
@@ -57,16 +58,10 @@ def load_outcomes(run_dir: str | Path) -> dict[tuple[str, str], ProblemOutcomes]
     if not path.exists():
         raise MissingGrades(f"{path}: file not found (a paired comparison needs the per-problem grades; "
                         f"run `dsdr-eval score {run_dir}`)")
-    per_problem: dict[tuple[str, str], dict[str, list[tuple[int, bool]]]] = defaultdict(lambda: defaultdict(list))
-    for lineno, row in enumerate(iter_graded(path), start=1):
-        if "problem_id" not in row or "correct" not in row:
-            raise DsdrError(f"{path}:{lineno}: missing field 'problem_id' or 'correct'")
-        key = (str(row.get("benchmark") or "default"), str(row["problem_id"]))
-        phase = str(row.get("phase") or "sampling")
-        per_problem[key][phase].append((int(row.get("sample_idx") or 0), bool(row["correct"])))
-    return {key: ProblemOutcomes([c for _, c in sorted(phases.get("pass1", []))],
-                                 [c for _, c in sorted(phases.get("sampling", []))])
-            for key, phases in per_problem.items()}
+    per_problem: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(dict)
+    for (benchmark, phase, problem_id), records in iter_by_problem(read_graded(path)):
+        per_problem[(benchmark, problem_id)][phase] = [r.correct for r in records]  # by sample_idx
+    return {key: ProblemOutcomes(phases.get(PASS1, []), phases.get(SAMPLING, [])) for key, phases in per_problem.items()}
 
 
 def problem_score(outcomes: ProblemOutcomes, metric: str) -> float | None:

@@ -1,0 +1,416 @@
+"""The sample schema: one typed record per samples.jsonl / graded.jsonl line, validated once, when read.
+
+``Sample`` is one completion (the README's samples.jsonl fields), ``GradedSample`` a sample with its
+grade (graded.jsonl), ``SampleKey`` the key ``(benchmark, phase, problem_id, sample_idx)`` that is
+unique within a run. The phase names and the ``default`` benchmark are defined here and nowhere else.
+
+Reading (``read_samples`` / ``read_graded`` / ``SamplesFile.open``) checks every line and raises
+DsdrError ``FILE:LINE:FIELD: message``; consumers take the records and never re-check them. Identity
+fields (``problem_id``, ``gold``, ``benchmark``) must be non-empty valid Unicode: ``problem_id`` may
+be a JSON integer, ``gold`` any finite JSON number, both kept as their exact text (``0.00001`` stays
+``0.00001``). In every other string a lone surrogate (``\\ud800``: valid JSON, not valid Unicode) is
+replaced by U+FFFD with one warning per field, so one hostile completion cannot stop a run.
+``to_json()`` writes a record back with the fields it was read with (schema fields in the README's
+order, then any other field as read), so a file read and written again keeps its shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+
+from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.jsonl import (OversizeInt, append_bytes, encode_jsonl, field_label, is_finite_number,
+                             is_non_finite_constant, iter_jsonl_bytes, json_type, number_text, read_bytes,
+                             repair_truncated_tail)
+
+PASS1 = "pass1"  # the single low-temperature rollout of the paper's Pass@1
+SAMPLING = "sampling"  # the n rollouts behind Avg@n, pass@k, maj@k and diversity
+PHASES = (PASS1, SAMPLING)
+DEFAULT_BENCHMARK = "default"  # a line without a benchmark
+REPLACEMENT = "\ufffd"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class SampleKey(NamedTuple):
+    """A sample's key, unique within a run (a tuple: it compares equal to the plain 4-tuple)."""
+
+    benchmark: str
+    phase: str
+    problem_id: str
+    sample_idx: int
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (what UTF-8 can hold; one implementation)."""
+    return _LONE_SURROGATE.sub(REPLACEMENT, text)
+
+
+def _nonneg_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# optional field -> (accepts a non-null value?, what it must be). null means "not recorded".
+_OPTIONAL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "sample_idx": (_nonneg_int, "a non-negative integer"),
+    "n_prompt_tokens": (_nonneg_int, "a non-negative integer or null"),
+    "n_completion_tokens": (_nonneg_int, "a non-negative integer or null"),
+    "max_tokens": (lambda v: _nonneg_int(v) and v >= 1, "a positive integer or null"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer or null"),
+    "temperature": (lambda v: is_finite_number(v) and v >= 0, "a finite number >= 0 or null"),
+    "top_p": (lambda v: is_finite_number(v) and 0 < v <= 1, "a number in (0, 1] or null"),
+    "finish_reason": (lambda v: isinstance(v, str), "a string or null"),
+    "problem": (lambda v: isinstance(v, str), "a string or null"),
+    "prompt": (lambda v: isinstance(v, str), "a string or null"),
+}
+REQUIRED_FIELDS = ("problem_id", "gold", "completion")
+_IDENTITY_FIELDS = ("benchmark", "problem_id", "gold", "phase")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One samples.jsonl line (README "samples.jsonl"; field order = the file's)."""
+
+    benchmark: str
+    problem_id: str
+    sample_idx: int
+    phase: str
+    problem: str | None
+    gold: str
+    answer_meta: Any  # the benchmark's grading metadata (answer_norm), or None
+    prompt: str | None
+    completion: str
+    finish_reason: str | None
+    n_prompt_tokens: int | None
+    n_completion_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    seed: int | None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # any other field, carried through as read
+    absent: frozenset[str] = frozenset()  # schema fields the line did not have (not written back)
+    line: int | None = field(default=None, compare=False)  # line number in the file it was read from
+
+    @property
+    def key(self) -> SampleKey:
+        return SampleKey(self.benchmark, self.phase, self.problem_id, self.sample_idx)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in SCHEMA_FIELDS if name not in self.absent}
+        out.update(self.extra)
+        return out
+
+
+SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not in ("extra", "absent", "line"))
+GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class")
+
+
+@dataclass(frozen=True)
+class GradedSample:
+    """One graded.jsonl line: a sample plus the fields ``dsdr_eval.grading.grade_samples`` adds."""
+
+    sample: Sample
+    status: str  # one of dsdr_eval.grading.STATUSES
+    correct: bool
+    answer_class: int | None  # math-equivalence class within the problem; None without an answer
+    extracted: str | None = None
+    extraction: str | None = None
+    grade_note: str | None = None
+
+    @property
+    def key(self) -> SampleKey:
+        return self.sample.key
+
+    @property
+    def line(self) -> int | None:
+        return self.sample.line
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.sample.to_json()
+        out.update((name, getattr(self, name)) for name in GRADE_FIELDS)
+        return out
+
+
+# ----------------------------------------------------------------------------- one line
+
+def _describe(value: Any) -> str:
+    if isinstance(value, OversizeInt):
+        return repr(value)
+    text = number_text(value) if not isinstance(value, (str, bool)) else None
+    return text if text is not None else (repr(value)[:60] if isinstance(value, str) else
+                                          "null" if value is None else json_type(value))
+
+
+def _identity_text(value: Any, where: str, name: str, *, numbers: str) -> str:
+    """A string identity field (problem_id, gold, benchmark): non-empty, valid Unicode.
+
+    ``numbers``: "int" accepts JSON integers (as their text), "any" any finite JSON number literal
+    (as its exact text), "" none."""
+    if isinstance(value, str):
+        found = _LONE_SURROGATE.search(value)
+        if found:
+            raise DsdrError(f"{where}:{name}: contains a lone surrogate ({field_label(found[0])}), "
+                            "which is not valid Unicode")
+        if not value.strip():
+            label = {"gold": "gold answer", "problem_id": "problem id", "benchmark": "benchmark name"}[name]
+            raise DsdrError(f"{where}:{name}: empty {label} (got {value!r}; must be a non-empty string)")
+        return value
+    if numbers == "any" and is_non_finite_constant(value):
+        raise DsdrError(f"{where}:{name}: {value.text} is not an answer (give the gold answer as a string)")
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if numbers == "any" or (numbers == "int" and is_int):
+        text = None if isinstance(value, bool) else number_text(value)
+        if text is not None:
+            return text
+    wanted = {"any": "a string or a number", "int": "a string or an integer", "": "a non-empty string"}[numbers]
+    raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(value)})")
+
+
+def _replace_surrogates(value: Any, path: str, where: str, replaced: list[str]) -> Any:
+    """Copy of ``value`` with lone surrogates in strings replaced by U+FFFD (``replaced`` gets the
+    field paths); a lone surrogate in a key is refused."""
+    if isinstance(value, str):
+        if _LONE_SURROGATE.search(value):
+            replaced.append(path)
+            return clean_text(value)
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else key
+            if _LONE_SURROGATE.search(key):
+                raise DsdrError(f"{where}:{field_label(sub)}: field name contains a lone surrogate "
+                                "(not valid Unicode)")
+            out[key] = _replace_surrogates(item, sub, where, replaced)
+        return out
+    if isinstance(value, list):
+        return [_replace_surrogates(item, f"{path}.{i}", where, replaced) for i, item in enumerate(value)]
+    return value
+
+
+def parse_sample(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
+                 line: int | None = None) -> tuple[Sample, list[str]]:
+    """One decoded line -> (Sample, fields whose lone surrogates were replaced); ``where`` is
+    ``FILE:LINE``; ``sample_idx`` is used when the line has none. DsdrError ``where:FIELD: ...``."""
+    for name in REQUIRED_FIELDS:
+        if row.get(name) is None:
+            raise DsdrError(f"{where}:{name}: missing required field '{name}'")
+    problem_id = _identity_text(row["problem_id"], where, "problem_id", numbers="int")
+    gold = _identity_text(row["gold"], where, "gold", numbers="any")
+    if not isinstance(row["completion"], str):
+        raise DsdrError(f"{where}:completion: must be a string (got {_describe(row['completion'])})")
+    benchmark = row.get("benchmark")
+    if benchmark is not None:
+        benchmark = _identity_text(benchmark, where, "benchmark", numbers="")
+    phase = row.get("phase")
+    if phase is not None and phase not in PHASES:
+        raise DsdrError(f"{where}:phase: must be one of {', '.join(PHASES)} (got {_describe(phase)})")
+    for name, (accepts, wanted) in _OPTIONAL_FIELDS.items():
+        value = row.get(name)
+        if value is not None and not accepts(value):
+            raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(value)})")
+    replaced: list[str] = []
+    rest = _replace_surrogates({k: v for k, v in row.items() if k not in _IDENTITY_FIELDS}, "", where, replaced)
+    values = {name: rest.pop(name, None) for name in SCHEMA_FIELDS if name not in _IDENTITY_FIELDS}
+    values["sample_idx"] = sample_idx if values["sample_idx"] is None else values["sample_idx"]
+    absent = frozenset(name for name in SCHEMA_FIELDS if name not in row and name not in ("phase", "sample_idx"))
+    if benchmark is None:
+        absent |= {"benchmark"}  # null = not given: the "default" benchmark everywhere, not written back
+    return Sample(benchmark=benchmark or DEFAULT_BENCHMARK, problem_id=problem_id, phase=phase or SAMPLING,
+                  gold=gold, extra=MappingProxyType(rest), absent=absent, line=line, **values), replaced
+
+
+def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The grading fields of a graded line, checked."""
+    for name in ("status", "correct"):
+        if name not in row:
+            raise DsdrError(f"{where}:{name}: missing field '{name}' (a graded file: run `dsdr-eval score`)")
+    checks = {"status": (lambda v: isinstance(v, str) and v, "a non-empty string"),
+              "correct": (lambda v: isinstance(v, bool), "true or false"),
+              "answer_class": (lambda v: v is None or _nonneg_int(v), "a non-negative integer or null"),
+              "extracted": (lambda v: v is None or isinstance(v, str), "a string or null"),
+              "extraction": (lambda v: v is None or isinstance(v, str), "a string or null"),
+              "grade_note": (lambda v: v is None or isinstance(v, str), "a string or null")}
+    for name, (accepts, wanted) in checks.items():
+        if not accepts(row.get(name)):
+            raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(row.get(name))})")
+    return {name: row.get(name) for name in GRADE_FIELDS}
+
+
+def parse_graded(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
+                 line: int | None = None) -> tuple[GradedSample, list[str]]:
+    """One decoded graded.jsonl line -> (GradedSample, replaced fields); see ``parse_sample``."""
+    grades = _grade_fields(row, where)
+    sample, replaced = parse_sample({k: v for k, v in row.items() if k not in GRADE_FIELDS}, where,
+                                    sample_idx=sample_idx, line=line)
+    grades = _replace_surrogates(grades, "", where, replaced)  # extracted / grade_note are free text too
+    return GradedSample(sample, **grades), replaced
+
+
+def sample_of(record: Sample | GradedSample) -> Sample:
+    """The sample of a record read from samples.jsonl or graded.jsonl."""
+    return record.sample if isinstance(record, GradedSample) else record
+
+
+def graded_from_grader(sample: Sample, row: Mapping[str, Any]) -> GradedSample:
+    """A sample and the row ``grade_samples`` returned for it (trusted: our grader wrote it)."""
+    return GradedSample(sample, **{name: row.get(name) for name in GRADE_FIELDS})
+
+
+# ----------------------------------------------------------------------------- a whole file
+
+class _FileChecks:
+    """The checks across lines of one file: unique keys, one gold per problem, default sample_idx
+    (order of appearance within (benchmark, phase, problem_id)), surrogate warnings per field."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.keys: dict[SampleKey, int] = {}
+        self.golds: dict[tuple[str, str], tuple[str, int]] = {}
+        self.next_idx: dict[tuple[str, str, str], int] = {}
+        self.replaced: dict[str, list[int]] = {}
+
+    def default_idx(self, row: Mapping[str, Any]) -> int:
+        benchmark = row.get("benchmark") if isinstance(row.get("benchmark"), str) else DEFAULT_BENCHMARK
+        group = (benchmark, row.get("phase") or SAMPLING, str(row.get("problem_id")))
+        return self.next_idx.get(group, 0)
+
+    def add(self, sample: Sample, lineno: int, replaced: Iterable[str] = ()) -> None:
+        where = f"{self.path}:{lineno}"
+        key = sample.key
+        if key in self.keys:
+            raise DsdrError(f"{where}:sample_idx: duplicate sample {tuple(key)}: record {lineno} duplicates it "
+                            f"(first on line {self.keys[key]})")
+        self.keys[key] = lineno
+        group = key[:3]
+        self.next_idx[group] = max(self.next_idx.get(group, 0), key.sample_idx + 1)
+        problem = (sample.benchmark, sample.problem_id)
+        first = self.golds.setdefault(problem, (sample.gold, lineno))
+        if first[0] != sample.gold:
+            raise DsdrError(f"{where}:gold: {sample.gold!r} differs from {first[0]!r} "
+                            f"given for the same problem on line {first[1]}")
+        for name in replaced:
+            self.replaced.setdefault(name, []).append(lineno)
+
+    def warn_replaced(self, on_warning: Callable[[str], None]) -> None:
+        for name, lines in self.replaced.items():
+            more = f" (and on {len(lines) - 1} more lines)" if len(lines) > 1 else ""
+            on_warning(f"{self.path}:{lines[0]}:{field_label(name)}: lone surrogate(s) (not valid Unicode) "
+                       f"replaced by U+FFFD{more}")
+
+
+def _parse_rows(numbered: Iterable[tuple[int, Mapping[str, Any]]], source: str | Path,
+                parse: Callable[..., tuple[Any, list[str]]],
+                on_warning: Callable[[str], None]) -> tuple[list[Any], _FileChecks]:
+    checks = _FileChecks(source)
+    records = []
+    for lineno, row in numbered:
+        record, replaced = parse(row, f"{source}:{lineno}", sample_idx=checks.default_idx(row), line=lineno)
+        checks.add(record.sample if isinstance(record, GradedSample) else record, lineno, replaced)
+        records.append(record)
+    checks.warn_replaced(on_warning)
+    return records, checks
+
+
+def _parse_file(raw: bytes, path: Path, parse: Callable[..., tuple[Any, list[str]]],
+                on_warning: Callable[[str], None]) -> tuple[list[Any], _FileChecks]:
+    numbered = iter_jsonl_bytes(raw, path, tolerate_truncated_tail=True, on_warning=on_warning,
+                                exact_number_fields=("gold",))
+    return _parse_rows(numbered, path, parse, on_warning)
+
+
+def as_graded(rows: Iterable[GradedSample | Mapping[str, Any]], *, source: str = "graded row",
+              on_warning: Callable[[str], None] = warn) -> list[GradedSample]:
+    """Graded records of in-memory rows: records pass through, dicts are checked as ``read_graded``
+    checks a file's lines (errors name ``SOURCE:N:FIELD``, N counted from 1)."""
+    rows = list(rows)
+    if all(isinstance(row, GradedSample) for row in rows):
+        return rows
+    records, _ = _parse_rows(((n, row) for n, row in enumerate(rows, start=1)), source,
+                             lambda row, where, **kw: (row, []) if isinstance(row, GradedSample)
+                             else parse_graded(row, where, **kw), on_warning)
+    return records
+
+
+def read_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[Sample]:
+    """Every sample of a samples JSONL, validated (errors name ``FILE:LINE:FIELD``); a partial last
+    line (an interrupted append) is skipped with a warning."""
+    return SamplesFile.open(path, on_warning=on_warning).samples
+
+
+def read_graded(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[GradedSample]:
+    """Every record of a graded.jsonl, validated like ``read_samples`` plus the grading fields."""
+    path = Path(path)
+    if not path.is_file():
+        raise DsdrError(f"{path}: file not found")
+    records, _ = _parse_file(read_bytes(path), path, parse_graded, on_warning)
+    return records
+
+
+class SamplesFile:
+    """samples.jsonl in one process: read (and hashed) once, then appended to; ``samples`` and
+    ``sha256`` always describe the file as it is on disk, so later stages need not read it again.
+
+    Files stay the contract between separate commands; this object only saves re-reading the file
+    within one (``dsdr-eval run``: resume -> generate -> score)."""
+
+    def __init__(self, path: Path, samples: list[Sample], raw: bytes, checks: _FileChecks) -> None:
+        self.path = path
+        self.samples = samples
+        self._checks = checks
+        self._digest = hashlib.sha256(raw)
+        self.n_lines = raw.count(b"\n")  # the next append starts on line n_lines + 1
+
+    @classmethod
+    def open(cls, path: str | Path, *, repair: bool = False, missing_ok: bool = False,
+             on_warning: Callable[[str], None] = warn) -> "SamplesFile":
+        """Read and validate ``path``. ``repair``: first cut a partial last line (a crash's) so
+        appends start on a fresh line. ``missing_ok``: a missing file is an empty one."""
+        path = Path(path)
+        if missing_ok and not path.exists():
+            return cls(path, [], b"", _FileChecks(path))
+        if not path.is_file():
+            raise DsdrError(f"{path}: samples file not found")
+        if repair:
+            repair_truncated_tail(path, on_warning=on_warning)
+        raw = read_bytes(path)
+        samples, checks = _parse_file(raw, path, parse_sample, on_warning)
+        return cls(path, samples, raw, checks)
+
+    @property
+    def keys(self) -> set[SampleKey]:
+        return set(self._checks.keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._checks.keys
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+    def append(self, samples: Sequence[Sample], *, fsync: bool = True) -> None:
+        """Append ``samples`` (flushed and fsynced: a kill loses at most the last line)."""
+        if not samples:
+            return
+        data = encode_jsonl(sample.to_json() for sample in samples)
+        append_bytes(self.path, data, fsync=fsync)  # written first: a generated sample is never lost
+        self._digest.update(data)
+        first = self.n_lines + 1
+        self.n_lines += len(samples)
+        numbered = [replace(sample, line=lineno) for lineno, sample in enumerate(samples, start=first)]
+        self.samples.extend(numbered)
+        for sample in numbered:  # the checks a later read of the file would make
+            self._checks.add(sample, sample.line)
+
+
+def iter_by_problem(records: Iterable[Any]) -> Iterator[tuple[tuple[str, str, str], list[Any]]]:
+    """((benchmark, phase, problem_id), records sorted by sample_idx) in order of first appearance."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for record in records:
+        groups.setdefault(record.key[:3], []).append(record)
+    for group, members in groups.items():
+        yield group, sorted(members, key=lambda r: r.key.sample_idx)

@@ -1,0 +1,77 @@
+"""dsdr_eval.samples: the one sample schema, read and validated once, written back unchanged."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from dsdr_eval import runner
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.samples import (DEFAULT_BENCHMARK, SAMPLING, SampleKey, SamplesFile, as_graded, read_graded,
+                               read_samples)
+
+
+def _write(path, rows, *, blank_lines: bool = False):
+    sep = "\n\n" if blank_lines else "\n"
+    path.write_text(sep.join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_a_file_read_and_written_back_keeps_its_shape(tmp_path):
+    runner_line = {"benchmark": "math500", "problem_id": "p", "sample_idx": 0, "phase": "pass1", "problem": "Q",
+                   "gold": "3", "answer_meta": None, "prompt": "P", "completion": "\\boxed{3}",
+                   "finish_reason": "stop", "n_prompt_tokens": 5, "n_completion_tokens": 7, "temperature": 0.1,
+                   "top_p": 0.9, "max_tokens": 16, "seed": 1}
+    user_line = {"problem_id": "q", "gold": "2", "completion": "x", "my_field": {"a": [1]}, "benchmark": None}
+    path = tmp_path / "s.jsonl"
+    _write(path, [runner_line, user_line])
+    first, second = read_samples(path)
+    assert list(first.to_json().items()) == list(runner_line.items())  # same fields, same order
+    # nothing invented for a hand-written line: no nulls added, a null benchmark stays unwritten;
+    # only the defaults that every reader applies (phase, sample_idx) are written
+    assert second.to_json() == {"problem_id": "q", "sample_idx": 0, "phase": SAMPLING, "gold": "2",
+                                "completion": "x", "my_field": {"a": [1]}}
+    assert second.key == SampleKey(DEFAULT_BENCHMARK, SAMPLING, "q", 0) == (DEFAULT_BENCHMARK, SAMPLING, "q", 0)
+    assert (first.line, second.line) == (1, 2)
+
+
+def test_graded_records_carry_their_line_numbers(tmp_path):
+    rows = [{"problem_id": "p", "sample_idx": i, "gold": "1", "completion": "c", "status": "correct",
+             "correct": True, "answer_class": 0} for i in range(3)]
+    path = tmp_path / "graded.jsonl"
+    _write(path, rows, blank_lines=True)
+    assert [r.line for r in read_graded(path)] == [1, 3, 5]
+    rows[1]["correct"] = "yes"
+    _write(path, rows, blank_lines=True)
+    with pytest.raises(DsdrError, match=r"graded\.jsonl:3:correct: must be true or false"):
+        read_graded(path)
+    with pytest.raises(DsdrError, match=r"graded row:1:status: missing field 'status'"):
+        as_graded([{"problem_id": "p", "gold": "1", "completion": "c", "correct": True}])
+
+
+def test_the_resume_reader_validates_like_score(tmp_path):
+    """A bad line used to pass the resume check (only the key was read) and stop the run after
+    generation, at scoring; now the one reader refuses it before an engine starts."""
+    path = tmp_path / "samples.jsonl"
+    _write(path, [{"benchmark": "b", "problem_id": "p", "sample_idx": 0, "gold": "1", "completion": "c"},
+                  {"benchmark": "b", "problem_id": "p", "sample_idx": 1, "gold": "2", "completion": "c"}])
+    with pytest.raises(DsdrError, match=r"samples\.jsonl:2:gold: '2' differs from '1'"):
+        runner.read_done_keys(path)
+
+
+def test_generated_text_is_cleaned_like_read_text(tmp_path):
+    """One text cleaner: a lone surrogate in a generated completion becomes U+FFFD (it used to be
+    '?', while the reader made it U+FFFD), so a sample reads back as it was generated."""
+    from dsdr_eval.backends.base import Completion, GenerationRequest
+    from dsdr_eval.protocols import Phase
+
+    planned = runner.PlannedRequest("b", SimpleNamespace(id="p", problem="q", answer="1"),
+                                    Phase(SAMPLING, 1, 0.7, 0.9), 0,
+                                    GenerationRequest("prompt \udfff", "q", 1, 0.7, 0.9, 8, 5))
+    sample = runner.new_sample(planned, 0, Completion("a\ud800b", "stop", 3, 4, None))
+    assert (sample.completion, sample.prompt) == ("a\ufffdb", "prompt \ufffd")
+    samples = SamplesFile.open(tmp_path / "samples.jsonl", missing_ok=True)
+    samples.append([sample])
+    [back] = read_samples(tmp_path / "samples.jsonl")
+    assert back == sample and back.line == samples.samples[0].line == 1
