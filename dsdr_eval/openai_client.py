@@ -37,6 +37,7 @@ from dsdr_eval.errors import DsdrError
 log = logging.getLogger(__name__)
 
 DUMMY_API_KEY = "EMPTY"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # HTTP statuses worth retrying: request timeout, conflict (transient lock), rate limit, server errors.
 RETRYABLE_4XX = frozenset({408, 409, 429})
 
@@ -92,6 +93,11 @@ def split_base_urls(values: Sequence[str] | str | None) -> tuple[str, ...]:
     if isinstance(values, str):
         values = [values]
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def resolve_base_urls(values: Sequence[str] | str | None) -> tuple[str, ...]:
+    """``split_base_urls(values)``, else ``$OPENAI_BASE_URL``, else OpenAI's own API."""
+    return split_base_urls(values) or (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,)
 
 
 @dataclass
