@@ -34,7 +34,6 @@ from dsdr_eval.diversity.partition import (
     gini_simpson,
 )
 from dsdr_eval.diversity.run import compute_run_diversity
-from dsdr_eval.equivalence import Equivalence, GroupView
 from dsdr_eval.diversity.semantic import (
     DEFAULT_ENCODER,
     Encoder,
@@ -42,6 +41,7 @@ from dsdr_eval.diversity.semantic import (
     load_encoder,
     semantic_diversity,
 )
+from dsdr_eval.equivalence import Equivalence, GroupView
 
 __all__ = [
     "DEFAULT_COSINE_THRESHOLD", "DEFAULT_ENCODER", "EXTRACTION_RULE", "EXTRACTION_RULES", "FORMULA_RULES",

@@ -113,6 +113,10 @@ class JudgeEquivalence(Equivalence):
         self._check_not_hopeless()
         return [bool(d) for d in decisions]
 
+    def ask(self, a: str, b: str) -> bool | None:
+        """One pair, one request: True/False, or None when undecided (counted like every decision)."""
+        return self._record(self.client.chat(self.request(a, b)))
+
     def _record(self, result: Result) -> bool | None:
         counts = self.counts
         counts["asked"] += 1
