@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NamedTuple, NoReturn
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -112,9 +111,9 @@ def port(text: str) -> int:
 
 # ----------------------------------------------------------------------------- OpenAI endpoint options
 
-@dataclass(frozen=True)
-class EndpointDefaults:
-    """A command's defaults for the shared OpenAI-endpoint options (shown in --help)."""
+class EndpointDefaults(NamedTuple):
+    """A command's defaults for the shared OpenAI-endpoint options (shown in --help). Immutable;
+    a NamedTuple rather than a dataclass so that `--help` does not import dataclasses/inspect."""
 
     max_concurrency: int
     timeout_s: float
