@@ -16,7 +16,10 @@ the body, and reading ``Retry-After`` / ``retry-after-ms``. On top of it, and on
   a Retry-After above two minutes, this client waits the cap and retries. The sleep is injectable
   (tests record the delays instead of waiting).
 
-Imported only when a client is built: ``import openai`` stays out of ``dsdr-eval --help``.
+The hooks overridden (``_calculate_retry_timeout``, ``_should_retry``, ``_sleep_for_retry``) are
+those of the SDK's retry loop since openai 1.76 (pyproject's lower bound); the fault-injection
+tests fail loudly if a release renames them (the recorded delays would be missing). Imported only
+when a client is built: ``import openai`` stays out of ``dsdr-eval --help``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ import logging
 from dsdr_eval.cli.args import JUDGE_ENDPOINT, add_openai_arguments, endpoint_config, integer, number
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Score the diversity of each problem's rollouts with an LLM judge (logic, formula, "
                           "semantic, overall; 0-10). Writes RUN_DIR/judge.jsonl and a 'judge' key per benchmark "
