@@ -1,30 +1,26 @@
 """A small, robust client for any OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, llama.cpp...).
 
-Why not just ``openai.OpenAI``: evaluation and judging send thousands of independent requests.
-This wrapper adds what those need on top of the official ``openai`` package:
+Evaluation and judging send thousands of independent requests. The official ``openai`` SDK
+retries them (408/409/429/5xx, timeouts, connection errors, ``Retry-After``; ``max_retries``);
+this module adds only what the SDK has no notion of (``dsdr_eval.openai_sdk``):
 
 * several base URLs (a fleet of ``vllm serve`` nodes is the scale-out path): first attempts are
-  spread round-robin, and a retry moves on to the next URL so one dead node does not stall a run;
-* bounded concurrency (a thread pool of ``max_concurrency`` workers);
-* retries with exponential backoff + jitter on 408/409/429/5xx, timeouts, connection errors and
-  malformed 200 bodies, honouring ``Retry-After``; no retry on other 4xx (they will not heal);
-* results in request order, plus an ``on_result(index, result)`` callback fired as each request
-  finishes so callers can append to disk and survive a crash;
+  spread round-robin, and every retry moves on to the next URL, so one dead node does not stall a run;
+* malformed 200 replies (a body that is not a completion object) are retried like a 502;
+* the delay between attempts: exponential backoff + jitter (``backoff_base_s``, ``backoff_max_s``),
+  a server's Retry-After honoured up to ``max_retry_after_s``;
+* bounded concurrency (a thread pool of ``max_concurrency`` workers), results in request order,
+  an ``on_result(index, result)`` callback fired as each request finishes (callers append to
+  disk and survive a crash), and an exact attempt count per request;
 * the API key is read from an environment variable (``EMPTY`` when unset, which local servers
   accept), handed to the ``openai`` client only, and redacted from every error message this
-  module produces or logs. It is never written anywhere.
-
-The ``openai`` client's own retries are disabled (``max_retries=0``) so the retry policy is
-exactly the one documented here and the attempt count is exact.
+  module produces. It is never written anywhere.
 """
 
 from __future__ import annotations
 
-import email.utils
 import itertools
-import logging
 import os
-import random
 import sys
 import threading
 import time
@@ -34,11 +30,8 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval.errors import DsdrError
 
-log = logging.getLogger(__name__)
-
 DUMMY_API_KEY = "EMPTY"
-# HTTP statuses worth retrying: request timeout, conflict (transient lock), rate limit, server errors.
-RETRYABLE_4XX = frozenset({408, 409, 429})
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 @dataclass(frozen=True)
@@ -94,6 +87,11 @@ def split_base_urls(values: Sequence[str] | str | None) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
+def resolve_base_urls(values: Sequence[str] | str | None) -> tuple[str, ...]:
+    """``split_base_urls(values)``, else ``$OPENAI_BASE_URL``, else OpenAI's own API."""
+    return split_base_urls(values) or (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,)
+
+
 @dataclass
 class Result:
     """The outcome of one request after all attempts.
@@ -113,59 +111,20 @@ class Result:
     latency_s: float = 0.0
 
 
-@dataclass
-class _AttemptFailure(Exception):
-    kind: str
-    message: str
-    retryable: bool
-    status_code: int | None = None
-    retry_after_s: float | None = None
-
-
-def _parse_retry_after(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date), None if absent."""
-    if headers is None:
-        return None
-    try:
-        millis = headers.get("retry-after-ms")
-        if millis is not None:
-            return max(0.0, float(millis) / 1000.0)
-        value = headers.get("retry-after")
-    except Exception:  # noqa: BLE001 - headers of a hostile server: ignore, fall back to backoff
-        return None
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 class OpenAICompatClient:
-    """Concurrent, retrying requests to one model served at one or several base URLs."""
+    """Concurrent requests to one model served at one or several base URLs, retried by the SDK."""
 
     def __init__(self, config: EndpointConfig, *, sleep: Callable[[float], None] = time.sleep,
                  seed: int | None = None):
         import openai  # lazy: keeps `dsdr-eval --help` fast
 
+        from dsdr_eval.openai_sdk import build_client
+
         self.config = config
         self._openai = openai
-        # Read once; kept only inside the openai clients and for redaction. Never logged/written.
+        # Read once; kept only inside the openai client and for redaction. Never logged/written.
         self._secret = os.environ.get(config.api_key_env) or DUMMY_API_KEY
-        self._clients = {
-            url: openai.OpenAI(base_url=url, api_key=self._secret, max_retries=0, timeout=config.timeout_s)
-            for url in config.base_urls
-        }
-        self._sleep = sleep
-        self._rng = random.Random(seed)
-        self._rng_lock = threading.Lock()
+        self._client, self._http = build_client(config, self._secret, sleep=sleep, seed=seed)
         self._round_robin = itertools.count()
         self._rr_lock = threading.Lock()
 
@@ -188,10 +147,14 @@ class OpenAICompatClient:
 
     def chat(self, request: dict) -> Result:
         """One chat request with the same retry policy (no thread pool)."""
-        return self._request_with_retries("chat", request, self._next_start_index())
+        return self._request("chat", request, self._next_start_index())
 
     def complete(self, request: dict) -> Result:
-        return self._request_with_retries("completion", request, self._next_start_index())
+        return self._request("completion", request, self._next_start_index())
+
+    def retry_after_s(self, headers: Any) -> float | None:
+        """A server's Retry-After in seconds (as the retry policy reads it), None if absent."""
+        return self._client.retry_after_s(headers)
 
     def redact(self, text: str) -> str:
         """Remove the API key from any text (error bodies of hostile/misconfigured servers echo it)."""
@@ -200,11 +163,10 @@ class OpenAICompatClient:
         return text
 
     def close(self) -> None:
-        for client in self._clients.values():
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
+        try:
+            self._client.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
 
     def __enter__(self) -> "OpenAICompatClient":
         return self
@@ -219,6 +181,8 @@ class OpenAICompatClient:
 
     def _run_many(self, kind: str, requests: list[dict], *, progress: bool | None,
                   on_result: Callable[[int, Result], None] | None, description: str) -> list[Result]:
+        from dsdr_eval.progress import progress_bar
+
         for i, request in enumerate(requests):
             if not isinstance(request, dict):
                 raise DsdrError(f"request {i}: expected a dict of create() arguments, got {type(request).__name__}")
@@ -228,116 +192,64 @@ class OpenAICompatClient:
         if not requests:
             return []
         show = progress if progress is not None else (len(requests) > 1 and sys.stderr.isatty())
-        bar = None
-        if show:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(requests), desc=description, unit="req")
         # The start index fixes the round-robin URL of each request's first attempt.
         starts = [self._next_start_index() for _ in requests]
         workers = min(self.config.max_concurrency, len(requests))
         callback_lock = threading.Lock()
-        try:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-compat") as pool:
-                futures = {pool.submit(self._request_with_retries, kind, request, starts[i]): i
-                           for i, request in enumerate(requests)}
-                try:
-                    for future in as_completed(futures):
-                        index = futures[future]
-                        result = future.result()  # _request_with_retries never raises for request errors
-                        results[index] = result
-                        if on_result is not None:
-                            with callback_lock:
-                                on_result(index, result)
-                        if bar is not None:
-                            bar.update(1)
-                except BaseException:
-                    # The caller's callback failed (e.g. disk full) or Ctrl-C: do not send the rest.
-                    for future in futures:
-                        future.cancel()
-                    raise
-        finally:
-            if bar is not None:
-                bar.close()
+        with progress_bar(len(requests), description, unit="req", enabled=bool(show)) as bar, \
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-compat") as pool:
+            futures = {pool.submit(self._request, kind, request, starts[i]): i for i, request in enumerate(requests)}
+            try:
+                for future in as_completed(futures):
+                    index = futures[future]
+                    result = future.result()  # _request never raises for request errors
+                    results[index] = result
+                    if on_result is not None:
+                        with callback_lock:
+                            on_result(index, result)
+                    bar.advance()
+            except BaseException:
+                # The caller's callback failed (e.g. disk full) or Ctrl-C: do not send the rest.
+                for future in futures:
+                    future.cancel()
+                raise
         return results  # type: ignore[return-value]  # every slot was filled above
 
-    def _backoff_delay(self, retry_number: int, retry_after_s: float | None) -> float:
-        """Exponential backoff with 'equal jitter'; a server's Retry-After is a lower bound."""
-        cap = min(self.config.backoff_max_s, self.config.backoff_base_s * (2 ** (retry_number - 1)))
-        with self._rng_lock:
-            delay = cap / 2 + self._rng.uniform(0, cap / 2)
-        if retry_after_s is not None:
-            delay = max(delay, min(retry_after_s, self.config.max_retry_after_s))
-        return delay
-
-    def _request_with_retries(self, kind: str, request: dict, start_index: int) -> Result:
-        urls = self.config.base_urls
-        t0 = time.monotonic()
-        failure: _AttemptFailure | None = None
-        url = urls[start_index % len(urls)]
-        for attempt in range(1, self.config.max_retries + 2):
-            url = urls[(start_index + attempt - 1) % len(urls)]  # a retry moves to the next URL
-            try:
-                response = self._attempt(kind, url, request)
-                return Result(ok=True, response=response, error=None, attempts=attempt, base_url=url,
-                              latency_s=time.monotonic() - t0)
-            except _AttemptFailure as exc:
-                failure = exc
-            if not failure.retryable or attempt > self.config.max_retries:
-                break
-            delay = self._backoff_delay(attempt, failure.retry_after_s)
-            log.warning("%s request to %s failed (%s, attempt %d/%d); retrying in %.2fs",
-                        kind, url, failure.kind, attempt, self.config.max_retries + 1, delay)
-            self._sleep(delay)
-        assert failure is not None
-        return Result(ok=False, response=None, error=failure.message, attempts=attempt, base_url=url,
-                      error_kind=failure.kind, status_code=failure.status_code,
-                      latency_s=time.monotonic() - t0)
-
-    def _attempt(self, kind: str, url: str, request: dict) -> Any:
+    def _request(self, kind: str, request: dict, start_index: int) -> Result:
+        """One request, every attempt included (the SDK's retry loop; failover in the HTTP client)."""
         openai = self._openai
-        client = self._clients[url]
+        self._http.begin(start_index)
+        attempts = self._http.attempt_log
+        t0 = time.monotonic()
+        create = self._client.chat.completions.create if kind == "chat" else self._client.completions.create
+        kind_of_error, message, status = "", "", None
         try:
-            if kind == "chat":
-                response = client.chat.completions.create(model=self.config.model, **request)
-            else:
-                response = client.completions.create(model=self.config.model, **request)
+            response = create(model=self.config.model, **request)
         except openai.APITimeoutError:  # subclass of APIConnectionError: check first
-            raise _AttemptFailure("timeout", f"timed out after {self.config.timeout_s}s ({url})", True) from None
+            kind_of_error, message = "timeout", f"timed out after {self.config.timeout_s}s ({attempts.base_url})"
         except openai.APIConnectionError as exc:
-            raise _AttemptFailure("connection", self._clip(f"connection error ({url}): {exc}"), True) from None
+            kind_of_error, message = "connection", f"connection error ({attempts.base_url}): {exc}"
         except openai.APIStatusError as exc:
-            status = int(exc.status_code)
-            retryable = status in RETRYABLE_4XX or status >= 500
-            retry_after = _parse_retry_after(getattr(exc.response, "headers", None)) if retryable else None
-            raise _AttemptFailure(f"http_{status}", self._clip(f"HTTP {status} ({url}): {exc}"), retryable,
-                                  status_code=status, retry_after_s=retry_after) from None
+            invalid = self._http.invalid_reply(exc.response)
+            if invalid is not None:
+                kind_of_error, message = "invalid_response", f"invalid response ({attempts.base_url}): {invalid}"
+            else:
+                status = int(exc.status_code)
+                kind_of_error, message = f"http_{status}", f"HTTP {status} ({attempts.base_url}): {exc}"
         except (openai.APIResponseValidationError, ValueError, TypeError) as exc:
-            # A 200 whose body is not what the API promises (e.g. invalid JSON from a broken proxy).
-            raise _AttemptFailure("invalid_response",
-                                  self._clip(f"invalid response ({url}): {type(exc).__name__}: {exc}"),
-                                  True) from None
-        problem = _response_problem(response)
-        if problem is not None:
-            raise _AttemptFailure("invalid_response", self._clip(f"invalid response ({url}): {problem}"), True)
-        return response
+            # A 200 the SDK cannot turn into the promised object (not retried: it would not heal).
+            kind_of_error = "invalid_response"
+            message = f"invalid response ({attempts.base_url}): {type(exc).__name__}: {exc}"
+        latency = time.monotonic() - t0
+        if not kind_of_error:
+            return Result(ok=True, response=response, error=None, attempts=attempts.attempts,
+                          base_url=attempts.base_url, latency_s=latency)
+        return Result(ok=False, response=None, error=self._clip(message), attempts=attempts.attempts,
+                      base_url=attempts.base_url, error_kind=kind_of_error, status_code=status, latency_s=latency)
 
     def _clip(self, message: str, limit: int = 500) -> str:
         message = self.redact(" ".join(str(message).split()))
         return message if len(message) <= limit else message[: limit - 3] + "..."
-
-
-def _response_problem(response: Any) -> str | None:
-    """Why a 'successful' response is unusable, or None. The openai client (non-strict mode)
-    hands back a bare string for non-JSON bodies and a partially-built model for JSON without
-    the expected fields; both must be retried/counted, not crash the caller later."""
-    if isinstance(response, (str, bytes)) or response is None:
-        body = response if isinstance(response, str) else repr(response)
-        return f"body is not a JSON completion object: {body[:120]!r}"
-    choices = getattr(response, "choices", None)
-    if not isinstance(choices, list) or not choices:
-        return "no choices in response"
-    return None
 
 
 def response_text(response: Any, index: int = 0) -> str | None:

@@ -323,26 +323,3 @@ def run_diversity(run_dir: Path, *, progress: bool) -> dict[str, Any] | None:
             warn(f"diversity skipped: dsdr_eval.diversity.compute_run_diversity is not importable ({exc})")
             return None
     return compute_run_diversity(run_dir, progress=progress)
-
-
-def summary_table(metrics: dict[str, Any]) -> Any:
-    """A rich table: per benchmark Pass@1 (paper), Avg@16, Avg@n, largest Pass@k, in %."""
-    from rich.table import Table
-
-    def pct(value: Any) -> str:
-        return "-" if not isinstance(value, (int, float)) else f"{100 * value:.1f}"
-
-    table = Table(title="dsdr-eval run, % (Pass@1 = the pass1 phase; Pass@k at the largest k)")
-    for column in ("benchmark", "problems", "n", "Pass@1", "Avg@16", "Avg@n", "Pass@k", "truncated"):
-        table.add_column(column, justify="left" if column == "benchmark" else "right")
-    rows = dict(metrics.get("benchmarks", {}))
-    if "average" in metrics and len(rows) > 1:
-        rows["average"] = metrics["average"]
-    for name, m in rows.items():
-        pass_at = m.get("pass@k") or {}
-        largest = max(pass_at, key=lambda k: int(k)) if pass_at else None
-        table.add_row(name, str(m.get("n_problems", "")), str(m.get("n_samples_per_problem", "")),
-                      pct(m.get("pass1")), pct(m.get("avg@16")), pct(m.get("avg@n")),
-                      f"{pct(pass_at[largest])} @{largest}" if largest else "-",
-                      pct(m.get("truncated_fraction")))
-    return table

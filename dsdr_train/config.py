@@ -119,7 +119,7 @@ class TrainConfig:
     formula_rules: str = _f("extended", "formula extraction for D_eq (§3.1; the paper is silent): extended = DIVER's "
                             "\\[..\\], \\(..\\), $$..$$, $..$ plus equation-like \\begin{ENV} (default) | diver = "
                             "the four delimiters only", choices=("extended", "diver"))
-    darling_partition: str = _f("embedding", "DARLING partition (dsdr_eval.diversity.make_equivalence spec): embedding "
+    darling_partition: str = _f("embedding", "DARLING partition (dsdr_eval.partition_methods.make_equivalence spec): embedding "
                                 "(cosine >= darling_threshold) | answer-formula | classifier:PATH | judge")
     darling_threshold: float | None = _f(None, "DARLING threshold (embedding cosine / classifier probability; None = dsdr_eval default 0.9 / 0.5)")
     # --- grading ---------------------------------------------------------------------------

@@ -323,7 +323,7 @@ class Trainer:
                                         chunked=cfg.encoder_chunked, max_seq_length=cfg.encoder_max_seq_length)
         self.equivalence = None
         if cfg.reward == "darling":
-            from dsdr_eval.diversity import make_equivalence
+            from dsdr_eval.partition_methods import make_equivalence
 
             self.equivalence = make_equivalence(cfg.darling_partition, encoder=self.encoder,
                                                 threshold=cfg.darling_threshold, device=str(self.device))

@@ -9,20 +9,17 @@ import numpy as np
 import pytest
 
 from dsdr_eval.diversity.partition import (
-    EQUIVALENCES,
     AnswerFormulaEquivalence,
     EmbeddingThresholdEquivalence,
-    Equivalence,
-    GroupView,
     PairClassifierEquivalence,
     coverage_at_n,
     darling_div,
     darling_partition,
     gini_simpson,
-    make_equivalence,
-    register_equivalence,
 )
+from dsdr_eval.equivalence import Equivalence, GroupView
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.partition_methods import EQUIVALENCES, make_equivalence, register_equivalence
 
 
 def test_union_find_closes_transitively_and_numbers_by_first_member() -> None:
@@ -117,7 +114,7 @@ def test_registry_and_judge_hook() -> None:
         def decide(self, group: GroupView, pairs):
             return [group.texts[i][0] == group.texts[j][0] for i, j in pairs]
 
-    register_equivalence("first-letter-test")(lambda argument, **_: FirstLetter())
+    register_equivalence("first-letter-test")(lambda argument, options: FirstLetter())
     try:
         eq = make_equivalence("first-letter-test")
         assert darling_partition(["ab", "ac", "b"], eq).tolist() == [0, 0, 1]
@@ -211,8 +208,8 @@ def test_classifier_partition_on_a_run(tmp_path, tiny_classifier_dir) -> None:
     probe = PairClassifierEquivalence(str(tiny_classifier_dir))
     pairs = [(texts[i], texts[j]) for i in range(4) for j in range(i + 1, 4)]
     threshold = float(np.median(probe.probabilities(pairs)))
-    result = compute_run_diversity(tmp_path, encoder=Flat(), partition=f"classifier:{tiny_classifier_dir}",
-                                   threshold=threshold, progress=False)
+    classifier = make_equivalence(f"classifier:{tiny_classifier_dir}", threshold=threshold)
+    result = compute_run_diversity(tmp_path, encoder=Flat(), equivalence=classifier, progress=False)
     settings = result["default"]["settings"]["partition"]
     assert settings["method"] == "classifier" and settings["path"] == str(tiny_classifier_dir)
     assert settings["probability_threshold"] == threshold

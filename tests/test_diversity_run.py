@@ -16,6 +16,7 @@ import pytest
 from dsdr_eval.diversity import darling_div, darling_partition, dsdr_diversity
 from dsdr_eval.diversity.partition import EmbeddingThresholdEquivalence
 from dsdr_eval.diversity.run import compute_run_diversity
+from dsdr_eval.partition_methods import make_equivalence
 from dsdr_eval.diversity.semantic import embed_texts
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
@@ -85,7 +86,8 @@ def run_dir(tmp_path: Path) -> Path:
 
 def test_compute_run_diversity_end_to_end(run_dir: Path) -> None:
     encoder = BagOfWordsEncoder()
-    result = compute_run_diversity(run_dir, encoder=encoder, progress=False, threshold=0.95)
+    result = compute_run_diversity(run_dir, encoder=encoder, progress=False,
+                                   equivalence=make_equivalence("embedding", threshold=0.95))
     assert set(result) == {"math500", "aime24"}
 
     per_problem = {(r["benchmark"], r["problem_id"]): r for r in read_jsonl(run_dir / "diversity_per_problem.jsonl")}
@@ -151,7 +153,8 @@ def test_compute_run_diversity_end_to_end(run_dir: Path) -> None:
 
 
 def test_answer_formula_partition_on_a_run(run_dir: Path) -> None:
-    result = compute_run_diversity(run_dir, encoder=BagOfWordsEncoder(), partition="answer-formula", progress=False)
+    result = compute_run_diversity(run_dir, encoder=BagOfWordsEncoder(), equivalence=make_equivalence("answer-formula"),
+                                   progress=False)
     per_problem = {r["problem_id"]: r for r in read_jsonl(run_dir / "diversity_per_problem.jsonl")}
     # p-none-correct: answers 1, None, 2, 2 with formula sets {}, {}, {x=7}, {x=7} -> 3 classes
     assert per_problem["p-none-correct"]["all"]["n_classes"] == 3
@@ -266,7 +269,8 @@ def test_samples_scored_then_diversity_then_rescored(tmp_path: Path) -> None:
              for pid, texts in completions.items() for i, text in enumerate(texts)]
     write_jsonl(tmp_path / "samples.jsonl", rows)
     score_run_dir(tmp_path, workers=1, progress=False, bootstrap=10)
-    result = compute_run_diversity(tmp_path, encoder=BagOfWordsEncoder(), partition="answer-formula", progress=False)
+    result = compute_run_diversity(tmp_path, encoder=BagOfWordsEncoder(), equivalence=make_equivalence("answer-formula"),
+                                   progress=False)
     per_problem = {r["problem_id"]: r for r in read_jsonl(tmp_path / "diversity_per_problem.jsonl")}
     # p1: answers 4, 4, 5, 4.0 -> grading puts 4 and 4.0 in one class -> 2 answer classes; 3 correct
     assert per_problem["p1"]["n_correct"] == 3 and per_problem["p1"]["all"]["answer_classes"] == 2

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from fault_server import FaultServer
 
-from dsdr_eval.diversity.partition import check_partition_spec, darling_partition, make_equivalence
+from dsdr_eval.diversity.partition import darling_partition
+from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
 from dsdr_eval.judge.equivalence import UNPARSEABLE, JudgeEquivalence, JudgePairSettings
@@ -174,8 +175,8 @@ def test_a_judge_that_never_decides_stops_the_run_with_a_clear_error() -> None:
 
 
 def test_dead_endpoint_fails_fast() -> None:
-    judge = make_equivalence("judge:some-model", judge_base_url=["http://127.0.0.1:9/v1"], judge_max_retries=0,
-                             judge_timeout_s=2.0)
+    judge = make_equivalence("judge:some-model", judge_endpoint={"base_urls": ["http://127.0.0.1:9/v1"],
+                                                                 "max_retries": 0, "timeout_s": 2.0})
     with pytest.raises(DsdrError, match=r"all undecided \(http_error:connection=\d+\).*127\.0\.0\.1:9"):
         darling_partition(_texts(list(range(0, 40, 5))), judge)   # 8 rollouts: 28 pairs >= 16
 
@@ -198,14 +199,15 @@ def test_factory_options_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(DsdrError, match="different models"):
         make_equivalence("judge:a", judge_model="b")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1234/v1")
-    judge = make_equivalence("judge:m", judge_api_key_env="MY_KEY", concurrency=3, encoder=object(), threshold=0.5)
+    judge = make_equivalence("judge:m", judge_endpoint={"api_key_env": "MY_KEY", "max_concurrency": 3},
+                             encoder=object(), threshold=0.5)
     endpoint = judge.settings()["endpoint"]
     assert endpoint["base_urls"] == ["http://127.0.0.1:1234/v1"] and endpoint["api_key_env"] == "MY_KEY"
     assert endpoint["max_concurrency"] == 3 and endpoint["model"] == "m"
-    judge = make_equivalence("judge", judge_model="m", judge_base_url=["http://a:1/v1,http://b:2/v1"])
+    judge = make_equivalence("judge", judge_model="m", judge_endpoint={"base_urls": ["http://a:1/v1,http://b:2/v1"]})
     assert judge.settings()["endpoint"]["base_urls"] == ["http://a:1/v1", "http://b:2/v1"]
     with pytest.raises(DsdrError, match="max_concurrency"):
-        make_equivalence("judge:m", concurrency=0)
+        make_equivalence("judge:m", judge_endpoint={"max_concurrency": 0})
 
 
 # ----------------------------------------------------------------------------- CLI on a run dir

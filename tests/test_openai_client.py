@@ -13,7 +13,6 @@ from dsdr_eval.openai_client import (
     EndpointConfig,
     OpenAICompatClient,
     Result,
-    _parse_retry_after,
     response_text,
     split_base_urls,
 )
@@ -81,6 +80,7 @@ def test_retry_after_is_honoured_and_capped():
 
 
 def test_parse_retry_after_forms():
+    _parse_retry_after = _client("http://127.0.0.1:9/v1").retry_after_s  # the SDK's parser, never negative
     assert _parse_retry_after({"retry-after": "3"}) == 3.0
     assert _parse_retry_after({"retry-after-ms": "250"}) == 0.25
     assert _parse_retry_after({"retry-after": "soon"}) is None
@@ -185,3 +185,19 @@ def test_failing_callback_stops_sending_the_rest():
         with pytest.raises(OSError, match="disk full"):
             client.complete_many([{"prompt": str(i)} for i in range(20)], on_result=explode)
         assert len(server.completion_requests()) <= 2
+
+
+def test_the_sdk_does_the_retrying_and_a_retry_moves_to_the_next_url():
+    # The openai SDK's own retry loop sends every attempt (it numbers them in x-stainless-retry-count);
+    # this client only moves each retry to the next base URL and turns a malformed 200 into a retry.
+    with FaultServer(script=["500", "garbage"], default="ok") as a, FaultServer(script=["429"], default="ok") as b:
+        result = _client(a.base_url, b.base_url, max_retries=4).chat(CHAT)
+        sent = sorted(a.completion_requests() + b.completion_requests(), key=lambda r: r.time)
+        assert result.ok and result.attempts == 4 and result.base_url == b.base_url
+        assert [r.headers.get("x-stainless-retry-count") for r in sent] == ["0", "1", "2", "3"]
+        assert [r.behaviour for r in sent] == ["500", "429", "garbage", "ok"]
+        assert len(a.completion_requests()) == 2 and len(b.completion_requests()) == 2
+    with FaultServer(default="garbage_json") as server:
+        result = _client(server.base_url, max_retries=2).chat(CHAT)
+        assert not result.ok and result.attempts == 3 and result.error_kind == "invalid_response"
+        assert result.status_code is None and "no choices" in result.error

@@ -9,7 +9,14 @@ import argparse
 import sys
 from typing import Any
 
-from dsdr_eval.cli.args import integer, number
+from dsdr_eval.cli.args import (
+    JUDGE_ENDPOINT,
+    add_openai_arguments,
+    endpoint_options,
+    given_endpoint_options,
+    integer,
+    number,
+)
 from dsdr_eval.errors import DsdrError
 
 
@@ -33,56 +40,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device for the encoder/classifier")
     parser.add_argument("--batch-size", type=integer(1), default=64, help="encoder batch size")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    judge = parser.add_argument_group("--partition judge (an OpenAI-compatible LLM judge decides each pair)")
-    judge.add_argument("--judge-model", default=None, metavar="MODEL", help="model name served by the judge endpoint")
-    judge.add_argument("--judge-base-url", action="append", default=None, metavar="URL",
-                       help="base URL ending in /v1; repeat it or give a comma list to spread requests "
-                            "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1)")
-    judge.add_argument("--judge-api-key-env", default=None, metavar="VAR",
-                       help="environment variable holding the API key (default OPENAI_API_KEY); the key "
-                            "is never written or logged")
-    judge.add_argument("--concurrency", type=integer(1), default=None, metavar="N", help="judge requests in flight (default 8)")
+    parser.add_argument("--judge-model", default=None, metavar="MODEL",
+                        help="--partition judge: the model served by the judge endpoint (or --partition judge:MODEL)")
+    add_openai_arguments(parser, JUDGE_ENDPOINT, prefix="judge-",
+                         title="--partition judge (an OpenAI-compatible LLM judge decides each pair)")
 
 
-JUDGE_OPTIONS = ("judge_model", "judge_base_url", "judge_api_key_env", "concurrency")
+def _equivalence(args: argparse.Namespace) -> Any:
+    """The pair equivalence of ``--partition`` (the judge options only apply to ``--partition judge``).
+    Built before the encoder loads, so a bad option costs no model load."""
+    from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
+
+    method, _ = check_partition_spec(args.partition)
+    given = (["--judge-model"] if args.judge_model else []) + given_endpoint_options(args, prefix="judge-")
+    if method != "judge":
+        if given:
+            raise DsdrError(f"{given[0]} only applies to --partition judge")
+        return make_equivalence(args.partition, threshold=args.threshold, device=args.device)
+    return make_equivalence(args.partition, judge_model=args.judge_model,
+                            judge_endpoint=endpoint_options(args, JUDGE_ENDPOINT, prefix="judge-"))
 
 
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from dsdr_eval import rundir
-    from dsdr_eval.diversity.partition import check_partition_spec, make_equivalence
+    from dsdr_eval.cli.tables import print_table
     from dsdr_eval.diversity.run import compute_run_diversity, summary_rows
     from dsdr_eval.diversity.semantic import load_encoder
 
     console = Console(stderr=True)
     rundir.require_run_dir(args.run_dir, rundir.GRADED)  # fail before loading any model
-    method, _ = check_partition_spec(args.partition)
-    judge_options = {name: getattr(args, name) for name in JUDGE_OPTIONS if getattr(args, name) is not None}
-    partition = args.partition
-    if method == "judge":  # built here: compute_run_diversity has no way to pass endpoint options on
-        partition = make_equivalence(args.partition, **judge_options)
-    elif judge_options:
-        raise DsdrError(f"--{next(iter(judge_options)).replace('_', '-')} only applies to --partition judge")
+    equivalence = _equivalence(args)
     try:
         encoder = load_encoder(args.encoder, args.device, chunked=args.chunked, batch_size=args.batch_size)
-        result = compute_run_diversity(args.run_dir, encoder=encoder, partition=partition,
-                                       progress=not args.no_progress, threshold=args.threshold,
-                                       device=args.device, log=lambda msg: console.print(f"[dim]{msg}[/dim]"))
+        result = compute_run_diversity(args.run_dir, encoder=encoder, equivalence=equivalence,
+                                       progress=not args.no_progress, device=args.device,
+                                       log=lambda msg: console.print(f"[dim]{msg}[/dim]"))
     finally:
-        if method == "judge":
-            partition.close()
-    table = Table(title=f"diversity of {args.run_dir} (mean over problems)")
-    for column in ("benchmark", "subset", "D_emb", "D_eq", "d", "#classes", "DARLING Div",
-                   "Vendi(q=1)", "self-BLEU", "#answers"):
-        table.add_column(column)
-    for row in summary_rows(result):
-        table.add_row(*row)
-    # A pipe or a log file gets the whole table instead of columns squeezed to 80 characters.
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
-    if method == "judge":
-        _print_pair_decisions(console, next(iter(result.values()))["settings"]["partition"]["pair_decisions"])
+        equivalence.close()
+    print_table(f"diversity of {args.run_dir} (mean over problems)",
+                ("benchmark", "subset", "D_emb", "D_eq", "d", "#classes", "DARLING Div", "Vendi(q=1)", "self-BLEU",
+                 "#answers"), summary_rows(result))
+    partition = next(iter(result.values()))["settings"]["partition"]
+    if "pair_decisions" in partition:
+        _print_pair_decisions(console, partition["pair_decisions"])
     console.print("written: metrics.json (benchmarks.*.diversity), diversity_per_problem.jsonl, "
                   "diversity_per_sample.jsonl")
     return 0

@@ -4,31 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 
-from dsdr_eval.cli.args import integer, number
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-def add_endpoint_arguments(parser: argparse.ArgumentParser, prefix: str = "judge-") -> None:
-    """The OpenAI-compatible endpoint options (shared shape with other OpenAI-backed commands)."""
-    group = parser.add_argument_group("judge endpoint (any OpenAI-compatible server)")
-    group.add_argument(f"--{prefix}model", required=True, help="model name served by the endpoint")
-    group.add_argument(f"--{prefix}base-url", action="append", default=None, metavar="URL",
-                       help="base URL ending in /v1; repeat it or give a comma list to spread requests over "
-                            "several servers (e.g. a fleet of `vllm serve` nodes). Default: $OPENAI_BASE_URL, "
-                            f"else {DEFAULT_BASE_URL}")
-    group.add_argument(f"--{prefix}api-key-env", default="OPENAI_API_KEY", metavar="VAR",
-                       help="environment variable holding the API key (default OPENAI_API_KEY; 'EMPTY' is sent "
-                            "when it is unset, which local servers accept). The key is never written or logged.")
-    group.add_argument("--concurrency", type=integer(1), default=8, help="requests in flight at once (default 8)")
-    group.add_argument("--max-retries", type=integer(0), default=5,
-                       help="retries per request on 408/409/429/5xx/timeouts/connection errors (default 5)")
-    group.add_argument("--request-timeout", type=number(0, min_open=True), default=120.0, help="seconds per attempt (default 120)")
-    group.add_argument("--backoff-base", type=number(0), default=0.5,
-                       help="first retry delay in seconds; doubles each retry, jittered, capped at 30 s; "
-                            "a server's Retry-After is honoured (default 0.5)")
+from dsdr_eval.cli.args import JUDGE_ENDPOINT, add_openai_arguments, endpoint_config, integer, number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "semantic, overall; 0-10). Writes RUN_DIR/judge.jsonl and a 'judge' key per benchmark "
                           "in metrics.json.")
     parser.add_argument("run_dir", help="run directory with graded.jsonl (or samples.jsonl)")
-    add_endpoint_arguments(parser)
+    parser.add_argument("--judge-model", required=True, metavar="MODEL", help="model name served by the judge endpoint")
+    add_openai_arguments(parser, JUDGE_ENDPOINT, prefix="judge-", title="judge endpoint (any OpenAI-compatible server)")
     sel = parser.add_argument_group("which rollouts")
     sel.add_argument("--benchmarks", default=None,
                      help="comma list of benchmarks to judge (default: all in the run; the paper judged "
@@ -76,17 +54,14 @@ def _comma_list(value: str | None) -> tuple[str, ...] | None:
 
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
+    from dsdr_eval.cli.tables import Column, print_table
     from dsdr_eval.judge.prompt import PromptBudget
     from dsdr_eval.judge.run import JudgeSettings, run_judge
-    from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient, split_base_urls
+    from dsdr_eval.openai_client import OpenAICompatClient
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    base_urls = split_base_urls(args.judge_base_url) or (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,)
-    endpoint = EndpointConfig(base_urls=base_urls, model=args.judge_model, api_key_env=args.judge_api_key_env,
-                              max_concurrency=args.concurrency, max_retries=args.max_retries,
-                              timeout_s=args.request_timeout, backoff_base_s=args.backoff_base)
+    endpoint = endpoint_config(args, JUDGE_ENDPOINT, model=args.judge_model, prefix="judge-")
     try:
         budget = PromptBudget(max_rollout_chars=args.max_rollout_chars, max_prompt_chars=args.max_prompt_chars)
     except ValueError as exc:
@@ -101,23 +76,19 @@ def main(args: argparse.Namespace) -> int:
         blocks = run_judge(args.run_dir, client, settings, cache_dir=args.cache_dir,
                            progress=False if args.no_progress else None, retry_failed=args.retry_failed)
 
-    console = Console(stderr=True)
-    if not console.is_terminal:  # a pipe or log file gets every failure reason in full, not cut at 80 columns
-        console = Console(stderr=True, width=200)
-    table = Table(title=f"LLM-judge diversity (0-10), judge {endpoint.model}")
-    for column in ("benchmark", "logic", "formula", "semantic", "overall", "ok", "failed", "skipped", "cache hits"):
-        # The failure reasons wrap instead of being cut with an ellipsis.
-        table.add_column(column, overflow="fold" if column == "failed" else "ellipsis")
-
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
-    for name, block in blocks.items():
-        failed = ", ".join(f"{k}={v}" for k, v in block["failed_by_reason"].items()) or "0"
-        table.add_row(name, fmt(block["logic"]), fmt(block["formula"]), fmt(block["semantic"]),
-                      fmt(block["overall"]), str(block["n_ok"]), failed, str(block["n_skipped"]),
-                      str(block["n_cache_hits"]))
-    console.print(table)
+    rows = [(name, fmt(block["logic"]), fmt(block["formula"]), fmt(block["semantic"]), fmt(block["overall"]),
+             str(block["n_ok"]), ", ".join(f"{k}={v}" for k, v in block["failed_by_reason"].items()) or "0",
+             str(block["n_skipped"]), str(block["n_cache_hits"])) for name, block in blocks.items()]
+    # stderr, and 200 columns in a log: every failure reason in full (they wrap instead of being cut)
+    print_table(f"LLM-judge diversity (0-10), judge {endpoint.model}",
+                [*("benchmark", "logic", "formula", "semantic", "overall", "ok"), Column("failed", fold=True),
+                 "skipped", "cache hits"], rows, stderr=True, pipe_width=200)
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=200)
     total_ok = sum(b["n_ok"] for b in blocks.values())
     total_failed = sum(b["n_failed"] for b in blocks.values())
     total = sum(b["n_problems"] for b in blocks.values())

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.cli.args import integer, number, output_dir
+from dsdr_eval.cli.args import MODEL_ENDPOINT, add_openai_arguments, endpoint_config, integer, number, output_dir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -74,17 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     be.add_argument("--chunk-size", type=integer(1), default=256,
                     help="vllm: prompts per generate() call (results are appended after each)")
     be.add_argument("--enforce-eager", action="store_true", help="vllm: no CUDA graphs")
-    be.add_argument("--base-url", action="append", default=None,
-                    help="openai: endpoint base URL ending in /v1 (repeat or comma-separate to spread requests)")
     be.add_argument("--api", default="chat", choices=("chat", "completions"), help="openai: which API")
-    be.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: env var holding the key (never stored)")
-    be.add_argument("--max-concurrency", type=integer(1), default=16, help="openai: requests in flight")
-    be.add_argument("--max-retries", type=integer(0), default=5, help="openai: retries per request")
-    be.add_argument("--request-timeout", type=number(0, min_open=True), default=600.0, help="openai: seconds per attempt")
-    be.add_argument("--retry-backoff", type=number(0), default=0.5,
-                    help="openai: base of the exponential backoff between retries (seconds)")
     be.add_argument("--tokenizer", default=None, help="openai --api completions: local tokenizer for the chat template")
     be.add_argument("--extra-body", default=None, help="openai: JSON object merged into each request (server-specific)")
+    add_openai_arguments(parser, MODEL_ENDPOINT, title="--backend openai: the endpoint serving --model")
 
     after = parser.add_argument_group("after generation")
     after.add_argument("--grading-timeout", type=number(0, min_open=True), default=5.0, help="seconds per answer check")
@@ -116,7 +109,8 @@ def _resolve_model(args: argparse.Namespace, backend_name: str) -> Any:
     return resolve_model(args.model, revision=args.revision)
 
 
-def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed: int) -> Any:
+def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed: int,
+                  openai_options: tuple[Any, dict[str, Any] | None] | None) -> Any:
     if name == "hf":
         from dsdr_eval.backends.hf import HFBackend
 
@@ -133,7 +127,7 @@ def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed
     if name == "openai":
         from dsdr_eval.backends.openai import OpenAIBackend
 
-        endpoint, extra = _openai_options(args)
+        endpoint, extra = openai_options
         tokenizer = args.tokenizer or (model.path if model.is_local else None)
         return OpenAIBackend(endpoint, api=args.api, tokenizer_path=tokenizer, prompt_mode=args.prompt_mode,
                              extra_body=extra)
@@ -142,10 +136,9 @@ def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed
 
 def _openai_options(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     """The endpoint and --extra-body of ``--backend openai``, checked (cheap: no connection made)."""
-    from dsdr_eval.openai_client import EndpointConfig, split_base_urls
+    from dsdr_eval.openai_client import split_base_urls
 
-    urls = split_base_urls(args.base_url)
-    if not urls:
+    if not split_base_urls(args.base_url):
         raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
     extra = None
     if args.extra_body:
@@ -155,10 +148,7 @@ def _openai_options(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | Non
             raise DsdrError(f"--extra-body: invalid JSON ({exc})") from None
         if not isinstance(extra, dict):
             raise DsdrError("--extra-body: expected a JSON object")
-    endpoint = EndpointConfig(base_urls=urls, model=args.model, api_key_env=args.api_key_env,
-                              max_concurrency=args.max_concurrency, max_retries=args.max_retries,
-                              timeout_s=args.request_timeout, backoff_base_s=args.retry_backoff)
-    return endpoint, extra
+    return endpoint_config(args, MODEL_ENDPOINT, model=args.model), extra
 
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> RunResult:
@@ -177,8 +167,8 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
                                phases=args.phases)
     template = load_template(args.template)
     backend_name = resolve_backend_name(args.backend)
-    if backend_name == "openai":
-        _openai_options(args)  # every argument is checked before anything is resolved or loaded
+    # every --backend openai argument is checked before anything is resolved or loaded
+    openai_options = _openai_options(args) if backend_name == "openai" else None
     benchmarks = runner.load_benchmarks(args.benchmarks, data_dir=args.data_dir, limit=args.limit,
                                         subset_seed=args.subset_seed)
     model = _resolve_model(args, backend_name)
@@ -215,7 +205,7 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
         timings["load_s"] = time.perf_counter() - t_start
     else:
         outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
-                            old_config, continuation, timings, t_start, progress, samples)
+                            old_config, continuation, timings, t_start, progress, samples, openai_options)
     return _finish(out, args, protocol, config, outcome, timings, t_start, progress, samples)
 
 
@@ -256,10 +246,10 @@ def _record_forced_without_generation(out: Path, old_config: dict[str, Any], con
 def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any, protocol: Any, template: Any,
               benchmarks: list[Any], config: dict[str, Any], old_config: dict[str, Any] | None,
               continuation: dict[str, Any] | None, timings: dict[str, float], t_start: float, progress: bool,
-              samples: Any) -> Any:
+              samples: Any, openai_options: tuple[Any, dict[str, Any] | None] | None) -> Any:
     from dsdr_eval import rundir, runner
 
-    backend = _make_backend(backend_name, args, model, protocol.seed)
+    backend = _make_backend(backend_name, args, model, protocol.seed, openai_options)
     try:
         t0 = time.perf_counter()
         plan = runner.plan_requests(benchmarks, protocol, backend, template)
@@ -312,8 +302,8 @@ def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str
 
     from rich.console import Console
 
+    _print_summary(metrics)
     console = Console()
-    console.print(runner.summary_table(metrics))
     console.print(f"run dir: {out}  |  backend {config['backend'].get('name')} {config['backend'].get('version')}"
                   f"  |  protocol {protocol.name}, max_tokens {protocol.max_tokens}, seed {protocol.seed}"
                   f"  |  generation {timings['generate_s']:.1f}s of {timings['total_s']:.1f}s total")
@@ -324,6 +314,27 @@ def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str
                       "samples present; rerun the same command to retry only the missing ones.[/red]")
         exit_code = 1
     return RunResult(exit_code, metrics, timings, outcome.n_failed, outcome.n_missing)
+
+
+def _print_summary(metrics: dict[str, Any]) -> None:
+    """Per benchmark Pass@1 (the pass1 phase), Avg@16, Avg@n, the largest Pass@k, truncated share, in %."""
+    from dsdr_eval.cli.tables import numeric_columns, print_table
+
+    def pct(value: Any) -> str:
+        return "-" if not isinstance(value, (int, float)) else f"{100 * value:.1f}"
+
+    entries = dict(metrics.get("benchmarks", {}))
+    if "average" in metrics and len(entries) > 1:
+        entries["average"] = metrics["average"]
+    rows = []
+    for name, m in entries.items():
+        pass_at = m.get("pass@k") or {}
+        largest = max(pass_at, key=lambda k: int(k)) if pass_at else None
+        rows.append((name, str(m.get("n_problems", "")), str(m.get("n_samples_per_problem", "")),
+                     pct(m.get("pass1")), pct(m.get("avg@16")), pct(m.get("avg@n")),
+                     f"{pct(pass_at[largest])} @{largest}" if largest else "-", pct(m.get("truncated_fraction"))))
+    print_table("dsdr-eval run, % (Pass@1 = the pass1 phase; Pass@k at the largest k)",
+                numeric_columns("benchmark", "problems", "n", "Pass@1", "Avg@16", "Avg@n", "Pass@k", "truncated"), rows)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -72,36 +72,29 @@ def _largest_k(entry: dict, family: str) -> tuple[str | None, float | None, Any]
 
 
 def print_summary(metrics: dict[str, Any]) -> None:
-    """A rich table: one row per benchmark plus the macro average; values in % with 95 % CI."""
-    from rich.console import Console
-    from rich.table import Table
+    """A table: one row per benchmark plus the macro averages; values in % with 95 % CI."""
+    from dsdr_eval.cli.tables import Row, numeric_columns, print_table
 
-    table = Table(title="dsdr-eval score (%, 95% bootstrap CI over problems)")
-    for column in ("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
-                   "correct/incorrect/none/timeout/error"):
-        table.add_column(column, justify="left" if column == "benchmark" else "right")
+    rows: list[Row] = []
     for name, entry in metrics["benchmarks"].items():
-        ci = entry.get("ci95", {})
-        k, pass_k, pass_ci = _largest_k(entry, "pass@k")
-        mk, maj_k, maj_ci = _largest_k(entry, "maj@k")
         counts = entry.get("status_counts", {})
-        table.add_row(
-            name, str(entry.get("n_problems", "-")), str(entry.get("n_samples_per_problem", "-")),
-            _fmt(entry.get("pass1"), ci.get("pass1")), _fmt(entry.get("avg@16"), ci.get("avg@16")),
-            _fmt(entry.get("avg@n"), ci.get("avg@n")),
-            f"@{k}: {_fmt(pass_k, pass_ci)}" if k else "-", f"@{mk}: {_fmt(maj_k, maj_ci)}" if mk else "-",
-            "/".join(str(counts.get(s, 0)) for s in ("correct", "incorrect", "no_answer", "timeout", "error")))
+        rows.append(Row([name, str(entry.get("n_problems", "-")), str(entry.get("n_samples_per_problem", "-")),
+                         *_score_cells(entry),
+                         "/".join(str(counts.get(s, 0)) for s in ("correct", "incorrect", "no_answer", "timeout", "error"))]))
     for key, label in (("average", "average (macro)"), ("average_table1", "average (Table 1's five)")):
         average = metrics.get(key) or {}
         if len(metrics["benchmarks"]) > 1 and average:
-            ci = average.get("ci95", {})
-            k, pass_k, pass_ci = _largest_k(average, "pass@k")
-            mk, maj_k, maj_ci = _largest_k(average, "maj@k")
-            table.add_row(label, "", "", _fmt(average.get("pass1"), ci.get("pass1")),
-                          _fmt(average.get("avg@16"), ci.get("avg@16")), _fmt(average.get("avg@n"), ci.get("avg@n")),
-                          f"@{k}: {_fmt(pass_k, pass_ci)}" if k else "-",
-                          f"@{mk}: {_fmt(maj_k, maj_ci)}" if mk else "-", "", style="bold")
-    console = Console()
-    if not console.is_terminal:  # piped / CI logs: don't squeeze the table into 80 columns
-        console = Console(width=160)
-    console.print(table)
+            rows.append(Row([label, "", "", *_score_cells(average), ""], style="bold"))
+    print_table("dsdr-eval score (%, 95% bootstrap CI over problems)",
+                numeric_columns("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
+                                "correct/incorrect/none/timeout/error"), rows)
+
+
+def _score_cells(entry: dict[str, Any]) -> list[str]:
+    """Pass@1, Avg@16, Avg@n, pass@k and maj@k (largest k) of one benchmark or average, with CIs."""
+    ci = entry.get("ci95", {})
+    k, pass_k, pass_ci = _largest_k(entry, "pass@k")
+    mk, maj_k, maj_ci = _largest_k(entry, "maj@k")
+    return [_fmt(entry.get("pass1"), ci.get("pass1")), _fmt(entry.get("avg@16"), ci.get("avg@16")),
+            _fmt(entry.get("avg@n"), ci.get("avg@n")), f"@{k}: {_fmt(pass_k, pass_ci)}" if k else "-",
+            f"@{mk}: {_fmt(maj_k, maj_ci)}" if mk else "-"]

@@ -3,7 +3,7 @@ NoveltyBench-style equivalence classes).
 
 A group of G rollouts is partitioned into equivalence classes: pairwise "same strategy / same
 meaning" decisions closed transitively with union-find. The pair decision is pluggable
-(``Equivalence``, registry ``EQUIVALENCES``):
+(``dsdr_eval.equivalence.Equivalence``; ``dsdr_eval.partition_methods`` builds one by name):
 
 * ``embedding`` (default): cosine of the unit-norm sentence embeddings >= threshold
   (default ``DEFAULT_COSINE_THRESHOLD``; recorded).
@@ -12,7 +12,7 @@ meaning" decisions closed transitively with union-find. The pair decision is plu
   Qwen3-Embedding-4B); input ``<|im_start|> a <|im_end|> b <|im_end|>``, each side cut to 2048
   tokens, equivalent iff P(similar) > 0.5.
 * ``answer-formula``: identical final-answer class AND identical formula set.
-* ``judge``: the LLM judge (registered by ``dsdr_eval.judge``; see ``register_equivalence``).
+* ``judge``: the LLM judge (``dsdr_eval.judge.equivalence``).
 
 Outputs per group: class ids, the number of classes, DARLING's per-rollout
 ``Div(o_i) = (G - |class(o_i)|) / (G - 1)`` floored at 0.1, and the Gini-Simpson index
@@ -21,52 +21,19 @@ Outputs per group: class ids, the number of classes, DARLING's per-rollout
 
 from __future__ import annotations
 
-import abc
-import importlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.equivalence import Equivalence, GroupView, PairFunctionEquivalence
 from dsdr_eval.errors import DsdrError
 
 DEFAULT_COSINE_THRESHOLD = 0.9
 DARLING_DIV_FLOOR = 0.1
 CLASSIFIER_MAX_SIDE_TOKENS = 2048
 CLASSIFIER_PROBABILITY_THRESHOLD = 0.5
-
-
-@dataclass(frozen=True)
-class GroupView:
-    """What an equivalence function may look at for one group (every field aligned, length G)."""
-
-    texts: Sequence[str]
-    embeddings: np.ndarray | None = None            # [G, D] unit-norm rows
-    answer_classes: Sequence[int | None] | None = None
-    formula_sets: Sequence[frozenset[str]] | None = None
-    problem: str | None = None                      # the prompt's problem text (for a judge)
-    similarities: np.ndarray | None = None          # [G, G] embeddings @ embeddings.T, if known
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Equivalence(abc.ABC):
-    """A pairwise equivalence decision. Implement ``adjacency`` when every pair is cheap (one
-    vectorised [G, G] call), otherwise ``decide`` for a batch of pairs: the union-find driver then
-    only asks for pairs whose rollouts are not already in one class."""
-
-    name: str = "equivalence"
-
-    def settings(self) -> dict[str, Any]:
-        return {"method": self.name}
-
-    def adjacency(self, group: GroupView) -> np.ndarray | None:
-        """bool [G, G] (symmetric; diagonal ignored), or None to fall back on ``decide``."""
-        return None
-
-    def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> Sequence[bool]:
-        raise NotImplementedError(f"{type(self).__name__} implements neither adjacency nor decide")
 
 
 class UnionFind:
@@ -98,21 +65,6 @@ class UnionFind:
         roots = [self.find(i) for i in range(len(self.parent))]
         first_seen: dict[int, int] = {}
         return np.asarray([first_seen.setdefault(r, len(first_seen)) for r in roots], dtype=np.int64)
-
-
-class PairFunctionEquivalence(Equivalence):
-    """Wraps a plain ``(text_a, text_b) -> bool`` function."""
-
-    name = "function"
-
-    def __init__(self, function: Callable[[str, str], bool]):
-        self.function = function
-
-    def settings(self) -> dict[str, Any]:
-        return {"method": self.name, "function": getattr(self.function, "__qualname__", repr(self.function))}
-
-    def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> list[bool]:
-        return [bool(self.function(group.texts[i], group.texts[j])) for i, j in pairs]
 
 
 def canonical_labels(labels: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -346,104 +298,6 @@ class PairClassifierEquivalence(Equivalence):
         texts = group.texts
         probs = self.probabilities([(texts[i], texts[j]) for i, j in pairs])
         return [bool(p > self.probability_threshold) for p in probs]
-
-
-class CachedEquivalence(Equivalence):
-    """Memoises ``decide`` by text pair, so re-partitioning a subset (the correct rollouts)
-    does not pay twice for an expensive classifier or judge."""
-
-    def __init__(self, inner: Equivalence):
-        self.inner = inner
-        self.name = inner.name
-        self._cache: dict[tuple[str, str], bool] = {}
-
-    def settings(self) -> dict[str, Any]:
-        return self.inner.settings()
-
-    def adjacency(self, group: GroupView) -> np.ndarray | None:
-        return self.inner.adjacency(group)
-
-    def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> list[bool]:
-        texts = group.texts
-        missing = [(i, j) for i, j in pairs if (texts[i], texts[j]) not in self._cache]
-        if missing:
-            for (i, j), same in zip(missing, self.inner.decide(group, missing)):
-                self._cache[(texts[i], texts[j])] = bool(same)
-        return [self._cache[(texts[i], texts[j])] for i, j in pairs]
-
-    def clear(self) -> None:
-        self._cache.clear()
-
-
-# ----------------------------------------------------------------------------- registry
-
-EquivalenceFactory = Callable[..., Equivalence]
-EQUIVALENCES: dict[str, EquivalenceFactory] = {}
-
-
-def register_equivalence(name: str) -> Callable[[EquivalenceFactory], EquivalenceFactory]:
-    """Register ``factory(argument: str | None, **options) -> Equivalence`` under ``name``.
-
-    ``--partition NAME:ARGUMENT`` calls it with ARGUMENT (None without a colon); options are
-    ``encoder``, ``threshold``, ``device`` (a factory takes what it needs via **options).
-    The LLM judge registers itself as ``judge`` when ``dsdr_eval.judge`` is imported."""
-
-    def decorator(factory: EquivalenceFactory) -> EquivalenceFactory:
-        EQUIVALENCES[name] = factory
-        return factory
-
-    return decorator
-
-
-@register_equivalence("embedding")
-def _make_embedding(argument: str | None, *, threshold: float | None = None, encoder: Any = None,
-                    **_: Any) -> Equivalence:
-    if argument:  # "embedding:0.85" is accepted as a threshold too
-        try:
-            threshold = float(argument)
-        except ValueError:
-            raise DsdrError(f"--partition embedding:{argument}: expected a number") from None
-    return EmbeddingThresholdEquivalence(DEFAULT_COSINE_THRESHOLD if threshold is None else threshold,
-                                         encoder=encoder)
-
-
-@register_equivalence("classifier")
-def _make_classifier(argument: str | None, *, device: str = "cpu", threshold: float | None = None,
-                     **_: Any) -> Equivalence:
-    if not argument:
-        raise DsdrError("--partition classifier:PATH needs the path of the classifier")
-    return PairClassifierEquivalence(
-        argument, device=device,
-        probability_threshold=CLASSIFIER_PROBABILITY_THRESHOLD if threshold is None else threshold)
-
-
-@register_equivalence("answer-formula")
-def _make_answer_formula(argument: str | None, **_: Any) -> Equivalence:
-    return AnswerFormulaEquivalence()
-
-
-def make_equivalence(spec: str | Equivalence, **options: Any) -> Equivalence:
-    """Build an equivalence from a CLI spec: ``embedding``, ``classifier:PATH``,
-    ``answer-formula``, ``judge[:...]`` or any registered name."""
-    if isinstance(spec, Equivalence):
-        return spec
-    name, argument = check_partition_spec(spec)
-    return EQUIVALENCES[name](argument, **options)
-
-
-def check_partition_spec(spec: str) -> tuple[str, str | None]:
-    """(method, argument) of a ``--partition`` spec; DsdrError for an unknown method.
-    Cheap: lets the CLI fail before it loads any model."""
-    name, _, argument = spec.partition(":")
-    if name not in EQUIVALENCES and name == "judge":
-        try:  # dsdr_eval.judge registers "judge" (register_equivalence) when imported
-            importlib.import_module("dsdr_eval.judge")
-        except ImportError:
-            pass
-    if name not in EQUIVALENCES:
-        raise DsdrError(f"--partition {spec}: unknown method {name!r} "
-                        f"(known: {', '.join(sorted(EQUIVALENCES))})")
-    return name, argument or None
 
 
 # ----------------------------------------------------------------------------- coverage

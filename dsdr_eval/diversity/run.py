@@ -32,16 +32,15 @@ from dsdr_eval.diversity.formula import EXTRACTION_RULE, formula_set
 from dsdr_eval.diversity.lexical import DISTINCT_ORDERS, MAX_NGRAM_ORDER, TOKENIZER, GroupNgrams
 from dsdr_eval.diversity.partition import (
     DARLING_DIV_FLOOR,
-    CachedEquivalence,
-    Equivalence,
+    EmbeddingThresholdEquivalence,
     coverage_at_n,
     darling_div,
     darling_partition,
     gini_simpson,
-    make_equivalence,
 )
 from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
 from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
+from dsdr_eval.equivalence import CachedEquivalence, Equivalence
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, to_json_safe, write_json, write_jsonl
 from dsdr_eval.progress import progress_bar
@@ -235,25 +234,25 @@ def _resolve_encoder(encoder: Any, *, chunked: bool, device: str) -> Any:
     return encoder
 
 
-def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, partition: str | Equivalence = "embedding",
-                          progress: bool = True, threshold: float | None = None, chunked: bool = False,
-                          device: str = "cpu",
+def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalence: Equivalence | None = None,
+                          progress: bool = True, chunked: bool = False, device: str = "cpu",
                           log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
     """Compute every diversity metric of RUN_DIR (see the module docstring).
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
-    ``encode(list[str]) -> [N, D]``. partition: "embedding" | "classifier:PATH" |
-    "answer-formula" | "judge[:...]" | an ``Equivalence``. threshold: the cosine threshold of
-    "embedding" (default 0.9) or the probability threshold of "classifier" (default 0.5).
-    Returns {benchmark: the "diversity" dict written into metrics.json}."""
+    ``encode(list[str]) -> [N, D]``. equivalence: the pair decision of the partition metrics
+    (``dsdr_eval.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
+    embedding, classifier:PATH, answer-formula, judge); None = embedding cosine >= 0.9. The
+    caller keeps ownership (and closes it). Returns {benchmark: the "diversity" dict written into
+    metrics.json}."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
     graded_path = rundir.run_path(run_dir, rundir.GRADED)
     problems = load_problems(graded_path)
     if not problems:
         raise DsdrError(f"{graded_path}: no rollouts of phase {SAMPLING_PHASE!r}")
     encoder = _resolve_encoder(encoder, chunked=chunked, device=device)
-    equivalence = CachedEquivalence(make_equivalence(partition, encoder=encoder, threshold=threshold,
-                                                     device=device))
+    equivalence = CachedEquivalence(EmbeddingThresholdEquivalence(encoder=encoder) if equivalence is None
+                                    else equivalence)
     max_group = max(len(p.rollouts) for p in problems)
     coverage_ns = coverage_orders(max_group)
     settings = _run_settings(encoder, equivalence, coverage_ns)

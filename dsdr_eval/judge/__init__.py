@@ -6,9 +6,9 @@ lazily through ``dsdr_eval.openai_client``)."""
 from dsdr_eval.judge.parse import JudgeParseError, JudgeScores, parse_equivalence, parse_judge_response
 from dsdr_eval.judge.prompt import PROMPT_VERSION, PromptBudget, build_judge_prompt
 from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge
-from dsdr_eval.judge.equivalence import JudgeEquivalence  # registers --partition judge (DARLING, §4)
+from dsdr_eval.judge.equivalence import JudgeEquivalence, JudgePairSettings
 
 __all__ = [
-    "JudgeEquivalence", "JudgeParseError", "JudgeScores", "JudgeSettings", "PROMPT_VERSION", "PromptBudget",
+    "JudgeEquivalence", "JudgePairSettings", "JudgeParseError", "JudgeScores", "JudgeSettings", "PROMPT_VERSION", "PromptBudget",
     "build_judge_prompt", "judge_equivalent", "parse_equivalence", "parse_judge_response", "run_judge",
 ]

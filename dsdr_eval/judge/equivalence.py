@@ -1,7 +1,7 @@
 """An LLM judge as the pairwise equivalence of DARLING partitions (ALGORITHMS.md §4: "the
 partition function is pluggable: an embedding cosine threshold, an LLM judge, ...").
 
-``--partition judge`` asks an OpenAI-compatible judge, for pairs of rollouts of one group, "same
+``--partition judge`` (built by ``dsdr_eval.partition_methods``) asks an OpenAI-compatible judge, for pairs of rollouts of one group, "same
 approach?" (prompt: ``dsdr_eval.judge.prompt.build_equivalence_messages``; reply
 ``{"equivalent": true|false}``, parsed by ``parse_equivalence``). ``darling_partition`` closes
 the decisions transitively with union-find and only asks for pairs not already in one class.
@@ -22,16 +22,15 @@ The API key is read by ``OpenAICompatClient`` from the environment variable name
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dsdr_eval.diversity.partition import Equivalence, GroupView, register_equivalence
+from dsdr_eval.equivalence import Equivalence, GroupView
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.judge.parse import parse_equivalence
 from dsdr_eval.judge.prompt import EQUIVALENCE_SYSTEM, EQUIVALENCE_TEMPLATE, build_equivalence_messages
-from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient, Result, response_text, split_base_urls
+from dsdr_eval.openai_client import OpenAICompatClient, Result, response_text
 
 # Stable reason strings (counted in pair_decisions.undecided_by_reason).
 UNPARSEABLE = "parse:no_equivalent_bool"   # HTTP-successful reply without {"equivalent": true|false}
@@ -114,6 +113,10 @@ class JudgeEquivalence(Equivalence):
         self._check_not_hopeless()
         return [bool(d) for d in decisions]
 
+    def ask(self, a: str, b: str) -> bool | None:
+        """One pair, one request: True/False, or None when undecided (counted like every decision)."""
+        return self._record(self.client.chat(self.request(a, b)))
+
     def _record(self, result: Result) -> bool | None:
         counts = self.counts
         counts["asked"] += 1
@@ -149,30 +152,4 @@ class JudgeEquivalence(Equivalence):
         self.client.close()
 
 
-@register_equivalence("judge")
-def make_judge_equivalence(argument: str | None, *, judge_model: str | None = None,
-                           judge_base_url: Sequence[str] | str | None = None,
-                           judge_api_key_env: str | None = None, concurrency: int | None = None,
-                           judge_max_retries: int = 5, judge_timeout_s: float = 120.0,
-                           judge_backoff_base_s: float = 0.5, pair_settings: JudgePairSettings | None = None,
-                           progress: bool | None = False, **_: Any) -> JudgeEquivalence:
-    """``--partition judge`` (model from ``--judge-model``) or ``--partition judge:MODEL``.
-
-    Base URLs: ``judge_base_url`` (repeatable / comma list), else $OPENAI_BASE_URL, else the
-    OpenAI API (as ``dsdr-eval judge``). No request is sent here."""
-    from dsdr_eval.cli.judge import DEFAULT_BASE_URL
-
-    if argument and judge_model and argument != judge_model:
-        raise DsdrError(f"--partition judge:{argument} and --judge-model {judge_model} name different models")
-    model = judge_model or argument
-    if not model:
-        raise DsdrError("--partition judge needs the judge's model: --judge-model MODEL (or --partition judge:MODEL)")
-    base_urls = split_base_urls(judge_base_url) or (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,)
-    config = EndpointConfig(base_urls=base_urls, model=model, api_key_env=judge_api_key_env or "OPENAI_API_KEY",
-                            max_concurrency=8 if concurrency is None else concurrency,
-                            max_retries=judge_max_retries, timeout_s=judge_timeout_s,
-                            backoff_base_s=judge_backoff_base_s)
-    return JudgeEquivalence(OpenAICompatClient(config), pair_settings, progress=progress)
-
-
-__all__ = ["JudgeEquivalence", "JudgePairSettings", "make_judge_equivalence"]
+__all__ = ["JudgeEquivalence", "JudgePairSettings"]

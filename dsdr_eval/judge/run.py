@@ -17,12 +17,11 @@ from typing import Any, Callable, Sequence
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.judge.cache import JudgeCache, request_key
-from dsdr_eval.judge.parse import AXES, JudgeParseError, parse_equivalence, parse_judge_response
+from dsdr_eval.judge.parse import AXES, JudgeParseError, parse_judge_response
 from dsdr_eval.judge.prompt import (
     PROMPT_VERSION,
     JudgePrompt,
     PromptBudget,
-    build_equivalence_messages,
     build_judge_prompt,
     prompt_record,
 )
@@ -305,9 +304,10 @@ def judge_equivalent(client: OpenAICompatClient, a: str, b: str, *, max_tokens: 
     """Does the judge consider solutions ``a`` and ``b`` the same approach?
 
     True/False from ``{"equivalent": ...}``; None when the call failed or the reply is not that JSON
-    (the caller decides what undecided means; ``darling_partition`` should treat it as "not merged")."""
-    messages = build_equivalence_messages(a, b, max_chars=max_chars)
-    result = client.chat({"messages": messages, "temperature": 0.0, "max_tokens": max_tokens})
-    if not result.ok:
-        return None
-    return parse_equivalence(response_text(result.response))
+    (the caller decides what undecided means; ``darling_partition`` should treat it as "not merged").
+    The same request and parse as ``--partition judge`` (``JudgeEquivalence``), for one pair."""
+    from dsdr_eval.judge.equivalence import JudgeEquivalence, JudgePairSettings
+
+    judge = JudgeEquivalence(client, JudgePairSettings(max_tokens=max_tokens, max_chars=max_chars,
+                                                       abort_if_first_undecided=0))
+    return judge.ask(a, b)
