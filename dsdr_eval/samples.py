@@ -45,8 +45,11 @@ class SampleKey(NamedTuple):
     sample_idx: int
 
 
-def clean_text(text: str) -> str:
-    """``text`` with every lone surrogate replaced by U+FFFD (what UTF-8 can hold; one implementation)."""
+def clean_text(text: object) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD: what UTF-8 (a file, an HTTP body, the
+    Rust tokenizers) can hold. A non-string is "". The project's one text cleaner."""
+    if not isinstance(text, str):
+        return ""
     return _LONE_SURROGATE.sub(REPLACEMENT, text)
 
 

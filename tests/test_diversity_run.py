@@ -248,7 +248,7 @@ def test_hostile_completions_do_not_crash(tmp_path: Path) -> None:
 
 
 def test_real_encoder_accepts_lone_surrogates() -> None:
-    from dsdr_eval.diversity.semantic import safe_text
+    from dsdr_eval.samples import clean_text as safe_text
 
     assert safe_text("ok \ud800 end") == "ok \ufffd end" and safe_text(None) == ""
 

@@ -249,9 +249,9 @@ class PairClassifierEquivalence(Equivalence):
         self._suffix = self._ids(" <|im_end|>")
 
     def _ids(self, text: str) -> list[int]:
-        from dsdr_eval.diversity.semantic import safe_text
+        from dsdr_eval.samples import clean_text
 
-        return list(self.tokenizer(safe_text(text), add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(clean_text(text), add_special_tokens=False)["input_ids"])
 
     def _positive_index(self) -> int | None:
         if self.model.config.num_labels == 1:

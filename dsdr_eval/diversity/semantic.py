@@ -17,7 +17,6 @@ length internally), then grouped; the per-group work is a [G, D] x [D, G] produc
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 from dsdr_eval.diversity._blas import single_threaded_blas
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.samples import clean_text
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_ENCODER.lower(), "sentence-transformers/all-minilm-l6-v2", "minilm"}
@@ -111,7 +111,7 @@ class Encoder:
         return pieces, np.asarray(owners, dtype=np.int64)
 
     def encode(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
-        texts = [safe_text(t) for t in texts]
+        texts = [clean_text(t) for t in texts]
         if not self.chunked:
             return self._encode_raw(texts, progress)
         pieces, owners = self._chunks(texts)
@@ -122,19 +122,6 @@ class Encoder:
         return normalize_rows(summed / np.maximum(counts, 1.0)[:, None]).astype(np.float32)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def safe_text(text: object) -> str:
-    """A str the Rust tokenizers accept: non-str -> "", lone surrogates (legal in a JSON
-    string escape, illegal in UTF-8) -> U+FFFD."""
-    if not isinstance(text, str):
-        return ""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
 
 
 def resolve_encoder_path(name_or_path: str | None) -> tuple[str, str]:
@@ -190,7 +177,7 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
 
 def embed_texts(texts: Sequence[str], encoder: Any, *, progress: bool = False) -> np.ndarray:
     """Unit-norm float64 embeddings [N, D] from an ``Encoder`` or any ``TextEncoder``."""
-    texts = [safe_text(t) for t in texts]
+    texts = [clean_text(t) for t in texts]
     if isinstance(encoder, Encoder):
         raw = encoder.encode(texts, progress=progress)
     else:

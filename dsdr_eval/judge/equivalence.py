@@ -97,11 +97,11 @@ class JudgeEquivalence(Equivalence):
 
     def request(self, a: str, b: str) -> dict[str, Any]:
         """chat.completions.create kwargs (minus model) asking whether ``a`` and ``b`` are equivalent."""
-        from dsdr_eval.diversity.semantic import safe_text
+        from dsdr_eval.samples import clean_text
 
-        # safe_text: a lone surrogate cannot be UTF-8 encoded into the HTTP body (it would fail and
+        # clean_text: a lone surrogate cannot be UTF-8 encoded into the HTTP body (it would fail and
         # be retried as an invalid request every time).
-        messages = build_equivalence_messages(safe_text(a), safe_text(b), max_chars=self.pair_settings.max_chars)
+        messages = build_equivalence_messages(clean_text(a), clean_text(b), max_chars=self.pair_settings.max_chars)
         return {"messages": messages, **self.pair_settings.request_params()}
 
     def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> list[bool]:
