@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval import rundir
 from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
-from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import append_jsonl, to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.prompts import PromptTemplate
@@ -312,14 +312,8 @@ def add_continuation(config: dict[str, Any], record: dict[str, Any]) -> None:
         config["mixed_settings"] = sorted(set(config.get("mixed_settings") or ()) | set(record["forced"]["changed"]))
 
 
-def run_diversity(run_dir: Path, *, progress: bool) -> dict[str, Any] | None:
-    """CPU diversity of the run (dsdr_eval.diversity), skipped with a warning when unavailable."""
-    try:
-        from dsdr_eval.diversity import compute_run_diversity
-    except ImportError:
-        try:  # the function's home module, should the package not re-export it
-            from dsdr_eval.diversity.run import compute_run_diversity
-        except ImportError as exc:
-            warn(f"diversity skipped: dsdr_eval.diversity.compute_run_diversity is not importable ({exc})")
-            return None
-    return compute_run_diversity(run_dir, progress=progress)
+def run_diversity(run_dir: Path, graded: Sequence[Any], *, progress: bool) -> dict[str, Any]:
+    """CPU diversity of the run (dsdr_eval.diversity) from the graded records scoring just wrote."""
+    from dsdr_eval.diversity.run import compute_run_diversity
+
+    return compute_run_diversity(run_dir, progress=progress, graded=graded)

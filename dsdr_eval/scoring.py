@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
@@ -19,18 +19,27 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.jsonl import write_jsonl
 from dsdr_eval.metrics import compute_metrics
-from dsdr_eval.samples import SamplesFile, graded_from_grader
+from dsdr_eval.samples import GradedSample, SamplesFile, graded_from_grader
 
 
-def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
+class ScoredRun(NamedTuple):
+    """What one scoring pass produced: the graded records (as written to graded.jsonl) and metrics.json."""
+
+    graded: list[GradedSample]
+    metrics: dict[str, Any]
+
+
+def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   options: GradingOptions | None = None, seed: int = 0,
-                  samples: SamplesFile | None = None) -> dict[str, Any]:
+                  samples: SamplesFile | None = None) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
     The whole file is validated before any grading (``dsdr_eval.samples``); both outputs are written
     (atomically) only after grading and metrics succeeded, so a failure leaves the previous ones
-    untouched. ``samples``: the file already read in this process (``dsdr-eval run``), not read again."""
+    untouched. ``samples``: the file already read in this process (``dsdr-eval run``), not read again.
+    Returns the graded records with the metrics, so a later stage of the same process (diversity)
+    need not read graded.jsonl back."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     if samples is None:
         samples = SamplesFile.open(samples_path)
@@ -60,16 +69,27 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(out_dir / rundir.GRADED, (record.to_json() for record in graded))
     # the scores' section of metrics.json; diversity / judge blocks already there are kept
-    return rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"], summary=metrics)
+    return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
+                                                   summary=metrics))
+
+
+def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any) -> dict[str, Any]:
+    """``score_records`` for callers that need only metrics.json's content (``dsdr-eval score``)."""
+    return score_records(samples_path, out_dir, **options).metrics
 
 
 def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, bootstrap: int = 1000, seed: int = 0,
                   samples: SamplesFile | None = None) -> dict[str, Any]:
     """Score ``RUN_DIR/samples.jsonl`` in place (graded.jsonl + metrics.json next to it)."""
+    return score_run_records(run_dir, timeout_s=timeout_s, workers=workers, progress=progress,
+                             bootstrap=bootstrap, seed=seed, samples=samples).metrics
+
+
+def score_run_records(run_dir: str | Path, **options: Any) -> ScoredRun:
+    """``score_run_dir`` returning the graded records too (``dsdr-eval run`` hands them to diversity)."""
     run_dir = rundir.require_run_dir(run_dir, rundir.SAMPLES)
-    return score_samples(run_dir / rundir.SAMPLES, run_dir, timeout_s=timeout_s, workers=workers,
-                         progress=progress, bootstrap=bootstrap, seed=seed, samples=samples)
+    return score_records(run_dir / rundir.SAMPLES, run_dir, **options)
 
 
 def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:

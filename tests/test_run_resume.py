@@ -284,3 +284,35 @@ def test_one_run_parses_and_hashes_samples_jsonl_once(tmp_path, data_dir, monkey
     assert metrics["provenance"]["n_samples"] == 2 * (1 + 3)
     assert metrics["provenance"]["samples_sha256"] == __import__("hashlib").sha256(
         (out / "samples.jsonl").read_bytes()).hexdigest()
+
+
+def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monkeypatch):
+    """Inside one ``dsdr-eval run`` the diversity stage takes the records scoring just wrote; it used
+    to read graded.jsonl back (and the run then re-read metrics.json for the summary)."""
+    import argparse
+
+    from fault_server import FaultServer
+    from test_diversity_run import BagOfWordsEncoder
+
+    import dsdr_eval.diversity.run as diversity_run
+    from dsdr_eval.cli import run as run_cli
+    from dsdr_eval.jsonl import read_json
+
+    def no_read_back(*args, **kwargs):
+        raise AssertionError("graded.jsonl was read back within the run")
+
+    monkeypatch.setattr(diversity_run, "read_graded", no_read_back)
+    monkeypatch.setattr(diversity_run, "_resolve_encoder", lambda encoder, **kwargs: BagOfWordsEncoder())
+    out = tmp_path / "run"
+    argv = ["--model", "model-a", "--backend", "openai", "--benchmarks", "math500", "--limit", "2",
+            "--protocol", "quick", "--n", "3", "--max-tokens", "16", "--data-dir", str(data_dir), "--out", str(out),
+            "--no-progress", "--grading-workers", "1"]
+    with FaultServer(reply="The answer is \\boxed{42}.") as server:
+        parser = argparse.ArgumentParser()
+        run_cli.add_arguments(parser)
+        argv += ["--base-url", server.base_url]
+        result = run_cli.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv])
+    assert result.exit_code == 0
+    written = read_json(out / "metrics.json")["benchmarks"]["math500"]
+    assert written["diversity"] and "pass@k" in written  # both stages' sections landed
+    assert result.metrics["benchmarks"]["math500"] == written  # the summary is what the file holds

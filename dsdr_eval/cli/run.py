@@ -284,20 +284,18 @@ def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str
     timings["generate_s"] = outcome.generate_s
     timings["write_s"] = outcome.write_s
 
-    from dsdr_eval.scoring import score_run_dir
+    from dsdr_eval.scoring import score_run_records
 
     t0 = time.perf_counter()
-    metrics = score_run_dir(out, timeout_s=args.grading_timeout, workers=args.grading_workers, progress=progress,
-                            samples=samples)
+    graded, metrics = score_run_records(out, timeout_s=args.grading_timeout, workers=args.grading_workers,
+                                        progress=progress, samples=samples)
     timings["score_s"] = time.perf_counter() - t0
     if not args.no_diversity:
         t0 = time.perf_counter()
-        diversity = runner.run_diversity(out, progress=progress)
+        diversity = runner.run_diversity(out, graded, progress=progress)
         timings["diversity_s"] = time.perf_counter() - t0
-        if diversity is not None:
-            from dsdr_eval.jsonl import read_json
-
-            metrics = read_json(rundir.run_path(out, rundir.METRICS))
+        for name, block in diversity.items():  # what rundir.update_metrics merged into metrics.json
+            metrics["benchmarks"].setdefault(name, {})[rundir.DIVERSITY_SECTION] = block
     timings["total_s"] = time.perf_counter() - t_start
 
     from rich.console import Console

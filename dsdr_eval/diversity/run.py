@@ -45,7 +45,7 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, to_json_safe, write_json, write_jsonl
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.samples import SAMPLING as SAMPLING_PHASE
-from dsdr_eval.samples import iter_by_problem, read_graded
+from dsdr_eval.samples import GradedSample, iter_by_problem, read_graded
 SUBSETS = ("all", "correct")
 
 
@@ -67,10 +67,13 @@ class _Problem:
 
 # ----------------------------------------------------------------------------- reading
 
-def load_problems(graded_path: Path) -> list[_Problem]:
+def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = None) -> list[_Problem]:
     """Group the "sampling" rollouts of graded.jsonl by (benchmark, problem_id) (the file is
-    validated by ``read_graded``: errors name FILE:LINE:FIELD)."""
-    rollouts = [r for r in read_graded(graded_path) if r.key.phase == SAMPLING_PHASE]
+    validated by ``read_graded``: errors name FILE:LINE:FIELD). ``records``: that file's records,
+    already in memory in this process (``dsdr-eval run`` right after scoring); then it is not read."""
+    if records is None:
+        records = read_graded(graded_path)
+    rollouts = [r for r in records if r.key.phase == SAMPLING_PHASE]
     # the single low-temperature "pass1" rollout is not part of a group
     return [
         _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
@@ -236,18 +239,19 @@ def _resolve_encoder(encoder: Any, *, chunked: bool, device: str) -> Any:
 
 def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalence: Equivalence | None = None,
                           progress: bool = True, chunked: bool = False, device: str = "cpu",
-                          log: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+                          log: Callable[[str], None] | None = None,
+                          graded: Sequence[GradedSample] | None = None) -> dict[str, dict[str, Any]]:
     """Compute every diversity metric of RUN_DIR (see the module docstring).
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
     ``encode(list[str]) -> [N, D]``. equivalence: the pair decision of the partition metrics
     (``dsdr_eval.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
     embedding, classifier:PATH, answer-formula, judge); None = embedding cosine >= 0.9. The
-    caller keeps ownership (and closes it). Returns {benchmark: the "diversity" dict written into
-    metrics.json}."""
+    caller keeps ownership (and closes it). graded: RUN_DIR/graded.jsonl's records when the caller
+    holds them (not read again). Returns {benchmark: the "diversity" dict written into metrics.json}."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
     graded_path = rundir.run_path(run_dir, rundir.GRADED)
-    problems = load_problems(graded_path)
+    problems = load_problems(graded_path, graded)
     if not problems:
         raise DsdrError(f"{graded_path}: no rollouts of phase {SAMPLING_PHASE!r}")
     encoder = _resolve_encoder(encoder, chunked=chunked, device=device)
