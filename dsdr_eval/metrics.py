@@ -1,6 +1,6 @@
 """Accuracy metrics over graded samples, with 95 % bootstrap confidence intervals over problems.
 
-Definitions (ALGORITHMS.md §5, DSDR paper Table 1 / Table 3):
+Definitions (docs/ALGORITHMS.md §5, DSDR paper Table 1 / Table 3):
 
 * ``pass@k`` -- unbiased estimator of Chen et al. (2021), mean over problems of
   ``1 - C(n-c, k) / C(n, k)`` computed as ``1 - prod_{i=n-c+1..n} (1 - k/i)`` (1.0 when n-c < k),
@@ -50,7 +50,7 @@ TABLE1_BENCHMARKS = ("aime24", "aime25", "math500", "minerva", "olympiadbench") 
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for n samples with c correct (Chen et al. 2021, product form)."""
+    """Unbiased pass@k for n samples with c correct (Chen et al. 2021, product form; docs/ALGORITHMS.md §5, Eq. 18)."""
     if not (0 <= c <= n) or not (1 <= k <= n):
         raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})")
     if n - c < k:
@@ -87,7 +87,8 @@ def _group(records: Iterable[GradedSample]) -> Grouped:
 
 
 def _per_problem_values(phases: dict[str, dict[str, list[GradedSample]]]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Per-problem metric vectors ("pass@4" -> array [P]) and the benchmark's descriptive fields."""
+    """Per-problem metric vectors ("pass@4" -> array [P]; avg@n = c/n, docs/ALGORITHMS.md §5, Eq. 19)
+    and the benchmark's descriptive fields."""
     values: dict[str, np.ndarray] = {}
     info: dict[str, Any] = {}
     sampling = phases.get(SAMPLING, {})
@@ -220,6 +221,7 @@ def compute_metrics(graded: Iterable[GradedSample | Mapping[str, Any]], *, boots
 
 
 def _macro_average(benchmarks: dict[str, Any], replicates: dict[str, dict[str, np.ndarray]], bootstrap: int) -> dict:
+    """The unweighted mean over benchmarks of each metric (docs/ALGORITHMS.md §5, Eq. 20), with its CI."""
     if not benchmarks:
         return {}
     names = list(benchmarks)

@@ -1,6 +1,6 @@
 """Prompt templates: how a benchmark problem becomes the text a model is asked to continue.
 
-The DSDR paper does not state its template (ALGORITHMS.md §5); the default here is the field's
+The DSDR paper does not state its template (docs/ALGORITHMS.md §5); the default here is the field's
 Qwen-style instruction "Please reason step by step, and put your final answer within \\boxed{}."
 placed after the problem inside the model's chat template. Every run records the template's
 name, text and chat mode in config.json and the fully rendered prompt in every sample line,

@@ -1,6 +1,6 @@
 """Named evaluation protocols (frozen) and the deterministic per-request seeds.
 
-``dsdr-paper`` is the DSDR paper's Table 3 protocol (ALGORITHMS.md §5):
+``dsdr-paper`` is the DSDR paper's Table 3 protocol (docs/ALGORITHMS.md §5):
 * phase ``pass1``: one rollout per problem at T=0.1, top-p 0.9 -> the paper's Pass@1;
 * phase ``sampling``: 64 rollouts at T=0.7, top-p 0.9 -> Avg@16 (first 16), Avg@64 and the
   unbiased Pass@k for k <= 64 (computed by dsdr_eval.metrics);
@@ -60,7 +60,7 @@ class Protocol:
 
 
 PROTOCOLS: dict[str, Protocol] = {
-    # ALGORITHMS.md §5 / DSDR paper Table 3.
+    # docs/ALGORITHMS.md §5 / DSDR paper Table 3.
     "dsdr-paper": Protocol("dsdr-paper", (Phase(PHASE_PASS1, 1, 0.1, 0.9), Phase(PHASE_SAMPLING, 64, 0.7, 0.9)),
                            max_tokens=4096),
     # One greedy rollout: deterministic accuracy, no Pass@k.

@@ -1,4 +1,4 @@
-"""`dsdr-eval judge RUN_DIR`: LLM-as-judge diversity of a run's rollouts (ALGORITHMS.md §5)."""
+"""`dsdr-eval judge RUN_DIR`: LLM-as-judge diversity of a run's rollouts (docs/ALGORITHMS.md §5)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--out", required=True, type=output_dir, help="run directory (created; an existing one is resumed)")
     what.add_argument("--label", default=None, help="free-text label stored in config.json (reports show it)")
 
-    proto = parser.add_argument_group("protocol (ALGORITHMS.md §5); every field overridable")
+    proto = parser.add_argument_group("protocol (docs/ALGORITHMS.md §5); every field overridable")
     proto.add_argument("--protocol", default="dsdr-paper", choices=sorted(PROTOCOLS))
     proto.add_argument("--n", type=integer(1), default=None, help="rollouts of the sampling phase")
     proto.add_argument("--temperature", type=number(0), default=None, help="temperature of the sampling phase")

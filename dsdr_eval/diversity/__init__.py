@@ -1,4 +1,4 @@
-"""Diversity metrics: DSDR's d = (D_emb + D_eq)/2 (arXiv 2602.19895; ALGORITHMS.md §3.1), DARLING partitions
+"""Diversity metrics: DSDR's d = (D_emb + D_eq)/2 (arXiv 2602.19895; docs/ALGORITHMS.md §3.1), DARLING partitions
 (arXiv 2509.02534), Vendi scores, Coverage@N, distinct-n, self-BLEU and answer diversity.
 
 An equivalence for the partition metrics is built by name with

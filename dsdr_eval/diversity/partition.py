@@ -1,4 +1,4 @@
-"""Partition diversity (DARLING, arXiv 2509.02534; ALGORITHMS.md §4;
+"""Partition diversity (DARLING, arXiv 2509.02534; docs/ALGORITHMS.md §4;
 NoveltyBench-style equivalence classes).
 
 A group of G rollouts is partitioned into equivalence classes: pairwise "same strategy / same
@@ -94,7 +94,7 @@ def darling_partition(texts: Sequence[str], equivalent: Any, *,
                       formula_sets: Sequence[frozenset[str]] | None = None,
                       problem: str | None = None,
                       similarities: np.ndarray | None = None) -> np.ndarray:
-    """Class id per rollout (int64 [G], numbered by first appearance) — DARLING, ALGORITHMS.md §4.
+    """Class id per rollout (int64 [G], numbered by first appearance) — DARLING, docs/ALGORITHMS.md §4.
 
     equivalent: an ``Equivalence``; a plain ``(text_a, text_b) -> bool`` function; or a
     precomputed bool [G, G] matrix. Pair decisions are closed transitively (union-find)."""
@@ -134,6 +134,7 @@ def class_sizes(class_ids: np.ndarray) -> np.ndarray:
 
 def darling_div(class_ids: Sequence[int] | np.ndarray, *, floor: float = DARLING_DIV_FLOOR) -> np.ndarray:
     """DARLING ``Div(o_i) = (G - |class(o_i)|) / (G - 1)``, floored at ``floor`` (0.1). float64 [G].
+    (docs/ALGORITHMS.md §4, Eq. 15.)
 
     A group of one (G - 1 = 0) gets the floor: it has no other rollout to differ from."""
     class_ids = np.asarray(class_ids, dtype=np.int64)
@@ -210,7 +211,7 @@ class AnswerFormulaEquivalence(Equivalence):
 
 
 class PairClassifierEquivalence(Equivalence):
-    """A learned pair classifier (DARLING's equivalence model, arXiv 2509.02534; ALGORITHMS.md §4).
+    """A learned pair classifier (DARLING's equivalence model, arXiv 2509.02534; docs/ALGORITHMS.md §4).
 
     Input ids: ``<|im_start|> `` + a[:2048 tokens] + `` <|im_end|> `` + b[:2048 tokens] +
     `` <|im_end|>`` (each side tokenised once, cut, then concatenated, so the cut is exact);

@@ -1,4 +1,4 @@
-"""An LLM judge as the pairwise equivalence of DARLING partitions (ALGORITHMS.md §4: "the
+"""An LLM judge as the pairwise equivalence of DARLING partitions (docs/ALGORITHMS.md §4: "the
 partition function is pluggable: an embedding cosine threshold, an LLM judge, ...").
 
 ``--partition judge`` (built by ``dsdr_eval.partition_methods``) asks an OpenAI-compatible judge, for pairs of rollouts of one group, "same

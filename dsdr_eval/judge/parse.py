@@ -1,4 +1,4 @@
-"""Strict parsing of judge replies into diversity scores (ALGORITHMS.md §5).
+"""Strict parsing of judge replies into diversity scores (docs/ALGORITHMS.md §5).
 
 Accepted: one JSON object, bare or inside a ```json fence, possibly surrounded by prose. Rejected
 (each with a reason that is counted per benchmark, never turned into a score): no JSON object,

@@ -1,4 +1,4 @@
-"""The LLM-as-judge diversity prompt (ALGORITHMS.md §5; DSDR paper, LLM-as-judge diversity).
+"""The LLM-as-judge diversity prompt (docs/ALGORITHMS.md §5; DSDR paper, LLM-as-judge diversity).
 
 Up to 32 rollouts of one problem go into one judge call; the judge scores logic, formula and
 semantic diversity on 0-10 and their mean as ``overall``, as JSON. The wording is ours (the paper
@@ -136,7 +136,7 @@ def prompt_record(budget: PromptBudget) -> dict:
     }
 
 
-# -- pairwise equivalence (DARLING partitions through an LLM judge, ALGORITHMS.md §4) ----------
+# -- pairwise equivalence (DARLING partitions through an LLM judge, docs/ALGORITHMS.md §4) ----------
 
 EQUIVALENCE_SYSTEM = "You compare two solutions to a math problem and decide whether they use the same approach."
 EQUIVALENCE_TEMPLATE = """Do these two solutions follow essentially the same approach (the same strategy and the same key steps, even if worded differently)? Ignore whether they are correct.

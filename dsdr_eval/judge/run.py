@@ -1,4 +1,4 @@
-"""LLM-as-judge diversity over a run directory (ALGORITHMS.md §5; DSDR paper's judge protocol).
+"""LLM-as-judge diversity over a run directory (docs/ALGORITHMS.md §5; DSDR paper's judge protocol).
 
 For each problem, the first ``max_rollouts`` (32) rollouts of the "sampling" phase, by
 sample_idx, go into ONE judge call that returns logic / formula / semantic diversity (0-10) and
@@ -297,7 +297,7 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
     return blocks
 
 
-# -- pairwise equivalence hook (DARLING partitions with an LLM judge, ALGORITHMS.md §4) --------
+# -- pairwise equivalence hook (DARLING partitions with an LLM judge, docs/ALGORITHMS.md §4) --------
 
 def judge_equivalent(client: OpenAICompatClient, a: str, b: str, *, max_tokens: int = 32,
                      max_chars: int = 6000) -> bool | None:

@@ -1,6 +1,6 @@
 """Report figures (matplotlib, Agg backend: no display needed), each saved as PNG and SVG.
 
-* ``passk``: Pass@k per benchmark, k on a log2 axis, one line per run, 95% CI band (ALGORITHMS.md §5).
+* ``passk``: Pass@k per benchmark, k on a log2 axis, one line per run, 95% CI band (docs/ALGORITHMS.md §5).
 * ``diversity``: semantic / formula / partition / Vendi diversity per benchmark, all rollouts vs
   correct-only rollouts (solid vs hatched bars).
 * ``judge_vs_pass32``: LLM-judge diversity beside Pass@32 per benchmark (the DSDR paper's Figure 5

@@ -169,12 +169,12 @@ def _protocol_section(c: ReportContent) -> list[str]:
         lines += ["Stated, not blocking: " + "; ".join(c.notes) + ".", ""]
     paper_gaps = {run.label: paper_protocol_gaps(run, {4096, 8192}) for run in runs}
     if any(paper_gaps.values()):
-        lines += ["Against the DSDR paper's protocol (ALGORITHMS.md §5: Pass@1 = 1 rollout at T=0.1, top-p 0.9; "
+        lines += ["Against the DSDR paper's protocol (docs/ALGORITHMS.md §5: Pass@1 = 1 rollout at T=0.1, top-p 0.9; "
                   "Avg@16 = 16 rollouts at T=0.7, top-p 0.9; max response 4096/8192 tokens):", ""]
         lines += [f"- {label}: " + ("; ".join(gaps) if gaps else "same") for label, gaps in paper_gaps.items()]
         lines.append("")
     else:
-        lines += ["All runs follow the DSDR paper's sampling protocol (ALGORITHMS.md §5).", ""]
+        lines += ["All runs follow the DSDR paper's sampling protocol (docs/ALGORITHMS.md §5).", ""]
     lines += ["Library versions:", "", _versions_markdown(runs), "Grading provenance (metrics.json):", ""]
     return lines + _provenance_lines(runs) + [""]
 
@@ -203,7 +203,7 @@ def _passk_section(c: ReportContent) -> list[str]:
     lines = ["## Pass@k", ""]
     if c.passk:
         lines += [tables.pass_at_k_markdown(c.passk, digits=c.digits),
-                  "Unbiased estimator `1 - C(n-c,k)/C(n,k)` over the \"sampling\" rollouts (ALGORITHMS.md §5). "
+                  "Unbiased estimator `1 - C(n-c,k)/C(n,k)` over the \"sampling\" rollouts (docs/ALGORITHMS.md §5). "
                   "Data: [passk.csv](passk.csv).", ""]
     return lines + _plot_section(c.plot_results, "passk")
 
@@ -231,7 +231,7 @@ def _judge_section(c: ReportContent) -> list[str]:
         recs = [{**r, "benchmark": benchmark_title(r["benchmark"])} for r in c.judge]
         lines += [tables.records_to_markdown(recs, ["label", "benchmark", *JUDGE_AXES],
                                              titles={"label": "Run", "benchmark": "Benchmark"}),
-                  "Scores 0-10 from `dsdr-eval judge` (32 rollouts per judge call, ALGORITHMS.md §5). "
+                  "Scores 0-10 from `dsdr-eval judge` (32 rollouts per judge call, docs/ALGORITHMS.md §5). "
                   "Data: [judge.csv](judge.csv).", ""]
     return lines + _plot_section(c.plot_results, "judge_vs_pass32")
 

@@ -1,4 +1,4 @@
-"""Published reference numbers: the DSDR paper's Table 1 (ALGORITHMS.md §6), shipped as package data.
+"""Published reference numbers: the DSDR paper's Table 1 (docs/ALGORITHMS.md §6), shipped as package data.
 
 The table is kept *as printed* (strings with the printed precision) and the cells that do not
 add up are flagged in the data file itself, so a report can show published numbers beside a run
