@@ -18,8 +18,19 @@ def _jsonl(entry: data.RunEntry, name: str, stamp: tuple) -> data.Loaded:
 
 
 def jsonl(entry: data.RunEntry, name: str) -> data.Loaded:
-    """The run's JSONL file ``name`` (refused when it resolves outside the runs directory)."""
+    """The run's JSONL file ``name`` (refused when it resolves outside the runs directory); samples.jsonl
+    and graded.jsonl as typed records (``data.load_jsonl``)."""
     return _jsonl(entry, name, data.file_stamp(entry.path / name))
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _diversity_index(entry: data.RunEntry, stamp: tuple) -> data.Loaded:
+    return data.load_diversity_index(entry)
+
+
+def diversity_index(entry: data.RunEntry) -> data.Loaded:
+    """The run's per-rollout diversity by SampleKey (``data.load_diversity_index``)."""
+    return _diversity_index(entry, data.file_stamp(entry.path / rundir.DIVERSITY_PER_SAMPLE))
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
