@@ -107,16 +107,6 @@ class Sample:
         out.update(self.extra)
         return out
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled with ``extra`` as a plain dict (a mappingproxy does not pickle): the dashboard's
-        cache (st.cache_data) and worker processes copy records."""
-        values = {name: getattr(self, name) for name in Sample.__dataclass_fields__}
-        return _unpickle_sample, ({**values, "extra": dict(self.extra)},)
-
-
-def _unpickle_sample(values: dict[str, Any]) -> Sample:
-    return Sample(**{**values, "extra": MappingProxyType(values["extra"])})
-
 
 SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not in ("extra", "absent", "line"))
 GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class")

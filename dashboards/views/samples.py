@@ -17,7 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data
-from dashboards.views.common import display_labels, diversity_index, inline_code, jsonl, markdown_text
+from dashboards.views.common import display_labels, diversity_index, inline_code, markdown_text, sample_records
 from dsdr_eval import rundir
 from dsdr_eval.diversity.formula import formula_set  # the one formula extractor (DSDR §3.1)
 from dsdr_eval.report.runs import benchmark_title, order_benchmarks
@@ -75,7 +75,7 @@ def _load_records(entry: data.RunEntry) -> list[Record] | None:
     """graded.jsonl (else samples.jsonl) of the run as typed records, with its warnings shown; None
     when unreadable (the reader's FILE:LINE:FIELD message is shown)."""
     graded = entry.has(rundir.GRADED)
-    loaded = jsonl(entry, rundir.GRADED if graded else rundir.SAMPLES)
+    loaded = sample_records(entry, rundir.GRADED if graded else rundir.SAMPLES)
     if not loaded.ok:
         st.error(loaded.error, icon=":material/error:")
         return None
