@@ -89,7 +89,8 @@ def test_records_stream_with_the_file_checks(tmp_path):
     records = iter_records(path, parse_graded)
     first, second = next(records), next(records)  # the bad third line is not reached yet
     assert first.sample.extra == {"mine": [1]} and (first.line, second.line) == (1, 2)
-    assert (first.key, second.key) == (SampleKey(DEFAULT_BENCHMARK, SAMPLING, "7", 0), (DEFAULT_BENCHMARK, SAMPLING, "7", 1))
+    assert first.key == SampleKey(DEFAULT_BENCHMARK, SAMPLING, "7", 0)  # schema defaults, integer id as text
+    assert second.key == (DEFAULT_BENCHMARK, SAMPLING, "7", 1)
     with pytest.raises(DsdrError, match=r"graded\.jsonl:3:gold: '2' differs from '1'"):
         list(iter_records(path, parse_graded))  # read to the end: the same checks as read_graded
     _write(path, rows[:2])
