@@ -14,16 +14,18 @@ Rules this module enforces (and tests/test_dashboard_data.py checks):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import iter_jsonl, read_json
-from dsdr_eval.results import iter_graded, load_run
+from dsdr_eval.jsonl import iter_jsonl, iter_jsonl_numbered, read_json
+from dsdr_eval.results import iter_graded, iter_samples, load_run
+from dsdr_eval.samples import SampleKey, parse_key
 
 T = TypeVar("T")
 MAX_DEPTH = 4  # runs/<group>/<experiment>/<run> is as deep as the project nests
@@ -206,12 +208,15 @@ def load_results(entry: RunEntry) -> Loaded:
         return Loaded(error=f"{entry.name}: malformed run ({type(exc).__name__}: {exc})")
 
 
-def load_jsonl(entry: RunEntry, name: str, *, tolerate_truncated_tail: bool = True,
-               limit: int | None = None) -> Loaded:
-    """Rows of the run's JSONL file ``name`` (refused outside the runs root); a run still being
-    written may end in a partial line (skipped, with a note)."""
-    rows: list[dict[str, Any]] = []
-    warnings: list[str] = []
+# A run's sample files, read as typed records by the one sample schema (dsdr_eval.samples).
+_TYPED_READERS = {rundir.GRADED: iter_graded, rundir.SAMPLES: iter_samples}
+# diversity_per_sample.jsonl: its key and per-sample labels, not measures
+_DIVERSITY_NON_MEASURES = {"benchmark", "problem_id", "sample_idx", "phase", "correct", "answer_class"}
+
+
+def _load(entry: RunEntry, name: str, read: Callable[[Path, Callable[[str], None]], tuple[Any, list[str]]]) -> Loaded:
+    """``read(resolved path, on_partial_tail) -> (value, warnings)`` on the run's file ``name``
+    (refused outside the runs root); its errors, and a skipped partial last line, as a Loaded."""
     path = entry.path / name
     try:
         resolved = entry.file(name)
@@ -219,16 +224,43 @@ def load_jsonl(entry: RunEntry, name: str, *, tolerate_truncated_tail: bool = Tr
         return Loaded(error=f"{entry.name}/{exc}")
     skipped_tail: list[str] = []  # the reader's own warning, shown as a note instead of on stderr
     try:
-        read = iter_graded if name == rundir.GRADED else iter_jsonl  # graded rows: the results reader's
-        for row in read(resolved, tolerate_truncated_tail=tolerate_truncated_tail, on_warning=skipped_tail.append):
-            rows.append(row)
-            if limit is not None and len(rows) >= limit:
-                warnings.append(f"showing the first {limit} lines of {path.name}")
-                break
-        if skipped_tail:
-            warnings.append(f"{path.parent.name}/{path.name}: the last line is incomplete (still being written); skipped")
+        value, warnings = read(resolved, skipped_tail.append)
     except DsdrError as exc:
         return Loaded(error=str(exc))
     except OSError as exc:
         return Loaded(error=f"{path}: {exc}")
-    return Loaded(rows, warnings=warnings)
+    if skipped_tail:
+        warnings.append(f"{path.parent.name}/{path.name}: the last line is incomplete (still being written); skipped")
+    return Loaded(value, warnings=warnings)
+
+
+def load_jsonl(entry: RunEntry, name: str, *, limit: int | None = None) -> Loaded:
+    """Rows of the run's JSONL file ``name`` (at most ``limit``): graded.jsonl and samples.jsonl as
+    typed records (GradedSample / Sample, validated by dsdr_eval.samples: an invalid line is the
+    error, FILE:LINE:FIELD), any other file as dicts. A run still being written may end in a
+    partial line (skipped, with a note)."""
+    def read(path: Path, on_partial_tail: Callable[[str], None]) -> tuple[list[Any], list[str]]:
+        warnings: list[str] = []
+        typed = _TYPED_READERS.get(name)
+        rows: Iterator[Any] = (typed(path, on_warning=warnings.append, on_partial_tail=on_partial_tail) if typed
+                               else iter_jsonl(path, tolerate_truncated_tail=True, on_warning=on_partial_tail))
+        kept = list(itertools.islice(rows, limit))
+        if limit is not None and len(kept) >= limit:
+            warnings.append(f"showing the first {limit} lines of {name}")
+        return kept, warnings
+
+    return _load(entry, name, read)
+
+
+def load_diversity_index(entry: RunEntry) -> Loaded:
+    """diversity_per_sample.jsonl (``dsdr-eval diversity``) as {SampleKey: {measure: value}}, keyed
+    as the run's samples are (``dsdr_eval.samples.parse_key``: a bad key is the error, FILE:LINE:FIELD)."""
+    def read(path: Path, on_partial_tail: Callable[[str], None]) -> tuple[dict[SampleKey, dict[str, float]], list[str]]:
+        index = {}
+        for lineno, row in iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_partial_tail):
+            index[parse_key(row, f"{path}:{lineno}")] = {
+                k: v for k, v in row.items() if k not in _DIVERSITY_NON_MEASURES
+                and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return index, []
+
+    return _load(entry, rundir.DIVERSITY_PER_SAMPLE, read)

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval import rundir
-from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import iter_jsonl, read_json
-from dsdr_eval.samples import read_graded
+from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.jsonl import read_json
+from dsdr_eval.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample, read_graded
 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
 # The paper's Table 1 column order, then the other benchmarks this project ships.
@@ -331,10 +331,17 @@ def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
         versions=dict(config.get("versions") or {}), source="config.json")
 
 
-def iter_graded(path: Path, *, tolerate_truncated_tail: bool = False,
-                on_warning: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
-    """The rows of a graded.jsonl: the one place the report and the dashboard read graded rows."""
-    return iter_jsonl(path, tolerate_truncated_tail=tolerate_truncated_tail, on_warning=on_warning)
+def iter_graded(path: Path, *, on_warning: Callable[[str], None] = warn,
+                on_partial_tail: Callable[[str], None] | None = None) -> Iterator[GradedSample]:
+    """A run's graded.jsonl one typed record at a time (``dsdr_eval.samples.parse_graded``: errors
+    name FILE:LINE:FIELD); a partial last line is skipped with a note to ``on_partial_tail``."""
+    return iter_records(path, parse_graded, on_warning=on_warning, on_partial_tail=on_partial_tail)
+
+
+def iter_samples(path: Path, *, on_warning: Callable[[str], None] = warn,
+                 on_partial_tail: Callable[[str], None] | None = None) -> Iterator[Sample]:
+    """A run's samples.jsonl (not graded yet) as ``iter_graded`` reads graded.jsonl."""
+    return iter_records(path, parse_sample, on_warning=on_warning, on_partial_tail=on_partial_tail)
 
 
 def protocol_from_graded(graded_path: Path) -> Protocol:

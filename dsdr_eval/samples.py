@@ -195,6 +195,32 @@ def _replace_surrogates(value: Any, path: str, where: str, replaced: list[str]) 
     return value
 
 
+def _benchmark_and_phase(row: Mapping[str, Any], where: str) -> tuple[str | None, str | None]:
+    """A line's ``benchmark`` and ``phase``, checked; None where not given (the schema's default applies)."""
+    benchmark = row.get("benchmark")
+    if benchmark is not None:
+        benchmark = _identity_text(benchmark, where, "benchmark", numbers="")
+    phase = row.get("phase")
+    if phase is not None and phase not in PHASES:
+        raise DsdrError(f"{where}:phase: must be one of {', '.join(PHASES)} (got {_describe(phase)})")
+    return benchmark, phase
+
+
+def parse_key(row: Mapping[str, Any], where: str) -> SampleKey:
+    """The SampleKey of a line of a per-sample file written beside samples.jsonl (e.g.
+    diversity_per_sample.jsonl): its key fields read as ``parse_sample`` reads them (no benchmark:
+    "default", no phase: "sampling"), ``sample_idx`` required. DsdrError ``where:FIELD: ...``."""
+    for name in ("problem_id", "sample_idx"):
+        if row.get(name) is None:
+            raise DsdrError(f"{where}:{name}: missing required field '{name}'")
+    problem_id = _identity_text(row["problem_id"], where, "problem_id", numbers="int")
+    benchmark, phase = _benchmark_and_phase(row, where)
+    accepts, wanted = _OPTIONAL_FIELDS["sample_idx"]
+    if not accepts(row["sample_idx"]):
+        raise DsdrError(f"{where}:sample_idx: must be {wanted} (got {_describe(row['sample_idx'])})")
+    return SampleKey(benchmark or DEFAULT_BENCHMARK, phase or SAMPLING, problem_id, row["sample_idx"])
+
+
 def parse_sample(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
                  line: int | None = None) -> tuple[Sample, list[str]]:
     """One decoded line -> (Sample, fields whose lone surrogates were replaced); ``where`` is
@@ -206,12 +232,7 @@ def parse_sample(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
     gold = _identity_text(row["gold"], where, "gold", numbers="any")
     if not isinstance(row["completion"], str):
         raise DsdrError(f"{where}:completion: must be a string (got {_describe(row['completion'])})")
-    benchmark = row.get("benchmark")
-    if benchmark is not None:
-        benchmark = _identity_text(benchmark, where, "benchmark", numbers="")
-    phase = row.get("phase")
-    if phase is not None and phase not in PHASES:
-        raise DsdrError(f"{where}:phase: must be one of {', '.join(PHASES)} (got {_describe(phase)})")
+    benchmark, phase = _benchmark_and_phase(row, where)
     for name, (accepts, wanted) in _OPTIONAL_FIELDS.items():
         value = row.get(name)
         if value is not None and not accepts(value):
@@ -306,24 +327,32 @@ class _FileChecks:
                        f"replaced by U+FFFD{more}")
 
 
+def _iter_parsed(numbered: Iterable[tuple[int, Mapping[str, Any]]], checks: _FileChecks,
+                 parse: Callable[..., tuple[Any, list[str]]], on_warning: Callable[[str], None]) -> Iterator[Any]:
+    """Each line parsed and checked against the lines before it; the surrogate warnings once the
+    last line is read."""
+    for lineno, row in numbered:
+        record, replaced = parse(row, f"{checks.path}:{lineno}", sample_idx=checks.default_idx(row), line=lineno)
+        checks.add(record.sample if isinstance(record, GradedSample) else record, lineno, replaced)
+        yield record
+    checks.warn_replaced(on_warning)
+
+
 def _parse_rows(numbered: Iterable[tuple[int, Mapping[str, Any]]], source: str | Path,
                 parse: Callable[..., tuple[Any, list[str]]],
                 on_warning: Callable[[str], None]) -> tuple[list[Any], _FileChecks]:
     checks = _FileChecks(source)
-    records = []
-    for lineno, row in numbered:
-        record, replaced = parse(row, f"{source}:{lineno}", sample_idx=checks.default_idx(row), line=lineno)
-        checks.add(record.sample if isinstance(record, GradedSample) else record, lineno, replaced)
-        records.append(record)
-    checks.warn_replaced(on_warning)
-    return records, checks
+    return list(_iter_parsed(numbered, checks, parse, on_warning)), checks
+
+
+def _numbered_lines(raw: bytes, path: Path, on_partial_tail: Callable[[str], None]) -> Iterator[tuple[int, Any]]:
+    return iter_jsonl_bytes(raw, path, tolerate_truncated_tail=True, on_warning=on_partial_tail,
+                            exact_number_fields=("gold",))
 
 
 def _parse_file(raw: bytes, path: Path, parse: Callable[..., tuple[Any, list[str]]],
                 on_warning: Callable[[str], None]) -> tuple[list[Any], _FileChecks]:
-    numbered = iter_jsonl_bytes(raw, path, tolerate_truncated_tail=True, on_warning=on_warning,
-                                exact_number_fields=("gold",))
-    return _parse_rows(numbered, path, parse, on_warning)
+    return _parse_rows(_numbered_lines(raw, path, on_warning), path, parse, on_warning)
 
 
 def as_graded(rows: Iterable[GradedSample | Mapping[str, Any]], *, source: str = "graded row",
@@ -339,6 +368,20 @@ def as_graded(rows: Iterable[GradedSample | Mapping[str, Any]], *, source: str =
     return records
 
 
+def iter_records(path: str | Path, parse: Callable[..., tuple[Any, list[str]]] = parse_sample, *,
+                 on_warning: Callable[[str], None] = warn,
+                 on_partial_tail: Callable[[str], None] | None = None) -> Iterator[Any]:
+    """The records of a samples file (``parse=parse_sample``) or a graded file (``parse_graded``),
+    one at a time, each validated as ``read_samples`` / ``read_graded`` validate it (against the
+    lines before it): a reader that stops early (a display limit) checks no further. A partial last
+    line is skipped with a note to ``on_partial_tail`` (default ``on_warning``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DsdrError(f"{path}: file not found")
+    numbered = _numbered_lines(read_bytes(path), path, on_partial_tail or on_warning)
+    yield from _iter_parsed(numbered, _FileChecks(path), parse, on_warning)
+
+
 def read_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[Sample]:
     """Every sample of a samples JSONL, validated (errors name ``FILE:LINE:FIELD``); a partial last
     line (an interrupted append) is skipped with a warning."""
@@ -347,11 +390,7 @@ def read_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) 
 
 def read_graded(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[GradedSample]:
     """Every record of a graded.jsonl, validated like ``read_samples`` plus the grading fields."""
-    path = Path(path)
-    if not path.is_file():
-        raise DsdrError(f"{path}: file not found")
-    records, _ = _parse_file(read_bytes(path), path, parse_graded, on_warning)
-    return records
+    return list(iter_records(path, parse_graded, on_warning=on_warning))
 
 
 class SamplesFile:

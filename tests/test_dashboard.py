@@ -280,3 +280,52 @@ def test_problem_and_answer_markdown_images_are_not_rendered(tmp_path, monkeypat
     assert any("tracker.invalid/p.png" in m for m in markdown)  # still shown, as text
     assert not [m for m in markdown if "![" in m]  # no Markdown image left to fetch
     assert any("tracker.invalid/e.png" in label for label in (e.label for e in at.expander))
+
+
+def test_samples_page_shows_the_schema_error_of_an_invalid_graded_line(tmp_path, monkeypatch):
+    """graded.jsonl is read by the one sample schema: an invalid field is its FILE:LINE:FIELD
+    message in the page (not raised, not shown as a rollout)."""
+    runs = tmp_path / "runs"
+    rows = _graded_rows("Q", "1")
+    rows[1]["correct"] = "yes"
+    _write_graded(runs / "a", rows)
+    at = open_page(runs, "samples", monkeypatch)
+    assert any("graded.jsonl:2:correct: must be true or false" in e for e in texts(at, "error"))
+    assert not at.expander
+    rows[1]["correct"] = False
+    rows.append({**rows[1], "sample_idx": 1, "completion": "another"})  # a duplicate key
+    _write_graded(runs / "a", rows)
+    at = open_page(runs, "samples", monkeypatch)
+    assert any("graded.jsonl:3:sample_idx: duplicate sample" in e for e in texts(at, "error"))
+
+
+def test_samples_page_keys_rows_by_the_schema_defaults(tmp_path, monkeypatch):
+    """Rows without benchmark / phase / sample_idx land under the schema's defaults ("default",
+    "sampling", order of appearance), which is how diversity_per_sample.jsonl keys them too; a
+    partial last line of a run still being written is skipped with a note; load_jsonl's limit."""
+    import json
+
+    runs = tmp_path / "runs"
+    rows = [{k: v for k, v in r.items() if k not in ("benchmark", "phase", "sample_idx")}
+            for r in _graded_rows("Q", "1")]
+    _write_graded(runs / "a", rows)
+    with (runs / "a" / "graded.jsonl").open("a") as fh:
+        fh.write('{"problem_id": "p0", "gold": "1", "compl')
+    (runs / "a" / "diversity_per_sample.jsonl").write_text("".join(
+        json.dumps({"benchmark": "default", "problem_id": "p0", "sample_idx": i, "correct": i == 0,
+                    "d": 0.25 + i / 2, "d_emb": 0.5}) + "\n" for i in range(2)))
+    at = open_page(runs, "samples", monkeypatch)
+    assert at.selectbox(key="samples_benchmark").value == "default"
+    labels = [e.label for e in at.expander]
+    assert len(labels) == 2 and "#0 [sampling] correct" in labels[0] and "#1 [sampling] incorrect" in labels[1]
+    assert "d=0.250" in labels[0] and "d=0.750" in labels[1]
+    assert any("incomplete" in c for c in texts(at, "caption"))
+    entry = next(r for r in data.discover_runs(runs) if r.name == "a")
+    loaded = data.load_jsonl(entry, "graded.jsonl", limit=1)
+    assert [r.key for r in loaded.value] == [("default", "sampling", "p0", 0)]
+    assert loaded.warnings == ["showing the first 1 lines of graded.jsonl"]
+    (runs / "a" / "diversity_per_sample.jsonl").write_text('{"problem_id": "p0", "sample_idx": "0", "d": 1}\n')
+    at = open_page(runs, "samples", monkeypatch)
+    assert any("per-rollout diversity not shown" in c and "diversity_per_sample.jsonl:1:sample_idx" in c
+               for c in texts(at, "caption"))
+    assert len(at.expander) == 2

@@ -186,3 +186,20 @@ def test_the_report_and_the_dashboard_show_the_numbers_load_run_reads(tmp_path):
     judge_csv = (tmp_path / "rep" / "judge.csv").read_text().splitlines()
     assert judge_csv[0] == "label,benchmark,overall,logic,formula,semantic"
     assert "r,math500,6.5,6.0,7.0,6.5" in judge_csv
+
+
+def test_iter_graded_and_iter_samples_yield_typed_records_or_name_file_line_field(tmp_path):
+    from dsdr_eval.results import iter_graded, iter_samples
+    from dsdr_eval.samples import GradedSample, Sample
+
+    row = {"benchmark": "math500", "problem_id": "p", "sample_idx": 0, "gold": "1", "completion": "c"}
+    (tmp_path / "samples.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "graded.jsonl").write_text(json.dumps({**row, "status": "correct", "correct": True}) + "\n"
+                                           + json.dumps({**row, "sample_idx": 1, "status": "ok", "correct": 1}) + "\n")
+    [sample] = iter_samples(tmp_path / "samples.jsonl")
+    assert isinstance(sample, Sample) and sample.key == ("math500", "sampling", "p", 0)
+    graded = iter_graded(tmp_path / "graded.jsonl")
+    first = next(graded)
+    assert isinstance(first, GradedSample) and first.correct is True and first.key.phase == "sampling"
+    with pytest.raises(DsdrError, match=r"graded\.jsonl:2:correct: must be true or false"):
+        next(graded)

@@ -75,3 +75,42 @@ def test_generated_text_is_cleaned_like_read_text(tmp_path):
     samples.append([sample])
     [back] = read_samples(tmp_path / "samples.jsonl")
     assert back == sample and back.line == samples.samples[0].line == 1
+
+
+def test_records_stream_with_the_file_checks(tmp_path):
+    """One record at a time (the dashboard may stop at a display limit), checked as read_graded checks."""
+    from dsdr_eval.samples import iter_records, parse_graded
+
+    rows = [{"problem_id": 7, "gold": "1", "completion": "c", "status": "correct", "correct": True, "mine": [1]},
+            {"problem_id": 7, "gold": "1", "completion": "d", "status": "incorrect", "correct": False},
+            {"problem_id": 7, "gold": "2", "completion": "e", "status": "incorrect", "correct": False}]
+    path = tmp_path / "graded.jsonl"
+    _write(path, rows)
+    records = iter_records(path, parse_graded)
+    first, second = next(records), next(records)  # the bad third line is not reached yet
+    assert first.sample.extra == {"mine": [1]} and (first.line, second.line) == (1, 2)
+    assert first.key == SampleKey(DEFAULT_BENCHMARK, SAMPLING, "7", 0)  # schema defaults, integer id as text
+    assert second.key == (DEFAULT_BENCHMARK, SAMPLING, "7", 1)
+    with pytest.raises(DsdrError, match=r"graded\.jsonl:3:gold: '2' differs from '1'"):
+        list(iter_records(path, parse_graded))  # read to the end: the same checks as read_graded
+    _write(path, rows[:2])
+    path.write_text(path.read_text() + '{"problem_id": 7, "gold"')  # a run still being written
+    notes: list[str] = []
+    warnings: list[str] = []
+    assert len(list(iter_records(path, parse_graded, on_warning=warnings.append, on_partial_tail=notes.append))) == 2
+    assert len(notes) == 1 and "graded.jsonl:3: skipped a partial last line" in notes[0] and not warnings
+
+
+def test_parse_key_reads_the_key_as_the_sample_reader_does():
+    from dsdr_eval.samples import parse_key
+
+    assert parse_key({"problem_id": 3, "sample_idx": 2}, "d.jsonl:1") == SampleKey(DEFAULT_BENCHMARK, SAMPLING, "3", 2)
+    assert parse_key({"benchmark": "aime24", "phase": "pass1", "problem_id": "p", "sample_idx": 0}, "f:1") == (
+        "aime24", "pass1", "p", 0)
+    for row, message in (({"problem_id": "p"}, r"f:4:sample_idx: missing required field"),
+                         ({"problem_id": "p", "sample_idx": -1}, r"f:4:sample_idx: must be a non-negative integer"),
+                         ({"problem_id": "p", "sample_idx": 0, "phase": "train"}, r"f:4:phase: must be one of"),
+                         ({"problem_id": "", "sample_idx": 0}, r"f:4:problem_id: empty problem id"),
+                         ({"problem_id": "p", "sample_idx": 0, "benchmark": 3}, r"f:4:benchmark: must be")):
+        with pytest.raises(DsdrError, match=message):
+            parse_key(row, "f:4")

@@ -22,6 +22,28 @@ def jsonl(entry: data.RunEntry, name: str) -> data.Loaded:
     return _jsonl(entry, name, data.file_stamp(entry.path / name))
 
 
+# Not st.cache_data: that pickles a copy out on every rerun (each click), which for typed records costs
+# as much as a fresh read; the frozen records are shared instead (read-only, like every cached value).
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _sample_records(entry: data.RunEntry, name: str, stamp: tuple) -> data.Loaded:
+    return data.load_jsonl(entry, name)
+
+
+def sample_records(entry: data.RunEntry, name: str) -> data.Loaded:
+    """The run's graded.jsonl or samples.jsonl as typed records (``data.load_jsonl``), or its error."""
+    return _sample_records(entry, name, data.file_stamp(entry.path / name))
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _diversity_index(entry: data.RunEntry, stamp: tuple) -> data.Loaded:
+    return data.load_diversity_index(entry)
+
+
+def diversity_index(entry: data.RunEntry) -> data.Loaded:
+    """The run's per-rollout diversity by SampleKey (``data.load_diversity_index``)."""
+    return _diversity_index(entry, data.file_stamp(entry.path / rundir.DIVERSITY_PER_SAMPLE))
+
+
 @st.cache_data(show_spinner=False, max_entries=128)
 def _run_results(entry: data.RunEntry, stamps: tuple) -> data.Loaded:
     return data.load_results(entry)

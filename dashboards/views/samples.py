@@ -12,43 +12,35 @@ from __future__ import annotations
 import html
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from dashboards import data
-from dashboards.views.common import display_labels, inline_code, jsonl, markdown_text
+from dashboards.views.common import display_labels, diversity_index, inline_code, markdown_text, sample_records
 from dsdr_eval import rundir
 from dsdr_eval.diversity.formula import formula_set  # the one formula extractor (DSDR §3.1)
 from dsdr_eval.report.runs import benchmark_title, order_benchmarks
-from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING
+from dsdr_eval.samples import GradedSample, Sample, SampleKey, sample_of
 
+Record = Sample | GradedSample  # samples.jsonl / graded.jsonl, as the sample schema reads them
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error", "ungraded")
 # Coloured status words (Streamlit markdown), not emoji: headless browsers often lack an emoji font.
 ICONS = {"correct": ":green[●]", "incorrect": ":red[●]", "no_answer": ":orange[○]", "timeout": ":violet[◷]",
          "error": ":red[■]", "ungraded": ":gray[·]"}
 MAX_ROLLOUTS_SHOWN = 64
-_KEY_FIELDS = {"benchmark", "problem_id", "sample_idx", "phase", "correct", "answer_class"}
 # diversity_per_sample.jsonl (dsdr-eval diversity): DSDR d = (d_emb + d_eq)/2 within the problem's
 # rollouts, DARLING div; the same with suffix _correct within the correct rollouts only.
 HEADER_DIVERSITY = ("d", "d_emb", "d_eq", "div")
 
 
-def _status(row: dict[str, Any]) -> str:
-    status = row.get("status")
+def _status(record: Record) -> str:
+    status = record.status if isinstance(record, GradedSample) else None
     return status if status in STATUSES else "ungraded"
 
 
-def _diversity_index(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, float]]:
-    index = {}
-    for row in rows:
-        values = {k: v for k, v in row.items() if k not in _KEY_FIELDS and isinstance(v, (int, float))
-                  and not isinstance(v, bool)}
-        key = (str(row.get("benchmark") or DEFAULT_BENCHMARK), str(row.get("phase") or SAMPLING),
-               str(row.get("problem_id")), row.get("sample_idx"))
-        index[key] = values
-    return index
+def _extracted(record: Record) -> str | None:
+    return record.extracted if isinstance(record, GradedSample) else None
 
 
 def _formula_chips(own: frozenset[str], holders: Counter) -> str:
@@ -79,10 +71,11 @@ def _pick_run(evals: list[data.RunEntry], requested: list[data.RunEntry] | None)
     return next(e for e in evals if e.name == name)
 
 
-def _load_rows(entry: data.RunEntry) -> list[dict[str, Any]] | None:
-    """graded.jsonl (else samples.jsonl) of the run, with its warnings shown; None when unreadable."""
+def _load_records(entry: data.RunEntry) -> list[Record] | None:
+    """graded.jsonl (else samples.jsonl) of the run as typed records, with its warnings shown; None
+    when unreadable (the reader's FILE:LINE:FIELD message is shown)."""
     graded = entry.has(rundir.GRADED)
-    loaded = jsonl(entry, rundir.GRADED if graded else rundir.SAMPLES)
+    loaded = sample_records(entry, rundir.GRADED if graded else rundir.SAMPLES)
     if not loaded.ok:
         st.error(loaded.error, icon=":material/error:")
         return None
@@ -90,36 +83,36 @@ def _load_rows(entry: data.RunEntry) -> list[dict[str, Any]] | None:
         st.caption(f"Warning: {warning}")
     if not graded:
         st.warning("Not graded yet (samples.jsonl only): run `dsdr-eval score` to see extracted answers and statuses.")
-    return [r for r in loaded.value if isinstance(r, dict)]
+    return loaded.value
 
 
-def _load_diversity(entry: data.RunEntry) -> dict[tuple, dict[str, float]]:
+def _load_diversity(entry: data.RunEntry) -> dict[SampleKey, dict[str, float]]:
     if not entry.has(rundir.DIVERSITY_PER_SAMPLE):
         return {}
-    loaded = jsonl(entry, rundir.DIVERSITY_PER_SAMPLE)
+    loaded = diversity_index(entry)
     if not loaded.ok:
         st.caption(f"Warning: per-rollout diversity not shown: {loaded.error}")
         return {}
-    return _diversity_index(loaded.value)
+    return loaded.value
 
 
-def _pick_problem(rows: list[dict[str, Any]], graded: bool) -> tuple[str, str, list[dict[str, Any]]]:
+def _pick_problem(records: list[Record], graded: bool) -> tuple[str, str, list[Record]]:
     """(benchmark, problem_id, its rollouts ordered by phase and sample_idx), as chosen in the page."""
-    benchmarks = order_benchmarks({str(r.get("benchmark") or DEFAULT_BENCHMARK) for r in rows})
+    benchmarks = order_benchmarks({r.key.benchmark for r in records})
     c1, c2 = st.columns([1, 3])
     benchmark = c1.selectbox("Benchmark", benchmarks, format_func=benchmark_title, key="samples_benchmark")
-    by_problem: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if str(r.get("benchmark") or DEFAULT_BENCHMARK) == benchmark:
-            by_problem.setdefault(str(r.get("problem_id")), []).append(r)
+    by_problem: dict[str, list[Record]] = {}
+    for r in records:
+        if r.key.benchmark == benchmark:
+            by_problem.setdefault(r.key.problem_id, []).append(r)
 
     def describe(pid: str) -> str:
         group = by_problem[pid]
-        n_correct = sum(bool(r.get("correct")) for r in group)
+        n_correct = sum(isinstance(r, GradedSample) and r.correct for r in group)
         return f"{pid} — {n_correct}/{len(group)} correct" if graded else f"{pid} — {len(group)} rollouts"
 
     problem_id = c2.selectbox("Problem", list(by_problem), format_func=describe, key="samples_problem")
-    group = sorted(by_problem[problem_id], key=lambda r: (str(r.get("phase") or SAMPLING), r.get("sample_idx") or 0))
+    group = sorted(by_problem[problem_id], key=lambda r: (r.key.phase, r.key.sample_idx))
     return benchmark, problem_id, group
 
 
@@ -131,76 +124,78 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
                 "samples.jsonl; `dsdr-eval score` adds graded.jsonl (extracted answers and statuses).")
         return
     entry = _pick_run(evals, requested)
-    rows = _load_rows(entry) if entry is not None else None
-    if rows is None:
+    records = _load_records(entry) if entry is not None else None
+    if records is None:
         return
-    if not rows:
+    if not records:
         st.info("This run has no samples yet.")
         return
     diversity = _load_diversity(entry)
-    benchmark, problem_id, group = _pick_problem(rows, entry.has(rundir.GRADED))
+    benchmark, problem_id, group = _pick_problem(records, entry.has(rundir.GRADED))
 
     f1, f2, f3 = st.columns([3, 2, 1])
     present_statuses = [s for s in STATUSES if any(_status(r) == s for r in group)]
     statuses = f1.multiselect("Status", present_statuses, default=present_statuses, key="samples_status",
                               help="e.g. keep only 'correct', or only 'timeout' / 'no_answer'")
-    phases = sorted({str(r.get("phase") or SAMPLING) for r in group})
+    phases = sorted({r.key.phase for r in group})
     chosen_phases = f2.multiselect("Phase", phases, default=phases, key="samples_phase")
     show_formulas = f3.toggle("Formulas", value=True, key="samples_formulas")
 
-    first = group[0]
+    first = sample_of(group[0])
     st.markdown(f"**Problem** ({markdown_text(benchmark_title(benchmark))} / {inline_code(problem_id)})")
-    st.markdown(markdown_text(str(first.get("problem") or "_(no problem text in the sample lines)_")))
+    st.markdown(markdown_text(first.problem or "_(no problem text in the sample lines)_"))
     st.markdown("**Gold answer**")
-    st.code(str(first.get("gold")), language=None)
+    st.code(first.gold, language=None)
     counts = Counter(_status(r) for r in group)
     st.caption(" · ".join(f"{ICONS[s]} {s}: {counts[s]}" for s in STATUSES if counts[s]))
 
-    shown = [r for r in group if _status(r) in statuses and str(r.get("phase") or SAMPLING) in chosen_phases]
+    shown = [r for r in group if _status(r) in statuses and r.key.phase in chosen_phases]
     if not shown:
         st.info("No rollout matches the filters.")
         return
     _rollouts(shown, group if show_formulas else None, diversity, benchmark, problem_id)
 
 
-def _rollouts(shown: list[dict[str, Any]], formula_group: list[dict[str, Any]] | None,
-              diversity: dict[tuple, dict[str, float]], benchmark: str, problem_id: str) -> None:
+def _header(record: Record, div: dict[str, float]) -> str:
+    """An expander's label: status, sample_idx, phase, extracted answer, diversity, length, truncation."""
+    sample, status, extracted = sample_of(record), _status(record), _extracted(record)
+    div_text = " · ".join(f"{k}={div[k]:.3f}" for k in HEADER_DIVERSITY if div.get(k) is not None)
+    return (f"{ICONS[status]} #{record.key.sample_idx} [{record.key.phase}] {status} · extracted: "
+            f"{markdown_text(extracted[:60]) if extracted is not None else '—'}"
+            + (f" · {div_text}" if div_text else "")
+            + (f" · {sample.n_completion_tokens} tok" if sample.n_completion_tokens is not None else "")
+            + (" · truncated" if sample.finish_reason == "length" else ""))
+
+
+def _rollouts(shown: list[Record], formula_group: list[Record] | None,
+              diversity: dict[SampleKey, dict[str, float]], benchmark: str, problem_id: str) -> None:
     """One expander per shown rollout (formula chips when ``formula_group`` is given), and a CSV download."""
     # D_eq view: which formulas each rollout shares with the others of its phase group.
-    sets = {(str(r.get("phase") or SAMPLING), r.get("sample_idx")): formula_set(str(r.get("completion") or ""))
-            for r in formula_group} if formula_group is not None else {}
+    sets = {r.key: formula_set(sample_of(r).completion) for r in formula_group} if formula_group is not None else {}
     holders_by_phase: dict[str, Counter] = {}
-    for (phase, _), s in sets.items():
-        holders_by_phase.setdefault(phase, Counter()).update(s)
+    for key, s in sets.items():
+        holders_by_phase.setdefault(key.phase, Counter()).update(s)
     if len(shown) > MAX_ROLLOUTS_SHOWN:
         st.caption(f"Showing the first {MAX_ROLLOUTS_SHOWN} of {len(shown)} rollouts.")
     table = []
     for r in shown[:MAX_ROLLOUTS_SHOWN]:
-        phase = str(r.get("phase") or SAMPLING)
-        status = _status(r)
-        div = diversity.get((benchmark, phase, problem_id, r.get("sample_idx")), {})
-        div_text = " · ".join(f"{k}={div[k]:.3f}" for k in HEADER_DIVERSITY if div.get(k) is not None)
-        header = (f"{ICONS[status]} #{r.get('sample_idx')} [{phase}] {status} · extracted: "
-                  f"{markdown_text(str(r.get('extracted'))[:60]) if r.get('extracted') is not None else '—'}"
-                  + (f" · {div_text}" if div_text else "")
-                  + (f" · {r.get('n_completion_tokens')} tok" if r.get("n_completion_tokens") is not None else "")
-                  + (" · truncated" if r.get("finish_reason") == "length" else ""))
-        with st.expander(header, expanded=False):
+        sample, div = sample_of(r), diversity.get(r.key, {})
+        with st.expander(_header(r, div), expanded=False):
             if div:
                 st.caption("Per-rollout diversity: " + ", ".join(
                     f"{k} = {v}" if isinstance(v, int) else f"{k} = {v:.4f}" for k, v in div.items()))
             if formula_group is not None:
-                own = sets.get((phase, r.get("sample_idx")), frozenset())
+                own = sets.get(r.key, frozenset())
                 if own:
                     st.markdown("Formulas (green: in no other rollout of this problem → counts toward D_eq): "
-                                + _formula_chips(own, holders_by_phase[phase]), unsafe_allow_html=True)
+                                + _formula_chips(own, holders_by_phase[r.key.phase]), unsafe_allow_html=True)
                 else:
                     st.caption("No formulas extracted.")
-            st.code(str(r.get("completion") or ""), language=None, wrap_lines=True)
-        table.append({"benchmark": benchmark, "problem_id": problem_id, "phase": phase,
-                      "sample_idx": r.get("sample_idx"), "status": status, "extracted": r.get("extracted"),
-                      "finish_reason": r.get("finish_reason"), "n_completion_tokens": r.get("n_completion_tokens"),
-                      **div, "completion": r.get("completion")})
+            st.code(sample.completion, language=None, wrap_lines=True)
+        table.append({"benchmark": benchmark, "problem_id": problem_id, "phase": r.key.phase,
+                      "sample_idx": r.key.sample_idx, "status": _status(r), "extracted": _extracted(r),
+                      "finish_reason": sample.finish_reason, "n_completion_tokens": sample.n_completion_tokens,
+                      **div, "completion": sample.completion})
     st.download_button("Download these rollouts (CSV)", pd.DataFrame(table).to_csv(index=False),
                        file_name=f"samples_{benchmark}_{problem_id}.csv".replace("/", "_"), mime="text/csv",
                        key="samples_download")
