@@ -146,7 +146,7 @@ class ObjectiveConfig:
 
     Build one with :func:`objective_config` (the algorithm's defaults plus overrides)."""
 
-    algo: str = _f("objective: grpo | dapo | dsdr | dsdr_wo_gd | dsdr_wo_gc | darling")
+    algo: str = _f("objective: grpo | dapo | dsdr | dsdr_wo_gd | dsdr_wo_gc | darling", tuple(ALGO_DEFAULTS))
     std_mode: str = _f("advantage normalisation: population | bessel | none (§1, Eq. 1)", STD_MODES)
     eps: float = _f("eps in A = (r - mean) / (std + eps) (§1, Eq. 1: 1e-6)")
     clip_ratio_low: float = _f("PPO clip eps_low (§1, Eq. 3: 0.2)")
