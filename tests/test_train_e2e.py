@@ -202,6 +202,27 @@ def test_kill_9_then_resume_continues_without_duplicate_steps(tiny_model_dir, tr
     assert state["step"] == 4 and state["sampler"]["cursor"] == 4 * 2  # 2 prompts per step, no re-draws
 
 
+def test_resume_reads_the_trainer_state_once(tiny_model_dir, train_file, tmp_path, monkeypatch):
+    """trainer_state.pt (optimizer state included) is loaded once per resume, not once by the CLI
+    for the step and again by the trainer for the state."""
+    monkeypatch.setattr(scoring, "grade", fake_grade)
+    out = tmp_path / "run"
+    assert run_cli(["--algo", "grpo", "--model", str(tiny_model_dir), "--train-data", str(train_file), "--out", str(out),
+                    "total_steps=1", "save_every=1", "save_final=false", "log_diversity=false", *TINY]) == 0
+    loads: list[str] = []
+    real_load = torch.load
+
+    def counting_load(f, *args, **kwargs):
+        if str(f).endswith("trainer_state.pt"):
+            loads.append(str(f))
+        return real_load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting_load)
+    assert run_cli(["--resume", "--out", str(out), "total_steps=2"]) == 0
+    assert len(loads) == 1, loads
+    assert [r["step"] for r in read_metrics(out)] == [1, 2]
+
+
 def test_dapo_exhausted_error_stops_with_one_line_and_keeps_the_trained_steps(tiny_model_dir, train_file, tmp_path,
                                                                               monkeypatch, capsys):
     """dapo_exhausted=error (verl's behaviour): when max_num_gen_batches cannot fill the batch the run
