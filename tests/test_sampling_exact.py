@@ -211,7 +211,7 @@ def test_trainer_first_minibatch_ratio_is_one_with_a_poisoned_config(model_pair,
     """pi_old / q over every response token, q = the scores transformers sampled from."""
     from transformers import GenerationConfig
 
-    from dsdr_train import rollout as R
+    from dsdr_eval.backends import hf as R  # the one HF generation loop (the trainer's rollouts call it)
 
     train_file = train_data_dir / "gsm8k_train.jsonl"
     assert _ratio_after_one_update(model_pair[1], train_file, tmp_path / "exact", monkeypatch) < 1e-4
