@@ -102,7 +102,7 @@ ALGO_NOTES: dict[str, dict[str, str]] = {
     },
     "dapo": {
         "std_mode": "DAPO does not say population vs bessel; population for comparability",
-        "overlong_buffer": "DAPO's recipe value depends on L_max; ALGORITHMS §2 default L_max // 4",
+        "overlong_buffer": "DAPO's recipe value depends on L_max; docs/ALGORITHMS.md §2, Eq. 6: default L_max // 4",
     },
     "dsdr": {
         "loss_agg_mode": "paper silent at code level; J_GRPO in the objective is Eq. 3 (seq-mean-token-mean), "

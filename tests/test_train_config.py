@@ -169,6 +169,8 @@ def test_flat_record_round_trips_and_a_nested_objective_is_accepted(tmp_path):
     record = cfg.to_dict()
     assert "objective" not in record and record["lambda_l"] == 0.01 and record["local_term"] is True
     assert C.config_from_dict(json.loads(json.dumps(record)), source="config.json") == cfg
+    older = {k: v for k, v in record.items() if k not in ("adv_estimator", "policy_loss")}  # before the registries
+    assert C.config_from_dict(older, source="config.json") == cfg
     nested = {k: v for k, v in record.items() if k not in C.OBJECTIVE_KEYS}
     nested["objective"] = {k: record[k] for k in C.OBJECTIVE_KEYS}
     assert C.config_from_dict(nested, source="config.json") == cfg

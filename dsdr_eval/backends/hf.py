@@ -3,7 +3,7 @@
 :func:`hf_sample` is THE transformers generation loop of the project: the eval backend below
 (text + finish reasons) and the trainer's HF rollouts (``dsdr_train.rollout.HFRollout``: token ids
 and, on request, per-token log-probs) both call it. Each batch holds prompts with identical sampling settings and the same ``n``. The prompts are
-prefilled once into a KV cache that is then repeated n times (``_generate_prefill_once``), so a
+prefilled once into a KV cache that is then repeated n times (``_generate``), so a
 prompt's n rollouts share one prefill -- what ``num_return_sequences=n`` alone does not do. Seeding is per batch and keyed by the batch's content (the seeds of its requests, which
 the runner derives from benchmark/phase/problem id), so a resumed run regenerates a batch with
 the same random stream; the seed actually used is recorded in every sample line.
