@@ -100,9 +100,9 @@ class CollectStats:
     grade_s: float = local()
 
     def metrics(self) -> dict[str, Any]:
-        frac = (lambda n: n / self.groups) if self.groups else (lambda n: 0.0)
-        return {"groups/all_correct_frac": frac(self.all_correct_groups),
-                "groups/all_wrong_frac": frac(self.all_wrong_groups),
+        groups = max(self.groups, 1.0)  # no group generated: fractions 0
+        return {"groups/all_correct_frac": self.all_correct_groups / groups,
+                "groups/all_wrong_frac": self.all_wrong_groups / groups,
                 "dapo/num_gen_batches": self.num_gen_batches, "time/generate_s": self.generate_s}
 
 

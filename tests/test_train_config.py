@@ -196,3 +196,4 @@ def test_every_shipped_yaml_config_loads(name):
     values = C.load_yaml(path)
     cfg = C.resolve_config({"model": "m", "train_data": "d.jsonl", "out": "o", **values})
     assert cfg.algo == values.get("algo", "grpo")
+
