@@ -41,7 +41,8 @@ def close_grading_pools() -> None:
 def grade(batch: RolloutBatch, problems: list[Problem], cfg: TrainConfig) -> list[dict]:
     from dsdr_eval.grading import grade_samples
 
-    rows = [{"problem_id": f"g{g}", "gold": problems[pi].answer, "completion": text}
+    rows = [{"problem_id": f"g{g}", "gold": problems[pi].answer, "answer_meta": problems[pi].answer_meta,
+             "completion": text}
             for g, pi, text in zip(batch.group_ids, batch.problem_idx, batch.texts)]
     return grade_samples(rows, progress=False, pool=grading_pool(cfg))
 

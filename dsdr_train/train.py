@@ -233,7 +233,8 @@ class Trainer:
         for name, n, temp in (("pass@1", 1, cfg.val_pass1_temperature), (f"avg@{cfg.val_n}", cfg.val_n, cfg.val_temperature)):
             batch = self._generate(prompts, gids, pis, n=n, temperature=temp, top_p=cfg.val_top_p,
                                    max_tokens=cfg.resolved_val_max_tokens)
-            rows = [{"problem_id": str(g), "gold": probs[pi].answer, "completion": t}
+            rows = [{"problem_id": str(g), "gold": probs[pi].answer, "answer_meta": probs[pi].answer_meta,
+                     "completion": t}
                     for g, pi, t in zip(batch.group_ids, batch.problem_idx, batch.texts)]
             correct = [float(r["correct"]) for r in grade_samples(rows, progress=False, pool=scoring.grading_pool(cfg))]
             out[f"val/{name}"] = float(np.mean(correct))

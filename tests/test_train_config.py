@@ -197,3 +197,20 @@ def test_every_shipped_yaml_config_loads(name):
     cfg = C.resolve_config({"model": "m", "train_data": "d.jsonl", "out": "o", **values})
     assert cfg.algo == values.get("algo", "grpo")
 
+
+
+def test_training_problems_are_the_eval_problem_type_and_grade_with_its_metadata(tmp_path, monkeypatch):
+    from dsdr_eval.tasks import Problem
+    from dsdr_train import scoring
+    from dsdr_train.rollout import RolloutBatch
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"problem": "1+1?", "answer": "2"}) + "\n")
+    [problem] = load_train_problems(str(path))
+    assert isinstance(problem, Problem) and (problem.benchmark, problem.id, problem.answer) == ("t", "t-0", "2")
+    rows: list[dict] = []
+    monkeypatch.setattr("dsdr_eval.grading.grade_samples", lambda batch_rows, **kw: rows.extend(batch_rows) or [])
+    monkeypatch.setattr(scoring, "grading_pool", lambda cfg: None)
+    olympiad = Problem("olympiadbench", "7", "How far?", "3", {"unit": "m"})
+    scoring.grade(RolloutBatch(texts=["3 m"], group_ids=[0], problem_idx=[0]), [olympiad], None)
+    assert rows[0]["gold"] == "3" and rows[0]["answer_meta"] == {"unit": "m"}
