@@ -107,7 +107,7 @@ def check(rows: list[dict], graded: list[dict]) -> None:
 
 
 def trainer_like_batches(rng: random.Random, n_steps: int, samples: list[str]) -> list[list[dict]]:
-    """n_steps batches of 2 groups x 8 completions, problem ids g0/g1 as dsdr_train.train.grade
+    """n_steps batches of 2 groups x 8 completions, problem ids g0/g1 as dsdr_train.scoring.grade
     sends them; completions drawn from real samples.jsonl rows when given, else synthetic."""
     by_problem: dict[str, list[dict]] = {}
     for path in samples:

@@ -77,19 +77,16 @@ def run(argv: list[str]) -> int:
     record = None
     if args.resume:
         resume_from = ckpt.latest_checkpoint(run_dir)
-        step = 0
-        if resume_from is not None:
-            from dsdr_train.checkpoint import load_trainer_state
-
-            step = int(load_trainer_state(resume_from)["step"])
-        if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 touches the log
-            dropped = prepare_metrics_for_resume(run_dir, step)
-            print(f"resuming {run_dir} from {resume_from or 'scratch (no checkpoint yet)'} at step {step}"
-                  f" (dropped {dropped} metrics lines past it)", file=sys.stderr)
     else:
         record = {"kind": "train", "algo": cfg.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
                   "model": resolved.to_config()}
+    # The trainer reads the checkpoint's trainer_state.pt (optimizer state included) once, and
+    # knows the step it resumes at; only then are the metrics past that step dropped.
     trainer = Trainer(cfg, model_path=resolved.path, run_dir=run_dir, resume_from=resume_from, config_record=record)
+    if args.resume and os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 touches the log
+        dropped = prepare_metrics_for_resume(run_dir, trainer.step)
+        print(f"resuming {run_dir} from {resume_from or 'scratch (no checkpoint yet)'} at step {trainer.step}"
+              f" (dropped {dropped} metrics lines past it)", file=sys.stderr)
     final = trainer.train()
     if trainer.dist.main:
         print(f"done: {trainer.step} steps; final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}", file=sys.stderr)

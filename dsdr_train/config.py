@@ -1,10 +1,16 @@
 """The trainer configuration: one frozen dataclass, every field documented.
 
 Precedence (lowest to highest): dataclass defaults < the algorithm's objective defaults
-(``core_algos.ALGO_DEFAULTS``, ALGORITHMS.md §1-§4) < a YAML file (``--config``) < CLI flags
-(``--algo/--model/--train-data/--out``) < ``key=value`` overrides. Objective fields default to
-``None`` meaning "the algorithm's default"; ``resolve_config`` fills them in, so the recorded
-config.json always states the value actually used.
+(``objective.ALGO_DEFAULTS``, docs/ALGORITHMS.md §1-§4) < a YAML file (``--config``) < CLI flags
+(``--algo/--model/--train-data/--out``) < ``key=value`` overrides.
+
+The objective settings are one nested :class:`~dsdr_train.objective.ObjectiveConfig`
+(``cfg.objective``), defined once there. Users keep writing them as flat keys (``tau: 2`` in a
+YAML file, ``tau=2`` on the command line; a nested ``objective:`` mapping is accepted too); an
+objective key left unset (or ``null``) takes the algorithm's default, which ``resolve_config``
+fills in, so the recorded config.json always states the value actually used. ``cfg.to_dict()``
+(the ``config`` of a run's config.json) stays one flat mapping, as before the nesting, and
+``cfg.tau`` still reads ``cfg.objective.tau``.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
+from dsdr_train.objective import ALGO_DEFAULTS, ObjectiveConfig, objective_config
 
-ALGOS = ("grpo", "dapo", "dsdr", "dsdr_wo_gd", "dsdr_wo_gc", "darling")
+ALGOS = tuple(ALGO_DEFAULTS)
+# Flat config keys of the nested ObjectiveConfig (``algo`` included); derived, never listed again.
+OBJECTIVE_KEYS = tuple(f.name for f in dataclasses.fields(ObjectiveConfig))
 
 
 def _f(default: Any, help: str, **choices: Any) -> Any:
@@ -31,8 +40,6 @@ def _f(default: Any, help: str, **choices: Any) -> Any:
 @dataclass(frozen=True)
 class TrainConfig:
     # --- run -----------------------------------------------------------------------------
-    algo: str = _f("grpo", "objective: grpo | dapo | dsdr | dsdr_wo_gd | dsdr_wo_gc | darling",
-                   choices=ALGOS)
     model: str = _f("", "policy to train: HF dir, hub id or alias (smollm2-135m)")
     train_data: str = _f("", "training problems: a JSONL file (problem/answer) or a hub dataset id")
     out: str = _f("", "run directory (config.json, metrics.jsonl, checkpoints/, final/)")
@@ -77,39 +84,11 @@ class TrainConfig:
     disable_dropout: bool = _f(True, "zero the policy's dropout probabilities at load, so the update scores the "
                                "distribution the rollouts were sampled from (ratio 1 before the first update); "
                                "old / reference log-probs always run in eval mode")
-    # --- objective (None = the algorithm's default from core_algos.ALGO_DEFAULTS) -----------
-    # Names are those of core_algos.ALGO_DEFAULTS / ObjectiveConfig, which validates them.
-    std_mode: str | None = _f(None, "advantage normalisation: population | bessel | none (§1)")
-    eps: float | None = _f(None, "eps in A = (r - mean) / (std + eps) (§1: 1e-6)")
-    clip_ratio_low: float | None = _f(None, "PPO clip eps_low (§1: 0.2)")
-    clip_ratio_high: float | None = _f(None, "PPO clip eps_high (§1: GRPO 0.2, DAPO/DSDR 0.28)")
-    log_ratio_clamp: float | None = _f(None, "clamp of the log importance ratio before exp (§1: 20)")
-    loss_agg_mode: str | None = _f(None, "token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm (§1)")
+    # --- objective (flat keys std_mode, tau, ... fill ObjectiveConfig; None = the algorithm's default) ----
+    objective: ObjectiveConfig = field(default_factory=lambda: objective_config("grpo"), metadata={
+        "help": "the objective settings (dsdr_train.objective.ObjectiveConfig), set by their own flat keys below"})
     loss_norm_constant: int | None = _f(None, "C of seq-mean-token-sum-norm (Dr.GRPO: loss = token sum / C); "
                                         "None = max_response_length (verl's loss_scale_factor); unused by other modes")
-    reward: str | None = _f(None, "reward shaping: verifier | dsdr (§3.2 bonus) | darling (§4 r*Div)")
-    lambda_d: float | None = _f(None, "DSDR correct-only diversity bonus weight (§3.2: 0.001)")
-    sigma_d: float | None = _f(None, "DSDR diversity clip bound (§3.2: 1.0, not given in the paper)")
-    tau: float | None = _f(None, "DSDR coupling softmax temperature (§3.3: 5)")
-    uniform_coupling: bool | None = _f(None, "coupling weights uniform over correct rollouts (§3.6 w/o GD)")
-    local_term: bool | None = _f(None, "add the DSDR local entropy term lambda_l * J_local (§3.4)")
-    lambda_l: float | None = _f(None, "DSDR local term weight (§3.5: 0.001)")
-    use_kl: bool | None = _f(None, "KL penalty to the frozen initial policy (§1: off); set with kl_coef")
-    kl_coef: float | None = _f(None, "beta of the KL penalty (§1: 0)")
-    kl_estimator: str | None = _f(None, "KL estimator (low_var_kl = k3, the only one implemented)")
-    dynamic_sampling: bool | None = _f(None, "DAPO: drop zero-variance-accuracy groups and resample (§2)")
-    max_num_gen_batches: int | None = _f(None, "DAPO: stop resampling after this many generation batches (§2: 10)")
-    dapo_exhausted: str | None = _f(None, "DAPO, max_num_gen_batches reached with the batch not full: train (on the "
-                                    "groups kept; default) | error (stop, as verl does)", choices=("train", "error"))
-    singleton_advantage: str | None = _f(None, "advantage of a group of one rollout: zero (default) | reward "
-                                         "(verl: mean 0, std 1)", choices=("zero", "reward"))
-    local_norm: str | None = _f(None, "divisor of the mini-batch sum of J_local (§3.4 is per prompt): prompts "
-                                "(default) | correct_prompts (prompts with a correct rollout) | none (plain sum)",
-                                choices=("prompts", "correct_prompts", "none"))
-    overlong_shaping: bool | None = _f(None, "DAPO overlong reward shaping (§2)")
-    overlong_buffer: int | None = _f(None, "DAPO overlong buffer in tokens (§2: max_response_length // 4)")
-    overlong_factor: float | None = _f(None, "DAPO overlong penalty factor (§2: 1.0)")
-    darling_floor: float | None = _f(None, "DARLING Div floor (§4: 0.1)")
     # --- diversity -------------------------------------------------------------------------
     encoder: str | None = _f(None, "sentence encoder for D_emb (None = all-MiniLM-L6-v2, offline)")
     encoder_chunked: bool = _f(False, "embed a long rollout as the mean of its chunk embeddings instead of the "
@@ -144,29 +123,45 @@ class TrainConfig:
 
     # ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """One flat mapping: the run fields and the objective's keys side by side (config.json)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "objective"}
+        return {**self.objective.to_dict(), **out}
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: a flat objective key reads the nested config.
+        if name in OBJECTIVE_KEYS:
+            return getattr(object.__getattribute__(self, "objective"), name)
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        """A copy with ``changes`` applied, flat objective keys routed into the nested config
+        (both re-validated: ObjectiveConfig on construction, the run by :func:`validate`)."""
+        objective = {k: changes.pop(k) for k in list(changes) if k in OBJECTIVE_KEYS}
+        if objective:
+            changes["objective"] = dataclasses.replace(self.objective, **objective)
+        cfg = dataclasses.replace(self, **changes)
+        validate(cfg)
+        return cfg
 
     @property
     def resolved_val_max_tokens(self) -> int:
         return self.val_max_tokens or self.max_response_length
 
 
-FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
-# The objective fields whose None default is filled in from core_algos.ALGO_DEFAULTS[algo].
-OBJECTIVE_FIELDS = (
-    "std_mode", "eps", "clip_ratio_low", "clip_ratio_high", "log_ratio_clamp", "loss_agg_mode", "reward",
-    "lambda_d", "sigma_d", "tau", "uniform_coupling", "local_term", "lambda_l", "use_kl", "kl_coef",
-    "kl_estimator", "dynamic_sampling", "max_num_gen_batches", "dapo_exhausted", "singleton_advantage", "local_norm",
-    "overlong_shaping", "overlong_buffer", "overlong_factor", "darling_floor",
-)
+_RUN_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name != "objective"}
+_OBJECTIVE_FIELDS = {f.name: f for f in dataclasses.fields(ObjectiveConfig)}
+# Every flat config key a user can set (YAML, key=value) and its dataclass field.
+FIELDS = {**_RUN_FIELDS, **_OBJECTIVE_FIELDS}
 
 
 def help_text() -> str:
     lines = ["dsdr-train config fields (set in --config FILE.yaml or as key=value):", ""]
-    for f in dataclasses.fields(TrainConfig):
-        typ = _type_name(f.type)
-        default = "algo default" if f.name in OBJECTIVE_FIELDS else repr(f.default)
-        lines.append(f"  {f.name:<28} {typ:<14} [{default}]  {f.metadata['help']}")
+    for name, f in _RUN_FIELDS.items():
+        lines.append(f"  {name:<28} {_type_name(f.type):<14} [{f.default!r}]  {f.metadata['help']}")
+    lines += ["", f"  objective: {TrainConfig.__dataclass_fields__['objective'].metadata['help']}"
+                  " (default: the algorithm's, see --algo):"]
+    for name, f in _OBJECTIVE_FIELDS.items():
+        lines.append(f"  {name:<28} {_type_name(f.type):<14} [algo default]  {f.metadata['help']}")
     return "\n".join(lines)
 
 
@@ -179,6 +174,8 @@ def _type_name(tp: Any) -> str:
 
 
 def _resolved_type(name: str) -> Any:
+    if name in _OBJECTIVE_FIELDS:  # unset / null = the algorithm's default
+        return typing.get_type_hints(ObjectiveConfig)[name] | None
     return typing.get_type_hints(TrainConfig)[name]
 
 
@@ -261,47 +258,63 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise DsdrError(f"{path}{where}: invalid YAML ({exc})") from None
     if not isinstance(data, dict):
         raise DsdrError(f"{path}: expected a mapping of config keys")
-    return {k: coerce_value(str(k), v, source=str(path)) for k, v in data.items()}
+    return {k: coerce_value(str(k), v, source=str(path)) for k, v in flat_values(data, source=str(path)).items()}
+
+
+def flat_values(data: dict[str, Any], *, source: str) -> dict[str, Any]:
+    """``data`` with a nested ``objective:`` mapping (if any) merged into the flat keys."""
+    nested = data.get("objective")
+    if nested is None:
+        return dict(data)
+    if not isinstance(nested, dict):
+        raise DsdrError(f"{source}: config key 'objective' must be a mapping of objective keys")
+    flat = {k: v for k, v in data.items() if k != "objective"}
+    for key, value in nested.items():
+        if key not in _OBJECTIVE_FIELDS:
+            raise DsdrError(f"{source}: 'objective.{key}' is not an objective key; see dsdr-train --help-config")
+        if key in flat and flat[key] != value:
+            raise DsdrError(f"{source}: config key {key!r} is set twice (flat and under 'objective')")
+        flat[key] = value
+    return flat
 
 
 def algo_defaults(algo: str) -> dict[str, Any]:
-    from dsdr_train.core_algos import ALGO_DEFAULTS
-
     if algo not in ALGO_DEFAULTS:
         raise DsdrError(f"config key 'algo': unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")
     return dict(ALGO_DEFAULTS[algo])
 
 
 def resolve_config(values: dict[str, Any]) -> TrainConfig:
-    """Build the final config: fill objective fields from ALGO_DEFAULTS and validate everything."""
+    """Build the final config from flat keys: the objective keys (unset ones from ALGO_DEFAULTS)
+    make the nested ObjectiveConfig, the others the run; everything validated."""
+    values = flat_values(values, source="config")
     algo = coerce_value("algo", values.get("algo", "grpo"), source="algo")
-    merged = dict(values)
-    # Setting a weight implies switching its term on (core_algos requires the pair to agree).
+    merged = {k: v for k, v in values.items() if v is not None or k not in _OBJECTIVE_FIELDS}
+    # Setting a weight implies switching its term on (ObjectiveConfig requires the pair to agree).
     if merged.get("kl_coef") is not None and merged.get("use_kl") is None:
         merged["use_kl"] = merged["kl_coef"] > 0
     if merged.get("lambda_l") is not None and merged.get("local_term") is None:
         merged["local_term"] = merged["lambda_l"] > 0
-    for key, value in algo_defaults(algo).items():
-        if key in FIELDS and merged.get(key) is None:
-            merged[key] = value
-    if merged.get("loss_agg_mode") == "seq-mean-token-sum-norm" and merged.get("loss_norm_constant") is None:
+    objective = {**algo_defaults(algo), **{k: merged.pop(k) for k in list(merged) if k in _OBJECTIVE_FIELDS}}
+    objective.pop("algo", None)
+    max_response_length = int(merged.get("max_response_length", FIELDS["max_response_length"].default))
+    if objective["loss_agg_mode"] == "seq-mean-token-sum-norm" and merged.get("loss_norm_constant") is None:
         # Dr.GRPO's constant, as verl's loss_scale_factor: fixed over training (a padded width is not)
-        merged["loss_norm_constant"] = int(merged.get("max_response_length", FIELDS["max_response_length"].default))
-    if merged.get("overlong_shaping") and merged.get("overlong_buffer") is None:
-        merged["overlong_buffer"] = max(1, int(merged.get("max_response_length", FIELDS["max_response_length"].default)) // 4)
-    cfg = TrainConfig(**merged)
+        merged["loss_norm_constant"] = max_response_length
+    if objective["overlong_shaping"] and objective["overlong_buffer"] is None:
+        objective["overlong_buffer"] = max(1, max_response_length // 4)
+    try:
+        objective_settings = objective_config(algo, **objective)
+    except ValueError as exc:
+        raise DsdrError(f"objective config of algo {algo!r}: {exc}") from None
+    cfg = TrainConfig(**merged, objective=objective_settings)
     validate(cfg)
     return cfg
 
 
-def objective_of(cfg: TrainConfig) -> Any:
-    """core_algos.ObjectiveConfig of this run (its validation names the offending setting)."""
-    from dsdr_train.core_algos import ALGO_DEFAULTS, objective_config
-
-    try:
-        return objective_config(cfg.algo, **{k: getattr(cfg, k) for k in ALGO_DEFAULTS[cfg.algo] if k in FIELDS})
-    except ValueError as exc:
-        raise DsdrError(f"objective config of algo {cfg.algo!r}: {exc}") from None
+def objective_of(cfg: TrainConfig) -> ObjectiveConfig:
+    """The run's ObjectiveConfig (``cfg.objective``)."""
+    return cfg.objective
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -348,7 +361,6 @@ def validate(cfg: TrainConfig) -> None:
         need(cfg.encoder_max_seq_length >= 3, "encoder_max_seq_length", "must be >= 3 (room for [CLS]/[SEP])")
     if cfg.overlong_buffer is not None:
         need(0 < cfg.overlong_buffer <= cfg.max_response_length, "overlong_buffer", "must be in (0, max_response_length]")
-    objective_of(cfg)
 
 
 def config_from_sources(*, yaml_path: str | None, cli: dict[str, Any], overrides: dict[str, Any]) -> TrainConfig:
@@ -361,10 +373,10 @@ def config_from_sources(*, yaml_path: str | None, cli: dict[str, Any], overrides
 
 
 def config_from_dict(data: dict[str, Any], *, source: str) -> TrainConfig:
-    """Rebuild a config from a run's config.json (resume)."""
-    values = {k: coerce_value(k, v, source=source) for k, v in data.items()}
+    """Rebuild a config from a run's config.json (resume): flat keys, or a nested ``objective``."""
+    values = {k: coerce_value(k, v, source=source) for k, v in flat_values(data, source=source).items()}
     return resolve_config(values)
 
 
-__all__ = ["ALGOS", "TrainConfig", "help_text", "parse_overrides", "load_yaml", "resolve_config",
+__all__ = ["ALGOS", "FIELDS", "OBJECTIVE_KEYS", "TrainConfig", "flat_values", "help_text", "parse_overrides", "load_yaml", "resolve_config",
            "config_from_sources", "config_from_dict", "coerce_value"]

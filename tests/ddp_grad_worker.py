@@ -10,7 +10,6 @@ tokens, rank 1: 12); launched as a plain script, one process takes the whole bat
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ def main(model_dir: str, train_file: str, out: str) -> None:
     batch, shaped = hand_made_batch(list(range(rank * share, (rank + 1) * share)))
     results = {}
     for mode in LOSS_AGG_MODES:
-        trainer.cfg = dataclasses.replace(trainer.cfg, loss_agg_mode=mode, local_term=True, lambda_l=0.5,
+        trainer.cfg = trainer.cfg.replace(loss_agg_mode=mode, local_term=True, lambda_l=0.5,
                                           loss_norm_constant=MAX_RESPONSE if mode == "seq-mean-token-sum-norm" else None)
         metrics, grad = update_and_capture(trainer, batch, shaped)
         results[mode] = {"grad": grad, "metrics": metrics}

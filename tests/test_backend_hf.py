@@ -107,3 +107,34 @@ def test_mixed_settings_in_one_batch_are_rejected(backend):
     b = _requests(backend, ["q"], n=2, temperature=0.7)[0]
     with pytest.raises(ValueError, match="one \\(n, temperature"):
         backend.generate_batch([a, b])
+
+
+def test_trainer_rollouts_and_the_eval_backend_share_one_generation_loop(backend, monkeypatch):
+    """dsdr_train's HFRollout (token ids + sampler log-probs) and this backend (text + finish
+    reasons) run the same hf_sample: with the same seed the trainer's decoded rollouts are the
+    backend's completions, token for token."""
+    import torch
+
+    from dsdr_eval.backends import hf
+    from dsdr_eval.protocols import derive_seed
+    from dsdr_train.rollout import HFRollout
+
+    calls: list[str] = []
+    real = hf.hf_sample
+
+    def spy(*args, **kwargs):
+        calls.append("log_probs" if kwargs.get("record_log_probs") else "text")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hf, "hf_sample", spy)
+    requests = _requests(backend, ["What is 2+3?", "Name a prime number."], n=2, temperature=0.9, max_tokens=6)
+    completions = [c for r in backend.generate_batch(requests) for c in r.completions]
+    encoded = [encode_prompt(backend.tokenizer, r.prompt, chat=backend.chat) for r in requests]
+    torch.manual_seed(derive_seed(0, *(r.seed for r in requests)))
+    rollouts = HFRollout(backend.tokenizer, batch_size=4, record_log_probs=True).generate(
+        backend.model, encoded, n=2, temperature=0.9, top_p=0.9, max_new_tokens=6, group_ids=[0, 1], problem_idx=[0, 1])
+    assert calls == ["text", "log_probs"]
+    assert rollouts.texts == [c.text for c in completions]
+    assert [len(ids) for ids in rollouts.response_ids] == [c.n_completion_tokens for c in completions]
+    assert rollouts.finish_reasons == [c.finish_reason for c in completions]
+    assert [len(lp) for lp in rollouts.sampler_log_probs] == [len(ids) for ids in rollouts.response_ids]

@@ -492,7 +492,8 @@ def test_darling_rewards_floor_and_advantage():
     div = t64([0.0, 0.05, 0.5, 1.0])
     assert torch.allclose(C.darling_rewards(r, div), t64([0.1, 0.1, 0.5, 0.0]), atol=1e-15)
     assert torch.allclose(C.darling_rewards(r, div, floor=0.0), t64([0.0, 0.05, 0.5, 0.0]), atol=1e-15)
-    adv = C.compute_darling_advantage(r, div, ids([0] * 4))
+    signals = C.RolloutSignals(r, ids([0] * 4), torch.zeros(4), 1, darling_div=div)
+    adv = C.shape_rewards(signals, C.objective_config("darling")).advantages
     assert torch.allclose(adv, t64([0.1 - 0.175, 0.1 - 0.175, 0.5 - 0.175, -0.175]), atol=1e-12)
     with pytest.raises(ValueError, match="floor"):
         C.darling_rewards(r, div, floor=1.5)
@@ -565,19 +566,63 @@ def test_group_ids_from_prompt_index():
 
 def test_registries():
     assert C.get_adv_estimator_fn("grpo") is C.compute_group_advantage
-    assert C.get_adv_estimator_fn("dsdr") is C.compute_dsdr_advantage
-    assert C.get_adv_estimator_fn("darling") is C.compute_darling_advantage
+    assert C.get_reward_shaping_fn("verifier") is C.verifier_reward
+    assert C.get_reward_shaping_fn("dsdr") is C.dsdr_reward
+    assert C.get_reward_shaping_fn("darling") is C.darling_reward
     assert C.get_policy_loss_fn("vanilla") is C.compute_policy_loss
     with pytest.raises(ValueError, match="unknown advantage estimator"):
         C.get_adv_estimator_fn("ppo")
     with pytest.raises(ValueError, match="already registered"):
         C.register_adv_estimator("grpo")(lambda *a, **k: None)
-    # the dsdr estimator = §1 advantage of the §3.2 shaped reward
-    adv = C.compute_dsdr_advantage(t64([1, 1, 0]), t64([0.2, 0.8, 0.5]), ids([0, 0, 0]))
+    with pytest.raises(ValueError, match="already registered"):
+        C.register_reward_shaping("dsdr")(lambda *a, **k: None)
+    # the dsdr objective = §1 advantage of the §3.2 shaped reward
+    signals = C.RolloutSignals(t64([1, 1, 0]), ids([0, 0, 0]), torch.zeros(3), 1, diversity=t64([0.2, 0.8, 0.5]))
+    adv = C.shape_rewards(signals, C.objective_config("dsdr")).advantages
     shaped = [1.0002, 1.0008, 0.0]
     mean = sum(shaped) / 3
     std = math.sqrt(sum((x - mean) ** 2 for x in shaped) / 3)
     assert torch.allclose(adv, t64([(x - mean) / (std + 1e-6) for x in shaped]), atol=1e-12)
+
+
+def test_objective_names_are_checked_against_the_registries():
+    for key in ("reward", "adv_estimator", "policy_loss"):
+        with pytest.raises(ValueError, match=key):
+            C.objective_config("grpo", **{key: "nope"})
+
+
+def test_shape_rewards_dispatches_by_name(monkeypatch):
+    """The trainer's one dispatch site calls whatever the config names: a shaping registered
+    under a new name is used as is (plus the overlong term), with the named estimator."""
+    seen = []
+
+    def half(signals, config):
+        seen.append(config.reward)
+        return signals.accuracy * 0.5
+
+    monkeypatch.setitem(C.REWARD_SHAPING_REGISTRY, "half", half)
+    signals = C.RolloutSignals(t64([1, 0, 1, 1]), ids([0, 0, 1, 1]), torch.zeros(4), 8)
+    out = C.shape_rewards(signals, C.objective_config("grpo", reward="half"))
+    assert seen == ["half"]
+    assert torch.equal(out.shaped, t64([0.5, 0.0, 0.5, 0.5])) and torch.equal(out.reward, t64([1, 0, 1, 1]))
+    assert torch.allclose(out.advantages, t64([1, -1, 0, 0]), atol=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["dapo", "dsdr", "darling"])
+def test_overlong_penalty_is_its_own_term_on_every_shaping(algo):
+    """DAPO's overlong term (Eq. 6) is added to the verifier reward and to whatever shaping the
+    run uses: shaped = shaping(r) + penalty, reward = r + penalty."""
+    r = t64([1, 0, 1, 0])
+    lengths = torch.tensor([2, 10, 16, 14])
+    signals = C.RolloutSignals(r, ids([0, 0, 1, 1]), lengths, 16, diversity=t64([0.3, 0.1, 0.9, 0.2]),
+                               darling_div=t64([0.5, 1.0, 0.2, 0.7]))
+    config = C.objective_config(algo, overlong_shaping=True, overlong_buffer=8)
+    out = C.shape_rewards(signals, config)
+    penalty = C.dapo_overlong_penalty(lengths, max_response_length=16, buffer=8)
+    assert torch.equal(out.reward, r + penalty)
+    assert torch.equal(out.shaped, C.get_reward_shaping_fn(config.reward)(signals, config) + penalty)
+    off = C.shape_rewards(signals, C.objective_config(algo, overlong_shaping=False))
+    assert torch.equal(off.reward, r)
 
 
 def test_algo_defaults_match_algorithms_md():

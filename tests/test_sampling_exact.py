@@ -181,14 +181,16 @@ def test_trainer_hf_rollout_ignores_generation_config(policies, temperature):
 
 
 def _ratio_after_one_update(model_dir: Path, train_file: Path, run_dir: Path, monkeypatch) -> float:
+    from dsdr_train import scoring
     from dsdr_train import train as T
     from dsdr_train.config import config_from_sources, parse_overrides
+    from dsdr_train.stats import step_metrics
 
     def fake_grade(batch, problems, cfg):  # mixed verdicts: non-zero advantages
         return [{"correct": k % 2 == 0, "answer_class": k % 2, "status": "correct" if k % 2 == 0 else "incorrect"}
                 for k in range(len(batch.group_ids))]
 
-    monkeypatch.setattr(T, "grade", fake_grade)
+    monkeypatch.setattr(scoring, "grade", fake_grade)
     overrides = ["group_size=2", "prompts_per_step=2", "mini_batch_prompts=1", "micro_batch_size=4",
                  "max_response_length=8", "generation_batch_size=8", "progress=false", "max_prompt_length=512",
                  "temperature=1.0", "top_p=1.0", "check_on_policy=true"]
@@ -197,11 +199,11 @@ def _ratio_after_one_update(model_dir: Path, train_file: Path, run_dir: Path, mo
                               overrides=parse_overrides(overrides))
     trainer = T.Trainer(cfg, model_path=str(model_dir), run_dir=run_dir)
     assert trainer.engine.record_log_probs  # the check_on_policy option reaches the engine
-    m: dict = {}
-    batch, graded, acc = trainer.collect(m)
+    collected = trainer.collect()
+    batch, graded, acc = collected.batch, collected.graded, collected.accuracy
     assert len(batch.sampler_log_probs) == len(batch) and all(batch.sampler_log_probs)
     assert min(min(q) for q in batch.sampler_log_probs) < -1.0  # random draws, not a deterministic chain
-    trainer.update(batch, trainer.shape(batch, graded, acc, m), m)
+    m = step_metrics(trainer.dist, trainer.update(batch, trainer.shape(batch, graded, acc)[0]))
     return m["rollout/ratio_dev_max"]
 
 
@@ -209,7 +211,7 @@ def test_trainer_first_minibatch_ratio_is_one_with_a_poisoned_config(model_pair,
     """pi_old / q over every response token, q = the scores transformers sampled from."""
     from transformers import GenerationConfig
 
-    from dsdr_train import rollout as R
+    from dsdr_eval.backends import hf as R  # the one HF generation loop (the trainer's rollouts call it)
 
     train_file = train_data_dir / "gsm8k_train.jsonl"
     assert _ratio_after_one_update(model_pair[1], train_file, tmp_path / "exact", monkeypatch) < 1e-4

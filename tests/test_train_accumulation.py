@@ -5,7 +5,6 @@ no-grad log-prob pass is dropout-free (the first mini-batch's importance ratio i
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -14,8 +13,10 @@ import torch
 
 from dsdr_train import core_algos as algos
 from dsdr_train import train as T
+from dsdr_train import update as U
 from dsdr_train.config import config_from_sources, parse_overrides
 from dsdr_train.rollout import RolloutBatch
+from dsdr_train.stats import step_metrics
 
 # 4 prompts x G=2 with unequal response lengths; micro_batch_size=3 gives micro-batches of 3, 3, 2
 # rollouts with different token counts and padded widths.
@@ -33,7 +34,7 @@ def make_trainer(model_dir: Path, train_file: Path, run_dir: Path, overrides: li
     return T.Trainer(cfg, model_path=str(model_dir), run_dir=run_dir)
 
 
-def hand_made_batch(rows: range | list[int] = range(len(LENGTHS))) -> tuple[RolloutBatch, dict[str, torch.Tensor]]:
+def hand_made_batch(rows: range | list[int] = range(len(LENGTHS))) -> tuple[RolloutBatch, algos.ShapedRewards]:
     gen = torch.Generator().manual_seed(0)
     prompts = [torch.randint(5, 1000, (3 + i % 3,), generator=gen).tolist() for i in range(len(LENGTHS))]
     responses = [torch.randint(5, 1000, (n,), generator=gen).tolist() for n in LENGTHS]
@@ -45,19 +46,19 @@ def hand_made_batch(rows: range | list[int] = range(len(LENGTHS))) -> tuple[Roll
         batch.finish_reasons.append("stop")
         batch.group_ids.append(i // 2)
         batch.problem_idx.append(i // 2)
-    shaped = {"advantages": torch.tensor([ADVANTAGES[i] for i in rows]),
-              "weights": torch.tensor([WEIGHTS[i] for i in rows], dtype=torch.float64)}
+    unused = torch.zeros(len(batch), dtype=torch.float64)  # rewards: the update reads advantages and weights
+    shaped = algos.ShapedRewards(reward=unused, shaped=unused, advantages=torch.tensor([ADVANTAGES[i] for i in rows]),
+                                 weights=torch.tensor([WEIGHTS[i] for i in rows], dtype=torch.float64))
     return batch, shaped
 
 
-def update_and_capture(trainer: T.Trainer, batch: RolloutBatch, shaped: dict[str, torch.Tensor]
+def update_and_capture(trainer: T.Trainer, batch: RolloutBatch, shaped: algos.ShapedRewards
                        ) -> tuple[dict[str, float], torch.Tensor]:
     """Run Trainer.update with the optimizer step replaced by a capture of the gradient."""
     grads: list[torch.Tensor] = []
     trainer.optimizer.step = lambda: grads.append(  # type: ignore[method-assign]
         torch.cat([p.grad.flatten() for p in trainer.policy.parameters() if p.grad is not None]).clone())
-    metrics: dict[str, float] = {}
-    trainer.update(batch, shaped, metrics)
+    metrics = step_metrics(trainer.dist, trainer.update(batch, shaped))  # reduced over ranks
     assert len(grads) == 1
     return metrics, grads[0]
 
@@ -80,8 +81,8 @@ def test_gradient_accumulation_equals_one_pass(trainer, mode):
     batch, shaped = hand_made_batch()
     results = {}
     for micro in (8, 3):
-        trainer.cfg = dataclasses.replace(
-            trainer.cfg, loss_agg_mode=mode, micro_batch_size=micro, local_term=True, lambda_l=0.5, use_kl=True,
+        trainer.cfg = trainer.cfg.replace(
+            loss_agg_mode=mode, micro_batch_size=micro, local_term=True, lambda_l=0.5, use_kl=True,
             kl_coef=0.5, loss_norm_constant=MAX_RESPONSE if mode == "seq-mean-token-sum-norm" else None)
         results[micro] = update_and_capture(trainer, batch, shaped)
     (one, grad_one), (acc, grad_acc) = results[8], results[3]
@@ -133,10 +134,10 @@ def test_first_mini_batch_ratio_is_one_with_a_dropout_model(dropout_model_dir, t
         ratios.append((stats["ratio/min"], stats["ratio/max"]))
         return loss, stats
 
-    monkeypatch.setattr(T.algos, "compute_policy_loss", spy)
+    monkeypatch.setitem(algos.POLICY_LOSS_REGISTRY, "vanilla", spy)  # the trainer dispatches by name
     batch, shaped = hand_made_batch()
     trainer.model.train()
-    trainer.update(batch, shaped, {})
+    trainer.update(batch, shaped)
     assert len(ratios) == 2
     low, high = ratios[0]
     assert abs(low - 1.0) < 1e-5 and abs(high - 1.0) < 1e-5, ratios[0]
@@ -151,13 +152,13 @@ def test_no_grad_log_prob_passes_run_in_eval_mode(dropout_model_dir, train_data_
     batch, _ = hand_made_batch()
     rows = list(range(len(batch)))
     trainer.model.train()
-    first = trainer._log_probs_of(trainer.model, batch, rows)
-    second = trainer._log_probs_of(trainer.model, batch, rows)
+    first = U.log_probs_of(trainer.update_context(), trainer.model, batch, rows)
+    second = U.log_probs_of(trainer.update_context(), trainer.model, batch, rows)
     assert trainer.model.training
     for i in rows:
         assert torch.equal(first[i], second[i])
     trainer.model.eval()
-    reference = trainer._log_probs_of(trainer.model, batch, rows)
+    reference = U.log_probs_of(trainer.update_context(), trainer.model, batch, rows)
     for i in rows:
         assert torch.allclose(first[i], reference[i], atol=1e-6)
 
@@ -168,7 +169,7 @@ def test_local_norm_divides_the_mini_batch_sum_of_j_local(trainer):
     batch, shaped = hand_made_batch()
     local = {}
     for norm in ("prompts", "correct_prompts", "none"):
-        trainer.cfg = dataclasses.replace(trainer.cfg, loss_agg_mode="seq-mean-token-mean", micro_batch_size=3,
+        trainer.cfg = trainer.cfg.replace(loss_agg_mode="seq-mean-token-mean", micro_batch_size=3,
                                           local_term=True, lambda_l=0.5, use_kl=False, kl_coef=0.0,
                                           loss_norm_constant=None, local_norm=norm)
         local[norm] = update_and_capture(trainer, batch, shaped)[0]["loss/local"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,67 @@ def test_prompt_sampler_is_resumable_and_covers_each_epoch():
     assert b.next_indices(9) == a.next_indices(9)
     with pytest.raises(DsdrError, match="7 problems, the data now has 6"):
         PromptSampler(6, seed=3).load_state_dict(a.state_dict())
+
+
+def test_objective_config_is_nested_not_repeated():
+    """TrainConfig holds one ObjectiveConfig; no objective field is declared twice."""
+    from dsdr_train.objective import ObjectiveConfig
+
+    run_fields = {f.name for f in dataclasses.fields(C.TrainConfig)}
+    objective_fields = {f.name for f in dataclasses.fields(ObjectiveConfig)}
+    assert not run_fields & objective_fields
+    cfg = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dsdr"}, overrides={"tau": 2.0})
+    assert isinstance(cfg.objective, ObjectiveConfig) and cfg.objective.tau == 2.0 and cfg.tau == 2.0
+    assert cfg.objective.algo == cfg.algo == "dsdr"
+
+
+def test_flat_record_round_trips_and_a_nested_objective_is_accepted(tmp_path):
+    cfg = build(**C.parse_overrides(["lambda_l=0.01", "group_size=4"]))
+    record = cfg.to_dict()
+    assert "objective" not in record and record["lambda_l"] == 0.01 and record["local_term"] is True
+    assert C.config_from_dict(json.loads(json.dumps(record)), source="config.json") == cfg
+    older = {k: v for k, v in record.items() if k not in ("adv_estimator", "policy_loss")}  # before the registries
+    assert C.config_from_dict(older, source="config.json") == cfg
+    nested = {k: v for k, v in record.items() if k not in C.OBJECTIVE_KEYS}
+    nested["objective"] = {k: record[k] for k in C.OBJECTIVE_KEYS}
+    assert C.config_from_dict(nested, source="config.json") == cfg
+    yml = tmp_path / "nested.yaml"
+    yml.write_text("algo: dsdr\nobjective:\n  tau: 3\n  lambda_l: 0.01\n")
+    assert C.config_from_sources(yaml_path=str(yml), cli=dict(REQUIRED), overrides={}).objective.tau == 3.0
+    yml.write_text("objective:\n  group_size: 3\n")
+    with pytest.raises(DsdrError, match="objective.group_size"):
+        C.load_yaml(yml)
+
+
+def test_replace_routes_flat_objective_keys_and_validates():
+    cfg = build()
+    changed = cfg.replace(loss_agg_mode="token-mean", micro_batch_size=3)
+    assert changed.objective.loss_agg_mode == "token-mean" and changed.micro_batch_size == 3
+    with pytest.raises(ValueError, match="loss_agg_mode"):
+        cfg.replace(loss_agg_mode="sum")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(C.__file__).parent / "configs").glob("*.yaml")))
+def test_every_shipped_yaml_config_loads(name):
+    path = Path(C.__file__).parent / "configs" / name
+    values = C.load_yaml(path)
+    cfg = C.resolve_config({"model": "m", "train_data": "d.jsonl", "out": "o", **values})
+    assert cfg.algo == values.get("algo", "grpo")
+
+
+
+def test_training_problems_are_the_eval_problem_type_and_grade_with_its_metadata(tmp_path, monkeypatch):
+    from dsdr_eval.tasks import Problem
+    from dsdr_train import scoring
+    from dsdr_train.rollout import RolloutBatch
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"problem": "1+1?", "answer": "2"}) + "\n")
+    [problem] = load_train_problems(str(path))
+    assert isinstance(problem, Problem) and (problem.benchmark, problem.id, problem.answer) == ("t", "t-0", "2")
+    rows: list[dict] = []
+    monkeypatch.setattr("dsdr_eval.grading.grade_samples", lambda batch_rows, **kw: rows.extend(batch_rows) or [])
+    monkeypatch.setattr(scoring, "grading_pool", lambda cfg: None)
+    olympiad = Problem("olympiadbench", "7", "How far?", "3", {"unit": "m"})
+    scoring.grade(RolloutBatch(texts=["3 m"], group_ids=[0], problem_idx=[0]), [olympiad], None)
+    assert rows[0]["gold"] == "3" and rows[0]["answer_meta"] == {"unit": "m"}

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from dsdr_train import scoring
 from dsdr_train import train as T
 from dsdr_train.core_algos import ALGO_DEFAULTS
 
@@ -62,7 +63,7 @@ def run_cli(args: list[str]) -> int:
 
 @pytest.mark.parametrize("algo", sorted(ALGO_DEFAULTS))
 def test_every_algorithm_trains_two_steps(algo, tiny_model_dir, train_file, tmp_path, monkeypatch):
-    monkeypatch.setattr(T, "grade", fake_grade)
+    monkeypatch.setattr(scoring, "grade", fake_grade)
     before = {k: v.clone() for k, v in _load_state(tiny_model_dir).items()}
     out = tmp_path / algo
     assert run_cli(["--algo", algo, "--model", str(tiny_model_dir), "--train-data", str(train_file),
@@ -113,17 +114,17 @@ def test_group_ids_are_per_prompt_across_dapo_generation_batches(tiny_model_dir,
             return [{"correct": False, "answer_class": None, "status": "incorrect"} for _ in batch.group_ids]
         return fake_grade(batch, problems, cfg)
 
-    monkeypatch.setattr(T, "grade", grade_first_batch_all_wrong)
+    monkeypatch.setattr(scoring, "grade", grade_first_batch_all_wrong)
     cfg = config_from_sources(yaml_path=None, cli={"algo": "dapo", "model": str(tiny_model_dir),
                                                    "train_data": str(train_file), "out": str(tmp_path)},
                               overrides=parse_overrides([*TINY, "group_size=3", "prompts_per_step=2", "max_num_gen_batches=3"]))
     trainer = T.Trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path)
-    metrics: dict = {}
-    batch, graded, acc = trainer.collect(metrics)
-    assert metrics["dapo/num_gen_batches"] == 2
+    collected = trainer.collect()
+    batch, graded, acc = collected.batch, collected.graded, collected.accuracy
+    assert collected.stats.metrics()["dapo/num_gen_batches"] == 2
     assert len(calls) == 2 and not set(calls[0]) & set(calls[1])  # no id reused across batches
     assert set(batch.group_ids) <= set(calls[1])
-    groups = T.groups_of(batch.group_ids)
+    groups = scoring.groups_of(batch.group_ids)
     assert len(groups) == 2 and all(len(rows) == 3 for rows in groups.values())
     for rows in groups.values():
         assert len({batch.problem_idx[i] for i in rows}) == 1
@@ -131,9 +132,9 @@ def test_group_ids_are_per_prompt_across_dapo_generation_batches(tiny_model_dir,
     # Different groups are different prompt draws (distinct ids even if a problem repeats).
     assert len(set(batch.group_ids)) == len(groups)
     # Advantages are computed per group: each group's advantages sum to zero.
-    shaped = trainer.shape(batch, graded, acc, metrics)
+    shaped, _ = trainer.shape(batch, graded, acc)
     for rows in groups.values():
-        assert abs(float(shaped["advantages"][rows].sum())) < 1e-5
+        assert abs(float(shaped.advantages[rows].sum())) < 1e-5
 
 
 def test_real_grading_run_then_dsdr_eval_evaluates_the_checkpoint(tiny_model_dir, train_file, data_dir, tmp_path):
@@ -201,6 +202,27 @@ def test_kill_9_then_resume_continues_without_duplicate_steps(tiny_model_dir, tr
     assert state["step"] == 4 and state["sampler"]["cursor"] == 4 * 2  # 2 prompts per step, no re-draws
 
 
+def test_resume_reads_the_trainer_state_once(tiny_model_dir, train_file, tmp_path, monkeypatch):
+    """trainer_state.pt (optimizer state included) is loaded once per resume, not once by the CLI
+    for the step and again by the trainer for the state."""
+    monkeypatch.setattr(scoring, "grade", fake_grade)
+    out = tmp_path / "run"
+    assert run_cli(["--algo", "grpo", "--model", str(tiny_model_dir), "--train-data", str(train_file), "--out", str(out),
+                    "total_steps=1", "save_every=1", "save_final=false", "log_diversity=false", *TINY]) == 0
+    loads: list[str] = []
+    real_load = torch.load
+
+    def counting_load(f, *args, **kwargs):
+        if str(f).endswith("trainer_state.pt"):
+            loads.append(str(f))
+        return real_load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting_load)
+    assert run_cli(["--resume", "--out", str(out), "total_steps=2"]) == 0
+    assert len(loads) == 1, loads
+    assert [r["step"] for r in read_metrics(out)] == [1, 2]
+
+
 def test_dapo_exhausted_error_stops_with_one_line_and_keeps_the_trained_steps(tiny_model_dir, train_file, tmp_path,
                                                                               monkeypatch, capsys):
     """dapo_exhausted=error (verl's behaviour): when max_num_gen_batches cannot fill the batch the run
@@ -213,7 +235,7 @@ def test_dapo_exhausted_error_stops_with_one_line_and_keeps_the_trained_steps(ti
             return fake_grade(batch, problems, cfg)
         return [{"correct": False, "answer_class": None, "status": "incorrect"} for _ in batch.group_ids]
 
-    monkeypatch.setattr(T, "grade", mixed_then_all_wrong)
+    monkeypatch.setattr(scoring, "grade", mixed_then_all_wrong)
     out = tmp_path / "exhausted"
     code = run_cli(["--algo", "dapo", "--model", str(tiny_model_dir), "--train-data", str(train_file), "--out", str(out),
                     "total_steps=3", "save_every=0", "dapo_exhausted=error", "log_diversity=false", *TINY])
@@ -261,6 +283,6 @@ def test_formula_rules_reach_the_trainers_diversity():
 
     batch = RolloutBatch(texts=["\\begin{align} x &= 1 \\end{align} so $y$", "so $y$"], group_ids=[0, 0])
     encoder = load_encoder()
-    _, d_eq_extended, _ = T.group_diversity(batch, encoder, "extended")
-    _, d_eq_diver, _ = T.group_diversity(batch, encoder, "diver")
+    _, d_eq_extended, _ = scoring.group_diversity(batch, encoder, "extended")
+    _, d_eq_diver, _ = scoring.group_diversity(batch, encoder, "diver")
     assert list(d_eq_extended) == [0.5, 0.0] and list(d_eq_diver) == [0.0, 0.0]

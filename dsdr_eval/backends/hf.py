@@ -1,7 +1,9 @@
 """transformers backend: batched ``generate`` with left padding, prompts encoded once.
 
-Each batch holds prompts with identical sampling settings and the same ``n``. The prompts are
-prefilled once into a KV cache that is then repeated n times (``_generate_prefill_once``), so a
+:func:`hf_sample` is THE transformers generation loop of the project: the eval backend below
+(text + finish reasons) and the trainer's HF rollouts (``dsdr_train.rollout.HFRollout``: token ids
+and, on request, per-token log-probs) both call it. Each batch holds prompts with identical sampling settings and the same ``n``. The prompts are
+prefilled once into a KV cache that is then repeated n times (``_generate``), so a
 prompt's n rollouts share one prefill -- what ``num_return_sequences=n`` alone does not do. Seeding is per batch and keyed by the batch's content (the seeds of its requests, which
 the runner derives from benchmark/phase/problem id), so a resumed run regenerates a batch with
 the same random stream; the seed actually used is recorded in every sample line.
@@ -9,6 +11,7 @@ the same random stream; the seed actually used is recorded in every sample line.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
@@ -16,6 +19,119 @@ from dsdr_eval.backends.sampling import SamplingSpec, chosen_eos_ids, hf_effecti
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
 from dsdr_eval.protocols import derive_seed
+
+
+@dataclass(frozen=True)
+class SampledSequence:
+    """One sampled rollout: ``token_ids`` are the generated tokens up to and including the first
+    EOS (``ended_with_eos``); ``finish_reason`` is "stop" or "length" (the token budget was spent);
+    ``log_probs`` (when recorded) is log q of each token under the scores ``generate`` sampled from."""
+
+    token_ids: tuple[int, ...]
+    finish_reason: str
+    ended_with_eos: bool
+    log_probs: tuple[float, ...] | None = None
+
+    @property
+    def content_ids(self) -> tuple[int, ...]:
+        """The tokens without the final EOS (what is decoded to text)."""
+        return self.token_ids[:-1] if self.ended_with_eos else self.token_ids
+
+
+def _left_pad(prompt_ids: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    import torch
+
+    width = max(len(ids) for ids in prompt_ids)
+    input_ids = torch.full((len(prompt_ids), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+    for row, ids in enumerate(prompt_ids):
+        input_ids[row, width - len(ids):] = torch.tensor(list(ids), dtype=torch.long)
+        attention[row, width - len(ids):] = 1
+    return input_ids, attention
+
+
+def _generate(model: Any, input_ids: Any, attention: Any, n: int, gen_config: Any, seed: int | None,
+              prefill_once: bool) -> tuple[Any, str | None]:
+    """Encode each prompt once, then decode n rollouts from copies of its KV cache.
+
+    ``generate(num_return_sequences=n)`` copies the prompt n times *before* the forward pass,
+    so the prompt is prefilled n times. Here the prompts [B, L] minus their last token are run
+    once into a DynamicCache, the cache is repeated to [B*n, ...] and ``generate`` continues
+    from it (it only feeds the uncached last token). Same positions, masks and sampling order
+    as the plain call -- outputs are token-identical (checked in tests) -- at 1/n of the
+    prefill cost. Models whose cache cannot be built this way fall back to the plain call; the
+    reason is returned (None when the fast path ran or was not asked for). ``seed``: reseed the
+    global generator first (None: continue its stream). Returns generate's output (sequences
+    [B*n, L + T]) and the fallback reason."""
+    import torch
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    fallback = None
+    if prefill_once and input_ids.shape[1] > 1:
+        try:
+            from transformers import DynamicCache
+
+            cache = DynamicCache(config=model.config)
+            positions = (attention.cumsum(-1) - 1).clamp(min=0)
+            model(input_ids=input_ids[:, :-1], attention_mask=attention[:, :-1], position_ids=positions[:, :-1],
+                  past_key_values=cache, use_cache=True)
+            if n > 1:
+                cache.batch_repeat_interleave(n)
+            return hf_generate(model, gen_config, input_ids=input_ids.repeat_interleave(n, dim=0),
+                               attention_mask=attention.repeat_interleave(n, dim=0), past_key_values=cache), None
+        except (TypeError, ValueError, AttributeError, NotImplementedError) as exc:
+            fallback = f"{type(exc).__name__}: {exc}"  # e.g. a hybrid/sliding cache this path cannot build
+            if seed is not None:
+                torch.manual_seed(seed)  # (again: a failed fast path may have drawn from the generator)
+    gen_config.num_return_sequences = n
+    try:
+        return hf_generate(model, gen_config, input_ids=input_ids, attention_mask=attention), fallback
+    finally:
+        gen_config.num_return_sequences = 1
+
+
+def _cut(tokens: list[int], log_probs: list[float] | None, eos: set[int], max_tokens: int) -> SampledSequence:
+    stop_at = next((k for k, tok in enumerate(tokens) if tok in eos), None)
+    if stop_at is None:  # the EOS token counts as generated (as in vLLM's token counts)
+        kept, finish = tokens, ("length" if len(tokens) >= max_tokens else "stop")
+    else:
+        kept, finish = tokens[:stop_at + 1], "stop"
+    lps = tuple(log_probs[:len(kept)]) if log_probs is not None else None
+    return SampledSequence(tuple(kept), finish, stop_at is not None, lps)
+
+
+def hf_sample(model: Any, prompt_ids: Sequence[Sequence[int]], spec: SamplingSpec, *, n: int, pad_id: int,
+              bos_token_id: int | None = None, seed: int | None = None, prefill_once: bool = True,
+              record_log_probs: bool = False) -> tuple[list[list[SampledSequence]], str | None]:
+    """``n`` rollouts of each prompt (token ids, left-padded into one ``generate`` call), sampled
+    exactly from softmax(logits / T) in the top-p nucleus (``sampling.hf_generation_config``: no
+    checkpoint defaults). Greedy rollouts of one prompt are identical: decoded once, copied n
+    times. ``record_log_probs`` keeps the sampled scores ([B*n, V] per step, one step at a time).
+
+    Shapes: prompts [B, L] left-padded; generate's sequences [B*n, L + T]. Returns, per prompt,
+    its ``n`` :class:`SampledSequence` s, and the prefill-once fallback reason (or None)."""
+    import torch
+
+    input_ids, attention = _left_pad(prompt_ids, pad_id)
+    device = next(model.parameters()).device
+    n_decode = 1 if spec.greedy else n
+    record = {"output_scores": True, "return_dict_in_generate": True} if record_log_probs else {}
+    gen_config = hf_generation_config(spec, pad_token_id=pad_id, bos_token_id=bos_token_id, **record)
+    with torch.inference_mode():
+        out, fallback = _generate(model, input_ids.to(device), attention.to(device), n_decode, gen_config, seed,
+                                  prefill_once)
+        sequences = out.sequences if record_log_probs else out
+        width = input_ids.shape[1]
+        sampled_lp = None
+        if record_log_probs:  # one step at a time: stacking [B, T, V] log-softmaxes would copy the scores twice
+            sampled_lp = torch.stack([step.float().log_softmax(-1).gather(-1, sequences[:, width + t, None]).squeeze(-1)
+                                      for t, step in enumerate(out.scores)], dim=1).tolist()
+        generated = sequences[:, width:].tolist()
+    eos = set(spec.eos_token_ids)
+    return [[_cut(generated[k], sampled_lp[k] if sampled_lp is not None else None, eos, spec.max_tokens)
+             for k in [p * n_decode + (j if n_decode == n else 0) for j in range(n)]]
+            for p in range(len(prompt_ids))], fallback
 
 
 class HFBackend(LocalTokenizerBackend):
@@ -86,81 +202,21 @@ class HFBackend(LocalTokenizerBackend):
             results = self.generate_batch([requests[i] for i in batch])
             on_results(list(zip(batch, results)))
 
-    def _generate_prefill_once(self, input_ids: Any, attention: Any, n: int, gen_config: Any, seed: int) -> Any:
-        """Encode each prompt once, then decode n rollouts from copies of its KV cache.
-
-        ``generate(num_return_sequences=n)`` copies the prompt n times *before* the forward pass,
-        so the prompt is prefilled n times. Here the prompts [B, L] minus their last token are run
-        once into a DynamicCache, the cache is repeated to [B*n, ...] and ``generate`` continues
-        from it (it only feeds the uncached last token). Same positions, masks and sampling order
-        as the plain call -- outputs are token-identical (checked in tests) -- at 1/n of the
-        prefill cost. Models whose cache cannot be built this way fall back to the plain call.
-        Returns sequences [B*n, L + T]."""
-        import torch
-
-        if self._prefill_once and input_ids.shape[1] > 1:
-            try:
-                from transformers import DynamicCache
-
-                torch.manual_seed(seed)
-                cache = DynamicCache(config=self.model.config)
-                positions = (attention.cumsum(-1) - 1).clamp(min=0)
-                self.model(input_ids=input_ids[:, :-1], attention_mask=attention[:, :-1],
-                           position_ids=positions[:, :-1], past_key_values=cache, use_cache=True)
-                if n > 1:
-                    cache.batch_repeat_interleave(n)
-                return hf_generate(self.model, gen_config, input_ids=input_ids.repeat_interleave(n, dim=0),
-                                   attention_mask=attention.repeat_interleave(n, dim=0), past_key_values=cache)
-            except (TypeError, ValueError, AttributeError, NotImplementedError) as exc:
-                self._prefill_once = False  # e.g. a hybrid/sliding cache this path cannot build
-                self.prefill_fallback_reason = f"{type(exc).__name__}: {exc}"
-        torch.manual_seed(seed)  # (again: a failed fast path may have drawn from the generator)
-        gen_config.num_return_sequences = n
-        try:
-            return hf_generate(self.model, gen_config, input_ids=input_ids, attention_mask=attention)
-        finally:
-            gen_config.num_return_sequences = 1
-
     def generate_batch(self, batch: Sequence[GenerationRequest]) -> list[RequestResult]:
-        """Shapes: input_ids [B, L] left-padded; output sequences [B*n, L + T]."""
-        import torch
-
+        """One :func:`hf_sample` call for requests sharing (n, temperature, top_p, max_tokens)."""
         first = batch[0]
         settings = {(r.n, r.temperature, r.top_p, r.max_tokens) for r in batch}
         if len(settings) != 1:
             raise ValueError(f"a HF batch needs one (n, temperature, top_p, max_tokens); got {settings}")
         encoded = [encode_prompt(self.tokenizer, r.prompt, chat=self._chat) for r in batch]
-        width = max(len(ids) for ids in encoded)
-        pad = int(self.tokenizer.pad_token_id)
-        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, ids in enumerate(encoded):
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids):] = 1
-        greedy = first.temperature == 0
-        # Greedy rollouts of one prompt are identical: decode once, copy n times (HF also refuses
-        # num_return_sequences > 1 without sampling).
-        n_decode = 1 if greedy else first.n
-        gen_config = self._generation_config(first)
+        spec = SamplingSpec(first.temperature, first.top_p, first.max_tokens, tuple(self.eos_ids))
         batch_seed = derive_seed(0, *(r.seed for r in batch))
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        with torch.inference_mode():
-            sequences = self._generate_prefill_once(input_ids, attention, n_decode, gen_config, batch_seed)
-        if n_decode != first.n:
-            sequences = sequences.repeat_interleave(first.n // n_decode, dim=0)
-        generated = sequences[:, width:].tolist()
-        eos = set(self.eos_ids)
-        results: list[RequestResult] = []
-        for row, request in enumerate(batch):
-            completions = []
-            for j in range(first.n):
-                tokens = generated[row * first.n + j]
-                stop_at = next((k for k, tok in enumerate(tokens) if tok in eos), None)
-                if stop_at is None:
-                    kept, finish, count = tokens, ("length" if len(tokens) >= first.max_tokens else "stop"), len(tokens)
-                else:  # the EOS token counts as generated (as in vLLM's token counts)
-                    kept, finish, count = tokens[:stop_at], "stop", stop_at + 1
-                text = self.tokenizer.decode(kept, skip_special_tokens=True)
-                completions.append(Completion(text, finish, len(encoded[row]), count, batch_seed))
-            results.append(RequestResult(tuple(completions)))
-        return results
+        sampled, fallback = hf_sample(self.model, encoded, spec, n=first.n, pad_id=int(self.tokenizer.pad_token_id),
+                                      bos_token_id=self.tokenizer.bos_token_id, seed=batch_seed,
+                                      prefill_once=self._prefill_once)
+        if fallback is not None:
+            self._prefill_once, self.prefill_fallback_reason = False, fallback
+        return [RequestResult(tuple(Completion(self.tokenizer.decode(list(seq.content_ids), skip_special_tokens=True),
+                                               seq.finish_reason, len(ids), len(seq.token_ids), batch_seed)
+                                    for seq in sequences))
+                for ids, sequences in zip(encoded, sampled)]

@@ -1,0 +1,78 @@
+"""The trainer's per-rollout signals from dsdr_eval: verifier verdicts (one reused grading pool)
+and the diversity scores of DSDR (§3.1) and DARLING (§4), each computed within its group."""
+
+from __future__ import annotations
+
+import atexit
+from typing import Any
+
+import numpy as np
+
+from dsdr_eval.tasks import Problem
+from dsdr_train.config import TrainConfig
+from dsdr_train.rollout import RolloutBatch
+
+# One GradingPool per (timeout, workers) for the whole run, not fresh math-verify workers at every
+# grade call: 0.33-0.66 s/step with fresh workers vs 0.006-0.013 s/step reused (30 steps of 2 problems
+# x 8 ten-token SmolLM2 completions from reports/mini_experiment, shared 2-core machine; see
+# `python benchmarks/stress_grading.py --step-timing`). The workers also import dsdr_eval.grading
+# once, instead of re-importing whatever is on disk at every step.
+_GRADING_POOLS: dict[tuple[float, int], Any] = {}
+
+
+def grading_pool(cfg: TrainConfig) -> Any:
+    from dsdr_eval.grading import GradingPool, default_workers
+
+    # A step grades at most prompts_per_step problems, so more workers than that would sit idle.
+    workers = cfg.grade_workers or max(1, min(default_workers(), cfg.prompts_per_step))
+    key = (cfg.grade_timeout_s, workers)
+    if key not in _GRADING_POOLS:
+        if not _GRADING_POOLS:
+            atexit.register(close_grading_pools)
+        _GRADING_POOLS[key] = GradingPool(timeout_s=cfg.grade_timeout_s, workers=workers)
+    return _GRADING_POOLS[key]
+
+
+def close_grading_pools() -> None:
+    while _GRADING_POOLS:
+        _GRADING_POOLS.popitem()[1].close()
+
+
+def grade(batch: RolloutBatch, problems: list[Problem], cfg: TrainConfig) -> list[dict]:
+    from dsdr_eval.grading import grade_samples
+
+    rows = [{"problem_id": f"g{g}", "gold": problems[pi].answer, "answer_meta": problems[pi].answer_meta,
+             "completion": text}
+            for g, pi, text in zip(batch.group_ids, batch.problem_idx, batch.texts)]
+    return grade_samples(rows, progress=False, pool=grading_pool(cfg))
+
+
+def groups_of(group_ids: list[int]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for i, g in enumerate(group_ids):
+        out.setdefault(g, []).append(i)
+    return out
+
+
+def group_diversity(batch: RolloutBatch, encoder: Any, formula_rules: str = "extended"
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-rollout (d_emb, d_eq, d) of docs/ALGORITHMS.md §3.1 (Eq. 7, 8, 9), each within its group
+    (one encode call)."""
+    from dsdr_eval.diversity import dsdr_diversity_batch
+
+    div = dsdr_diversity_batch(batch.texts, batch.group_ids, encoder=encoder, formula_rules=formula_rules)
+    return div.d_emb, div.d_eq, div.d
+
+
+def darling_diversity(batch: RolloutBatch, graded: list[dict], equivalence: Any, cfg: TrainConfig) -> np.ndarray:
+    """DARLING Div per rollout (docs/ALGORITHMS.md §4, Eq. 15) from dsdr_eval's pluggable partition (embedding threshold,
+    answer+formula identity, pair classifier or judge), computed within each group."""
+    from dsdr_eval.diversity import darling_div, darling_partition, formula_set
+
+    out = np.zeros(len(batch))
+    for rows in groups_of(batch.group_ids).values():
+        texts = [batch.texts[i] for i in rows]
+        classes = darling_partition(texts, equivalence, answer_classes=[graded[i].get("answer_class") for i in rows],
+                                    formula_sets=[formula_set(t, rules=cfg.formula_rules) for t in texts])
+        out[rows] = darling_div(classes, floor=cfg.objective.darling_floor)
+    return out
