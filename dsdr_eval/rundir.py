@@ -33,6 +33,8 @@ import importlib.metadata
 import os
 import platform
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -179,9 +181,7 @@ def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, d
         raise ValueError("only the 'score' section writes top-level keys")
     path = run_path(run_dir, METRICS)
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = os.open(path.parent, os.O_RDONLY)  # the run directory itself is the lock: no extra file
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(path.parent):
         current = _metrics_for_update(path, lenient=section == SCORE_SECTION)
         old_benchmarks = current.get("benchmarks", {})
         if section == SCORE_SECTION:
@@ -197,6 +197,36 @@ def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, d
             for name, block in per_benchmark.items():
                 merged["benchmarks"].setdefault(name, {})[section] = block
         write_json(path, merged)
+    return merged
+
+
+@contextmanager
+def _locked(run_dir: Path) -> Iterator[None]:
+    """An exclusive advisory lock on the run directory itself (no lock file), released on exit."""
+    lock = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(lock)  # releases the lock
-    return merged
+
+
+# A stage's settings in config.json: ``run`` writes the file (``save_config``); ``diversity`` and
+# ``judge`` each own one top-level key of it, written only here.
+STAGE_SETTINGS_KEYS = (DIVERSITY_SECTION, JUDGE_SECTION)
+
+
+def record_stage_settings(run_dir: str | Path, stage: str, settings: dict[str, Any]) -> bool:
+    """Set config.json's ``stage`` key ("diversity" / "judge": what that stage's numbers depend on),
+    under the run directory's lock, atomically; the rest of the file is kept. A run directory without
+    config.json (scored from a samples file written elsewhere) gets none: returns False."""
+    if stage not in STAGE_SETTINGS_KEYS:
+        raise ValueError(f"unknown config.json stage {stage!r} (one of {', '.join(STAGE_SETTINGS_KEYS)})")
+    path = run_path(run_dir, CONFIG)
+    if not path.exists():
+        return False
+    with _locked(path.parent):
+        config = load_config(run_dir)
+        config[stage] = settings
+        write_json(path, config)
+    return True

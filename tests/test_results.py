@@ -117,6 +117,36 @@ def test_two_stages_updating_at_once_both_land(tmp_path, monkeypatch):
     assert sorted(p.name for p in run.iterdir()) == ["metrics.json"]  # the lock leaves no file behind
 
 
+def test_stage_settings_in_config_json_have_one_writer_and_both_land(tmp_path, monkeypatch):
+    """diversity and judge each record their settings under their own config.json key through
+    rundir.record_stage_settings, under the run directory's lock: running at once, both land and
+    run's own keys stay; a run dir without config.json gets none."""
+    run = scored_run(tmp_path / "run", diversity=False, judge=False)
+    assert rundir.record_stage_settings(run, rundir.DIVERSITY_SECTION, {"x": 1}) is False
+    assert not (run / rundir.CONFIG).exists()
+    rundir.save_config(run, {"kind": "eval", "label": "a"})
+    real_read = rundir.read_json
+
+    def slow_read(path):  # widen the read-modify-write window
+        value = real_read(path)
+        time.sleep(0.3)
+        return value
+
+    monkeypatch.setattr(rundir, "read_json", slow_read)
+    threads = [threading.Thread(target=rundir.record_stage_settings, args=(run, stage, {"stage": stage}))
+               for stage in (rundir.DIVERSITY_SECTION, rundir.JUDGE_SECTION)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    config = real_read(run / rundir.CONFIG)
+    assert config["diversity"] == {"stage": "diversity"} and config["judge"] == {"stage": "judge"}
+    assert config["kind"] == "eval" and config["label"] == "a"
+    with pytest.raises(ValueError):
+        rundir.record_stage_settings(run, "score", {})
+
+
 # ------------------------------------------------------------------------- the reader
 
 def test_load_run_reads_every_documented_field(tmp_path):

@@ -42,7 +42,7 @@ from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
 from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.equivalence import CachedEquivalence, Equivalence
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, to_json_safe, write_json, write_jsonl
+from dsdr_eval.jsonl import to_json_safe, write_jsonl
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.samples import SAMPLING as SAMPLING_PHASE
 from dsdr_eval.samples import GradedSample, iter_by_problem, read_graded
@@ -282,12 +282,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
 
     rundir.update_metrics(run_dir, rundir.DIVERSITY_SECTION, result)
 
-    config_path = rundir.run_path(run_dir, rundir.CONFIG)
-    if config_path.exists():
-        config = read_json(config_path)
-        if isinstance(config, dict):
-            config["diversity"] = to_json_safe(settings)
-            write_json(config_path, config)
+    rundir.record_stage_settings(run_dir, rundir.DIVERSITY_SECTION, to_json_safe(settings))
     return result
 
 

@@ -25,7 +25,7 @@ from dsdr_eval.judge.prompt import (
     build_judge_prompt,
     prompt_record,
 )
-from dsdr_eval.jsonl import append_jsonl, read_jsonl, write_json, write_jsonl
+from dsdr_eval.jsonl import append_jsonl, read_jsonl, write_jsonl
 from dsdr_eval.openai_client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
 from dsdr_eval.samples import SAMPLING, GradedSample, Sample, read_graded, read_samples, sample_of
 
@@ -287,13 +287,10 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
 
     rundir.update_metrics(run_dir, rundir.JUDGE_SECTION, blocks)
 
-    config_path = rundir.run_path(run_dir, rundir.CONFIG)
-    if config_path.exists():
-        config = rundir.load_config(run_dir)
-        config["judge"] = {"prompt": prompt_record(settings.budget), "settings": settings.to_config(),
-                           "endpoint": endpoint, "cache": str(cache.path) if cache is not None else None,
-                           "benchmarks": sorted(blocks), "created": rundir.now_iso()}
-        write_json(config_path, config)
+    rundir.record_stage_settings(run_dir, rundir.JUDGE_SECTION, {
+        "prompt": prompt_record(settings.budget), "settings": settings.to_config(), "endpoint": endpoint,
+        "cache": str(cache.path) if cache is not None else None, "benchmarks": sorted(blocks),
+        "created": rundir.now_iso()})
     return blocks
 
 
