@@ -94,17 +94,23 @@ def test_a_malformed_metrics_file_stops_diversity_and_judge_but_not_the_scorer(t
     assert rundir.update_metrics(run, rundir.SCORE_SECTION, SCORE)["benchmarks"]["math500"]["pass1"] == 0.5
 
 
-def test_two_stages_updating_at_once_both_land(tmp_path, monkeypatch):
-    """diversity and judge run at the same time on one run directory: neither section is lost."""
-    run = scored_run(tmp_path / "run", diversity=False, judge=False)
+def _slow_rundir_reads(monkeypatch):
+    """Widen every read-modify-write window of rundir (a read sleeps 0.3 s); returns the real reader."""
     real_read = rundir.read_json
 
-    def slow_read(path):  # widen the read-modify-write window
+    def slow_read(path):
         value = real_read(path)
         time.sleep(0.3)
         return value
 
     monkeypatch.setattr(rundir, "read_json", slow_read)
+    return real_read
+
+
+def test_two_stages_updating_at_once_both_land(tmp_path, monkeypatch):
+    """diversity and judge run at the same time on one run directory: neither section is lost."""
+    run = scored_run(tmp_path / "run", diversity=False, judge=False)
+    _slow_rundir_reads(monkeypatch)
     threads = [threading.Thread(target=rundir.update_metrics, args=(run, section, {"math500": block}))
                for section, block in ((rundir.DIVERSITY_SECTION, DIVERSITY), (rundir.JUDGE_SECTION, JUDGE))]
     for thread in threads:
@@ -125,14 +131,7 @@ def test_stage_settings_in_config_json_have_one_writer_and_both_land(tmp_path, m
     assert rundir.record_stage_settings(run, rundir.DIVERSITY_SECTION, {"x": 1}) is False
     assert not (run / rundir.CONFIG).exists()
     rundir.save_config(run, {"kind": "eval", "label": "a"})
-    real_read = rundir.read_json
-
-    def slow_read(path):  # widen the read-modify-write window
-        value = real_read(path)
-        time.sleep(0.3)
-        return value
-
-    monkeypatch.setattr(rundir, "read_json", slow_read)
+    real_read = _slow_rundir_reads(monkeypatch)
     threads = [threading.Thread(target=rundir.record_stage_settings, args=(run, stage, {"stage": stage}))
                for stage in (rundir.DIVERSITY_SECTION, rundir.JUDGE_SECTION)]
     for thread in threads:
