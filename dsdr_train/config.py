@@ -361,6 +361,12 @@ def validate(cfg: TrainConfig) -> None:
         need(cfg.encoder_max_seq_length >= 3, "encoder_max_seq_length", "must be >= 3 (room for [CLS]/[SEP])")
     if cfg.overlong_buffer is not None:
         need(0 < cfg.overlong_buffer <= cfg.max_response_length, "overlong_buffer", "must be in (0, max_response_length]")
+    from dsdr_train.core_algos.pipeline import check_registered  # torch: only once a run is configured
+
+    try:
+        check_registered(cfg.objective)
+    except ValueError as exc:
+        raise DsdrError(f"config key {exc}") from None
 
 
 def config_from_sources(*, yaml_path: str | None, cli: dict[str, Any], overrides: dict[str, Any]) -> TrainConfig:

@@ -189,7 +189,6 @@ class ObjectiveConfig:
                               ("local_norm", LOCAL_NORMS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}: unknown {getattr(self, name)!r}; expected one of {allowed}")
-        self._check_registered()
         if self.kl_estimator != "low_var_kl":
             raise ValueError(f"kl_estimator: only 'low_var_kl' is implemented, got {self.kl_estimator!r}")
         for name in ("eps", "lambda_d", "tau", "lambda_l", "kl_coef", "overlong_factor"):
@@ -211,17 +210,6 @@ class ObjectiveConfig:
             raise ValueError(f"use_kl={self.use_kl} disagrees with kl_coef={self.kl_coef}: set both")
         if self.lambda_d > 0 and self.reward != "dsdr":
             raise ValueError(f"lambda_d > 0 needs reward='dsdr', got reward={self.reward!r}")
-
-    def _check_registered(self) -> None:
-        """The names dispatched by the trainer exist in core_algos' registries (imported here, lazily:
-        this module stays torch-free for config parsing)."""
-        from dsdr_train.core_algos import (ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY,
-                                           REWARD_SHAPING_REGISTRY)
-
-        for name, registry in (("reward", REWARD_SHAPING_REGISTRY), ("adv_estimator", ADV_ESTIMATOR_REGISTRY),
-                               ("policy_loss", POLICY_LOSS_REGISTRY)):
-            if getattr(self, name) not in registry:
-                raise ValueError(f"{name}: unknown {getattr(self, name)!r}; expected one of {sorted(registry)}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -586,9 +586,10 @@ def test_registries():
 
 
 def test_objective_names_are_checked_against_the_registries():
+    C.check_registered(C.objective_config("grpo"))
     for key in ("reward", "adv_estimator", "policy_loss"):
         with pytest.raises(ValueError, match=key):
-            C.objective_config("grpo", **{key: "nope"})
+            C.check_registered(C.objective_config("grpo", **{key: "nope"}))
 
 
 def test_shape_rewards_dispatches_by_name(monkeypatch):

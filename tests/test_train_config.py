@@ -214,3 +214,12 @@ def test_training_problems_are_the_eval_problem_type_and_grade_with_its_metadata
     olympiad = Problem("olympiadbench", "7", "How far?", "3", {"unit": "m"})
     scoring.grade(RolloutBatch(texts=["3 m"], group_ids=[0], problem_idx=[0]), [olympiad], None)
     assert rows[0]["gold"] == "3" and rows[0]["answer_meta"] == {"unit": "m"}
+
+
+def test_an_unregistered_name_is_a_config_error():
+    """A reward / estimator / policy-loss name no registry holds stops the run at configuration
+    (one DsdrError line, exit 2), not at the first dispatch."""
+    base = {"algo": "grpo", "model": "m", "train_data": "t", "out": "o"}
+    for key in ("reward", "adv_estimator", "policy_loss"):
+        with pytest.raises(DsdrError, match=f"config key {key}: unknown 'nope'"):
+            C.config_from_sources(yaml_path=None, cli=base, overrides={key: "nope"})

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dsdr_train.core_algos.advantages import compute_group_advantage, dapo_keep_groups, group_ids_from_prompt_index
 from dsdr_train.core_algos.losses import (agg_divisors, agg_loss, compute_policy_loss, dsdr_local_entropy_term,
                                           kl_penalty_k3, masked_mean, token_entropy_from_logits)
-from dsdr_train.core_algos.pipeline import ShapedRewards, policy_loss, shape_rewards
+from dsdr_train.core_algos.pipeline import ShapedRewards, check_registered, policy_loss, shape_rewards
 from dsdr_train.core_algos.registry import (ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, REWARD_SHAPING_REGISTRY,
                                             get_adv_estimator_fn, get_policy_loss_fn, get_reward_shaping_fn,
                                             register_adv_estimator, register_policy_loss, register_reward_shaping)
@@ -41,7 +41,7 @@ from dsdr_train.objective import (ALGO_DEFAULTS, ALGO_NOTES, COMMON_NOTES, DAPO_
 __all__ = [
     "ADV_ESTIMATOR_REGISTRY", "ALGO_DEFAULTS", "ALGO_NOTES", "COMMON_NOTES", "DAPO_EXHAUSTED", "LOCAL_NORMS",
     "LOSS_AGG_MODES", "POLICY_LOSS_REGISTRY", "REWARD_KINDS", "REWARD_SHAPING_REGISTRY", "SINGLETON_ADVANTAGES",
-    "STD_MODES", "ObjectiveConfig", "RolloutSignals", "ShapedRewards", "agg_divisors", "agg_loss",
+    "STD_MODES", "ObjectiveConfig", "RolloutSignals", "ShapedRewards", "agg_divisors", "agg_loss", "check_registered",
     "compute_group_advantage", "compute_policy_loss", "dapo_keep_groups", "dapo_overlong_penalty", "darling_reward",
     "darling_rewards", "dsdr_coupling_weights", "dsdr_local_entropy_term", "dsdr_reward", "dsdr_shaped_rewards",
     "get_adv_estimator_fn", "get_policy_loss_fn", "get_reward_shaping_fn", "group_ids_from_prompt_index",

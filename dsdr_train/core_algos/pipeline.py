@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from dsdr_train.core_algos.registry import get_adv_estimator_fn, get_policy_loss_fn, get_reward_shaping_fn
+from dsdr_train.core_algos.registry import (ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, REWARD_SHAPING_REGISTRY,
+                                          get_adv_estimator_fn, get_policy_loss_fn, get_reward_shaping_fn)
 from dsdr_train.core_algos.rewards import RolloutSignals, dsdr_coupling_weights, overlong_term
 from dsdr_train.objective import ObjectiveConfig
 
@@ -62,3 +63,13 @@ def policy_loss(config: ObjectiveConfig, log_probs: Tensor, old_log_probs: Tenso
         log_probs, old_log_probs, advantages, response_mask, clip_ratio_low=config.clip_ratio_low,
         clip_ratio_high=config.clip_ratio_high, loss_agg_mode=config.loss_agg_mode, clamp=config.log_ratio_clamp,
         **divisors)
+
+
+def check_registered(config: ObjectiveConfig) -> None:
+    """The names this config dispatches to exist in the registries (``ValueError`` naming the valid
+    ones otherwise). Checked here, beside the dispatch, so the torch-free ``objective`` module
+    imports nothing of core_algos."""
+    for key, registry in (("reward", REWARD_SHAPING_REGISTRY), ("adv_estimator", ADV_ESTIMATOR_REGISTRY),
+                          ("policy_loss", POLICY_LOSS_REGISTRY)):
+        if getattr(config, key) not in registry:
+            raise ValueError(f"{key}: unknown {getattr(config, key)!r}; expected one of {sorted(registry)}")
