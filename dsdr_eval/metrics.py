@@ -4,13 +4,16 @@ Definitions (docs/ALGORITHMS.md §5, DSDR paper Table 1 / Table 3):
 
 * ``pass@k`` -- unbiased estimator of Chen et al. (2021), mean over problems of
   ``1 - C(n-c, k) / C(n, k)`` computed as ``1 - prod_{i=n-c+1..n} (1 - k/i)`` (1.0 when n-c < k),
-  from the "sampling" phase; k in {1,2,4,...,64} reported only when every problem has >= k samples.
+  from the "sampling" phase; k = every power of two (1, 2, 4, ...) up to the smallest number of
+  samples any problem has (:func:`k_values`: 64 for dsdr-paper, 256 for darling-paper, whose
+  pass@1 and pass@128 are two of them). pass@1 is the mean correctness of the samples, the DARLING
+  paper's pass@1.
 * ``avg@n`` -- mean over problems of the fraction of correct samples (all n "sampling" samples).
 * ``avg@16`` / ``avg@64`` -- the same over the first 16 / 64 samples of each problem by
   ``sample_idx`` (reported only when every problem has that many).
 * ``pass1`` -- the paper's Pass@1: correctness of the single low-temperature rollout ("pass1"
   phase; the mean if a problem has several), reported only when that phase is present.
-* ``maj@k`` -- majority vote over the first k "sampling" samples (by ``sample_idx``) on their
+* ``maj@k`` -- for the same k, majority vote over the first k "sampling" samples (by ``sample_idx``) on their
   math-equivalence ``answer_class``; samples without an answer do not vote; a tie is broken in
   favour of the class that appears first among those k samples; 0 when none of them has an
   answer. A problem scores 1 when the winning class is correct.
@@ -44,9 +47,14 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import status_counts
 from dsdr_eval.samples import PASS1, SAMPLING, GradedSample, as_graded, iter_by_problem
 
-K_VALUES = (1, 2, 4, 8, 16, 32, 64)
 AVG_AT = (16, 64)
 TABLE1_BENCHMARKS = ("aime24", "aime25", "math500", "minerva", "olympiadbench")  # DSDR paper Table 1
+
+
+def k_values(n_min: int) -> tuple[int, ...]:
+    """The k of pass@k / maj@k for a benchmark whose problems have at least ``n_min`` samples: every
+    power of two <= n_min (a k is reported only when every problem has >= k samples)."""
+    return tuple(1 << e for e in range(n_min.bit_length())) if n_min >= 1 else ()
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -104,12 +112,11 @@ def _per_problem_values(phases: dict[str, dict[str, list[GradedSample]]]) -> tup
         for k in AVG_AT:
             if n_min >= k:
                 values[f"avg@{k}"] = np.array([np.mean([r.correct for r in p[:k]]) for p in problems])
-        for k in K_VALUES:
-            if n_min >= k:
-                values[f"pass@{k}"] = np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)])
-                values[f"maj@{k}"] = np.array([
-                    float(majority_correct([r.answer_class for r in p[:k]], [r.correct for r in p[:k]]))
-                    for p in problems])
+        for k in k_values(n_min):
+            values[f"pass@{k}"] = np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)])
+            values[f"maj@{k}"] = np.array([
+                float(majority_correct([r.answer_class for r in p[:k]], [r.correct for r in p[:k]]))
+                for p in problems])
     pass1 = phases.get(PASS1, {})
     if pass1:
         values["pass1"] = np.array([np.mean([r.correct for r in p]) for p in pass1.values()])

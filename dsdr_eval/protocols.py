@@ -1,21 +1,41 @@
-"""Named evaluation protocols (frozen) and the deterministic per-request seeds.
+"""Evaluation protocols (frozen): the named ones, protocol files, and the per-request seeds.
 
 ``dsdr-paper`` is the DSDR paper's Table 3 protocol (docs/ALGORITHMS.md §5):
 * phase ``pass1``: one rollout per problem at T=0.1, top-p 0.9 -> the paper's Pass@1;
 * phase ``sampling``: 64 rollouts at T=0.7, top-p 0.9 -> Avg@16 (first 16), Avg@64 and the
-  unbiased Pass@k for k <= 64 (computed by dsdr_eval.metrics);
+  unbiased Pass@k for every power of two k <= 64 (computed by dsdr_eval.metrics);
 * max response length 4096 tokens (8192 for the Qwen3 runs: ``--max-tokens 8192``).
+
+``darling-paper`` is the DARLING paper's math protocol (docs/ALGORITHMS.md §5): one ``sampling``
+phase of 256 rollouts at T=0.6, top-p 0.95 -> its pass@1 (the unbiased estimator at k=1, i.e. the
+mean correctness of the 256 samples) and pass@k up to 128. The specification does not give its
+response length; we default to 8192 tokens (the project's length for Qwen3-family models, which
+DARLING's math runs train) -- ``--max-tokens`` overrides it.
+
+A protocol file (``--protocol my.yaml`` or ``.json``, :func:`load_protocol_file`) defines a protocol
+without code::
+
+    name: my-protocol            # recorded in config.json
+    phases:                      # one or both of pass1 / sampling
+      - {phase: sampling, n: 32, temperature: 0.8, top_p: 0.95}
+    max_tokens: 4096
+    seed: 0                      # optional (default 0)
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.samples import PASS1 as PHASE_PASS1  # the phase names are defined in the sample schema
+from dsdr_eval.samples import PHASES
 from dsdr_eval.samples import SAMPLING as PHASE_SAMPLING
+
 _SEED_MODULUS = 2**31 - 1  # fits every engine's seed type (torch, vLLM, OpenAI `seed`)
 
 
@@ -63,6 +83,9 @@ PROTOCOLS: dict[str, Protocol] = {
     # docs/ALGORITHMS.md §5 / DSDR paper Table 3.
     "dsdr-paper": Protocol("dsdr-paper", (Phase(PHASE_PASS1, 1, 0.1, 0.9), Phase(PHASE_SAMPLING, 64, 0.7, 0.9)),
                            max_tokens=4096),
+    # docs/ALGORITHMS.md §5 / DARLING's math evaluation: pass@1 and pass@128 from 256 samples.
+    # Max tokens: not in the specification; 8192 is our default (see the module docstring).
+    "darling-paper": Protocol("darling-paper", (Phase(PHASE_SAMPLING, 256, 0.6, 0.95),), max_tokens=8192),
     # One greedy rollout: deterministic accuracy, no Pass@k.
     "greedy": Protocol("greedy", (Phase(PHASE_PASS1, 1, 0.0, 1.0),), max_tokens=4096),
     # Smoke runs (`make demo`): the paper's shape at a tiny size.
@@ -71,11 +94,137 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 
 
+PROTOCOL_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def get_protocol(name: str) -> Protocol:
     try:
         return PROTOCOLS[name]
     except KeyError:
-        raise DsdrError(f"--protocol {name}: unknown protocol (known: {', '.join(PROTOCOLS)})") from None
+        raise DsdrError(f"--protocol {name}: unknown protocol (known: {', '.join(PROTOCOLS)}; "
+                        f"or a protocol file {'/'.join(PROTOCOL_FILE_SUFFIXES)})") from None
+
+
+def resolve_protocol(spec: str) -> Protocol:
+    """``--protocol``: a built-in name (:data:`PROTOCOLS`) or the path of a protocol file."""
+    if spec in PROTOCOLS:
+        return PROTOCOLS[spec]
+    if Path(spec).suffix.lower() in PROTOCOL_FILE_SUFFIXES or Path(spec).is_file():
+        return load_protocol_file(Path(spec))
+    return get_protocol(spec)
+
+
+def protocol_file_record(path: Path) -> dict[str, Any]:
+    """Where a file protocol came from (config.json ``protocol_file``; not part of the run identity,
+    which is the protocol's content: the same definition from another file is the same protocol)."""
+    return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+# ----------------------------------------------------------------------------- protocol files
+
+_TOP_FIELDS = {"name": True, "phases": True, "max_tokens": True, "seed": False}  # field -> required
+_PHASE_FIELDS = ("phase", "n", "temperature", "top_p")
+
+
+def load_protocol_file(path: Path) -> Protocol:
+    """A protocol from a YAML or JSON file (format: the module docstring). Every problem is one
+    ``DsdrError`` line ``FILE:FIELD: what is wrong``; unknown fields are refused (a typo must not
+    silently fall back to a default). A file may reuse a built-in name only with its exact settings."""
+    where = str(path)
+    if not path.is_file():
+        raise DsdrError(f"{where}: no such protocol file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DsdrError(f"{where}: cannot read the protocol file ({exc})") from None
+    data = _parse_protocol_text(text, where, json_only=path.suffix.lower() == ".json")
+    if not isinstance(data, dict):
+        raise DsdrError(f"{where}: expected a mapping with {', '.join(_TOP_FIELDS)} (got {_type_name(data)})")
+    for key in data:
+        if key not in _TOP_FIELDS:
+            raise DsdrError(f"{where}:{key}: unknown field (fields: {', '.join(_TOP_FIELDS)})")
+    for key, required in _TOP_FIELDS.items():
+        if required and key not in data:
+            raise DsdrError(f"{where}:{key}: missing field")
+    name = data["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise DsdrError(f"{where}:name: must be a non-empty string (got {_type_name(name)})")
+    raw_phases = data["phases"]
+    if not isinstance(raw_phases, list) or not raw_phases:
+        raise DsdrError(f"{where}:phases: must be a non-empty list of phases (got {_type_name(raw_phases)})")
+    phases = tuple(_file_phase(item, f"{where}:phases[{i}]") for i, item in enumerate(raw_phases))
+    seen: set[str] = set()
+    for i, phase in enumerate(phases):
+        if phase.phase in seen:
+            raise DsdrError(f"{where}:phases[{i}].phase: {phase.phase!r} appears twice")
+        seen.add(phase.phase)
+    max_tokens = _integer(data["max_tokens"], f"{where}:max_tokens", minimum=1)
+    seed = _integer(data.get("seed", 0), f"{where}:seed", minimum=0)
+    protocol = Protocol(name.strip(), phases, max_tokens=max_tokens, seed=seed)
+    builtin = PROTOCOLS.get(protocol.name)
+    if builtin is not None and builtin != protocol:
+        raise DsdrError(f"{where}:name: {protocol.name!r} is a built-in protocol with other settings "
+                        "(a run must not pass for it); choose another name")
+    return protocol
+
+
+def _parse_protocol_text(text: str, where: str, *, json_only: bool) -> Any:
+    if json_only:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DsdrError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise DsdrError(f"{where}{line}: not valid YAML ({problem})") from None
+
+
+def _file_phase(item: Any, where: str) -> Phase:
+    if not isinstance(item, dict):
+        raise DsdrError(f"{where}: must be a mapping with {', '.join(_PHASE_FIELDS)} (got {_type_name(item)})")
+    for key in item:
+        if key not in _PHASE_FIELDS:
+            raise DsdrError(f"{where}.{key}: unknown field (fields: {', '.join(_PHASE_FIELDS)})")
+    for key in _PHASE_FIELDS:
+        if key not in item:
+            raise DsdrError(f"{where}.{key}: missing field")
+    phase = item["phase"]
+    if phase not in PHASES:
+        raise DsdrError(f"{where}.phase: must be one of {', '.join(PHASES)} (got {phase!r})")
+    n = _integer(item["n"], f"{where}.n", minimum=1)
+    temperature = _number(item["temperature"], f"{where}.temperature")
+    if temperature < 0:
+        raise DsdrError(f"{where}.temperature: must be >= 0 (got {temperature})")
+    top_p = _number(item["top_p"], f"{where}.top_p")
+    if not 0 < top_p <= 1:
+        raise DsdrError(f"{where}.top_p: must be in (0, 1] (got {top_p})")
+    return Phase(phase, n, temperature, top_p)
+
+
+def _integer(value: Any, where: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DsdrError(f"{where}: must be an integer (got {_type_name(value)})")
+    if value < minimum:
+        raise DsdrError(f"{where}: must be >= {minimum} (got {value})")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DsdrError(f"{where}: must be a finite number (got {_type_name(value)})")
+    return float(value)
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, (bool, int, float)) or value is None:
+        return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {str(value)[:40]!r}" if isinstance(value, str) else type(value).__name__
 
 
 def apply_overrides(protocol: Protocol, *, n: int | None = None, temperature: float | None = None,

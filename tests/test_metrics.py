@@ -201,3 +201,23 @@ def test_paired_comparison_uses_the_same_stratified_bootstrap():
     same = {"aime24": diffs["aime24"], "aime25": diffs["aime24"]}
     assert compare.paired_bootstrap(same, bootstrap=1000, seed=3)[1:3] != compare.paired_bootstrap(
         {"aime24": diffs["aime24"]}, bootstrap=1000, seed=3)[1:3]
+
+
+def test_pass_at_k_for_every_power_of_two_up_to_n_darling_protocol():
+    """n = 256 (darling-paper): pass@k and maj@k for k = 1 .. 256; pass@1 is the mean correctness of
+    the samples (DARLING's pass@1) and pass@128 the unbiased estimator (Eq. 18)."""
+    rng = np.random.default_rng(7)
+    correct = rng.random((6, 256)) < np.linspace(0.002, 0.6, 6)[:, None]
+    entry = compute_metrics(_rows("aime25", correct), bootstrap=50)["benchmarks"]["aime25"]
+    powers = [str(2 ** e) for e in range(9)]
+    assert list(entry["pass@k"]) == powers and list(entry["maj@k"]) == powers
+    assert list(entry["ci95"]["pass@k"]) == powers
+    c = correct.sum(axis=1)
+    assert entry["pass@k"]["128"] == pytest.approx(np.mean([float(exact_pass_at_k(256, int(ci), 128)) for ci in c]))
+    assert entry["pass@k"]["1"] == pytest.approx(correct.mean()) == pytest.approx(entry["avg@n"])
+    assert entry["pass@k"]["256"] == pytest.approx(np.mean(c > 0))
+    # a k is reported only when every problem has >= k samples: 200 samples -> up to 128
+    fewer = compute_metrics(_rows("b", correct[:, :200]), bootstrap=0)["benchmarks"]["b"]
+    assert list(fewer["pass@k"]) == powers[:-1]
+    one = compute_metrics(_rows("b", correct[:, :1]), bootstrap=0)["benchmarks"]["b"]
+    assert list(one["pass@k"]) == ["1"]

@@ -14,6 +14,7 @@ from dsdr_eval.prompts import (BUILTIN_TEMPLATES, PromptTemplate, encode_prompt,
                                resolve_chat_mode)
 from dsdr_eval.protocols import PROTOCOLS, apply_overrides, derive_seed, get_protocol
 from dsdr_eval import runner
+from test_cli_bad_args import RUN, _argv, invoke, tripwires, world  # noqa: F401 - fixtures used by name
 
 
 def test_default_template_is_the_qwen_boxed_instruction_and_keeps_latex_braces():
@@ -206,3 +207,141 @@ def test_hostile_completion_text_is_written_safely(tmp_path):
     [back] = read_jsonl(tmp_path / "s.jsonl")
     assert back["completion"].startswith("lone surrogate ") and "\\boxed{1}" in back["completion"]
     assert back["seed"] == 5 and back["sample_idx"] == 0 and back["phase"] == "sampling"
+
+
+# ----------------------------------------------------------------------------- darling-paper, protocol files
+
+def test_darling_protocol_matches_algorithms_section_5():
+    darling = get_protocol("darling-paper")
+    assert [(p.phase, p.n, p.temperature, p.top_p) for p in darling.phases] == [("sampling", 256, 0.6, 0.95)]
+    assert darling.max_tokens == 8192 and darling.seed == 0
+    assert get_protocol("dsdr-paper") != darling
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_protocol_file_yaml_and_json_define_the_same_protocol(tmp_path):
+    from dsdr_eval.protocols import load_protocol_file, resolve_protocol
+
+    yaml_file = _write(tmp_path / "mine.yaml", "# my protocol\nname: mine\nphases:\n"
+                       "  - {phase: pass1, n: 1, temperature: 0, top_p: 1}\n"
+                       "  - phase: sampling\n    n: 32\n    temperature: 0.8\n    top_p: 0.95\n"
+                       "max_tokens: 2048\nseed: 5\n")
+    json_file = _write(tmp_path / "other.json", json.dumps({
+        "name": "mine", "max_tokens": 2048, "seed": 5,
+        "phases": [{"phase": "pass1", "n": 1, "temperature": 0.0, "top_p": 1.0},
+                   {"phase": "sampling", "n": 32, "temperature": 0.8, "top_p": 0.95}]}))
+    from_yaml, from_json = load_protocol_file(yaml_file), resolve_protocol(str(json_file))
+    assert from_yaml == from_json and from_yaml.to_config() == from_json.to_config()
+    assert [(p.phase, p.n, p.temperature, p.top_p) for p in from_yaml.phases] == [
+        ("pass1", 1, 0.0, 1.0), ("sampling", 32, 0.8, 0.95)]
+    assert from_yaml.max_tokens == 2048 and from_yaml.seed == 5
+    no_seed = load_protocol_file(_write(tmp_path / "s.yaml", "name: s\nphases: [{phase: sampling, n: 2, "
+                                        "temperature: 1, top_p: 1}]\nmax_tokens: 8\n"))
+    assert no_seed.seed == 0
+    # the overrides apply to a file protocol as to a named one
+    assert apply_overrides(from_yaml, n=4).name == "mine+custom"
+    # a file that restates a built-in protocol is that protocol; one that reuses its name is refused
+    same = _write(tmp_path / "darling.yaml", "name: darling-paper\nmax_tokens: 8192\nphases:\n"
+                  "  - {phase: sampling, n: 256, temperature: 0.6, top_p: 0.95}\n")
+    assert load_protocol_file(same) == get_protocol("darling-paper")
+    with pytest.raises(DsdrError, match=r"impostor.yaml:name: 'dsdr-paper' is a built-in"):
+        load_protocol_file(_write(tmp_path / "impostor.yaml", "name: dsdr-paper\nmax_tokens: 4096\n"
+                                  "phases: [{phase: sampling, n: 8, temperature: 0.7, top_p: 0.9}]\n"))
+    with pytest.raises(DsdrError, match="unknown protocol"):
+        resolve_protocol("nosuch")
+
+
+_GOOD_PHASE = "{phase: sampling, n: 4, temperature: 0.7, top_p: 0.9}"
+BAD_PROTOCOL_FILES = [
+    # (id, file name, content, the FILE:FIELD the one-line error must name)
+    ("missing-name", "p.yaml", f"phases: [{_GOOD_PHASE}]\nmax_tokens: 64\n", "p.yaml:name: missing field"),
+    ("missing-max-tokens", "p.yaml", f"name: x\nphases: [{_GOOD_PHASE}]\n", "p.yaml:max_tokens: missing field"),
+    ("missing-phase-top-p", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: 4, temperature: 1}]\n",
+     "p.yaml:phases[0].top_p: missing field"),
+    ("n-zero", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: 0, temperature: 1, top_p: 1}]\n",
+     "p.yaml:phases[0].n: must be >= 1"),
+    ("n-string", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: '4', temperature: 1, top_p: 1}]\n",
+     "p.yaml:phases[0].n: must be an integer"),
+    ("n-float", "p.json", json.dumps({"name": "x", "max_tokens": 64, "phases": [
+        {"phase": "sampling", "n": 2.5, "temperature": 1, "top_p": 1}]}), "p.json:phases[0].n: must be an integer"),
+    ("max-tokens-bool", "p.yaml", f"name: x\nphases: [{_GOOD_PHASE}]\nmax_tokens: true\n",
+     "p.yaml:max_tokens: must be an integer"),
+    ("top-p-above-1", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: 4, temperature: 1, top_p: 1.5}]\n",
+     "p.yaml:phases[0].top_p: must be in (0, 1]"),
+    ("top-p-zero", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: 4, temperature: 1, top_p: 0}]\n",
+     "p.yaml:phases[0].top_p: must be in (0, 1]"),
+    ("temperature-negative", "p.yaml", "name: x\nmax_tokens: 64\nphases:\n"
+     f"  - {_GOOD_PHASE}\n  - {{phase: pass1, n: 1, temperature: -0.1, top_p: 1}}\n",
+     "p.yaml:phases[1].temperature: must be >= 0"),
+    ("temperature-nan", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: 4, temperature: .nan, top_p: 1}]\n",
+     "p.yaml:phases[0].temperature: must be a finite number"),
+    ("phase-unknown", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: warmup, n: 4, temperature: 1, top_p: 1}]\n",
+     "p.yaml:phases[0].phase: must be one of pass1, sampling"),
+    ("phase-twice", "p.yaml", f"name: x\nmax_tokens: 64\nphases: [{_GOOD_PHASE}, {_GOOD_PHASE}]\n",
+     "p.yaml:phases[1].phase: 'sampling' appears twice"),
+    ("phases-empty", "p.yaml", "name: x\nmax_tokens: 64\nphases: []\n", "p.yaml:phases: must be a non-empty list"),
+    ("unknown-field", "p.yaml", f"name: x\nmax_token: 64\nphases: [{_GOOD_PHASE}]\n", "p.yaml:max_token: unknown field"),
+    ("unknown-phase-field", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: 4, temperature: 1, "
+     "top_p: 1, top_k: 20}]\n", "p.yaml:phases[0].top_k: unknown field"),
+    ("seed-negative", "p.yaml", f"name: x\nseed: -1\nmax_tokens: 64\nphases: [{_GOOD_PHASE}]\n",
+     "p.yaml:seed: must be >= 0"),
+    ("not-a-mapping", "p.yaml", "- just\n- a list\n", "p.yaml: expected a mapping"),
+    ("yaml-syntax", "p.yaml", "name: x\nphases: [unclosed\n", "p.yaml:3: not valid YAML"),
+    ("json-syntax", "p.json", '{"name": "x",\n', "p.json:2: not valid JSON"),
+    ("no-such-file", "absent.yaml", None, "absent.yaml: no such protocol file"),
+]
+
+
+@pytest.mark.parametrize("case_id,name,content,expected", BAD_PROTOCOL_FILES, ids=[c[0] for c in BAD_PROTOCOL_FILES])
+def test_bad_protocol_file_is_one_line_file_field_and_exit_2(case_id, name, content, expected, tmp_path, world,
+                                                             data_dir, tripwires):
+    """`dsdr-eval run --protocol bad.yaml ...`: exit 2, one line naming FILE:FIELD, before any backend."""
+    from dsdr_eval.cli import main
+
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    code, _, err = invoke(main, _argv(RUN + ["--protocol", str(path)], world, data_dir))
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, f"{case_id}: exit {code!r}; stderr: {err[-600:]}"
+    assert len(lines) == 1 and "Traceback" not in err, lines
+    assert f"{tmp_path}/{expected}" in lines[0], lines[0]
+
+
+def test_file_protocol_resumes_a_run_of_the_same_content(tmp_path, world, data_dir, tripwires, monkeypatch):
+    """The run identity is the protocol's content: a file restating darling-paper resumes a
+    darling-paper run directory (and the file is recorded beside it); other content is refused."""
+    from dsdr_eval.cli import main
+    from dsdr_eval.jsonl import write_json
+
+    seen: list[dict] = []
+    real_check = runner.check_resume_config
+
+    def check(run_dir, config, **kwargs):
+        seen.append(config)
+        return real_check(run_dir, config, **kwargs)
+
+    monkeypatch.setattr(runner, "check_resume_config", check)
+    out = tmp_path / "run_dir"
+    argv = _argv(RUN + ["--out", str(out)], world, data_dir)
+    code, _, err = invoke(main, argv + ["--protocol", "darling-paper"])
+    assert code == "accepted (run: built a backend)", err
+    assert "protocol_file" not in seen[-1]
+    out.mkdir(exist_ok=True)
+    write_json(out / "config.json", seen[-1])  # what the named run recorded
+
+    same = _write(tmp_path / "same.yaml", "name: darling-paper\nseed: 0\nmax_tokens: 8192\nphases:\n"
+                  "  - {phase: sampling, n: 256, temperature: 0.6, top_p: 0.95}\n")
+    code, _, err = invoke(main, argv + ["--protocol", str(same)])
+    assert code == "accepted (run: built a backend)", err
+    assert seen[-1]["protocol"] == get_protocol("darling-paper").to_config()
+    assert seen[-1]["protocol_file"]["path"] == str(same) and len(seen[-1]["protocol_file"]["sha256"]) == 64
+
+    other = _write(tmp_path / "other.yaml", "name: darling-like\nmax_tokens: 8192\nphases:\n"
+                   "  - {phase: sampling, n: 256, temperature: 0.6, top_p: 0.95}\n")
+    code, _, err = invoke(main, argv + ["--protocol", str(other)])
+    assert code == 2 and "different protocol" in err, err

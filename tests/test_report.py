@@ -289,3 +289,50 @@ def test_a_run_with_forced_mixed_settings_is_flagged_in_provenance_and_report(tm
     assert metrics["provenance"]["run_config"]["mixed_settings"] == ["model"]
     notes = protocol_notes([load_run(run)])
     assert any("mixed settings" in note and "model" in note for note in notes)
+
+
+def _darling_run(run_dir: Path, accuracy: float, seed: int) -> Path:
+    """A darling-paper run (256 rollouts per problem) from a synthetic graded set: graded.jsonl,
+    config.json and the real compute_metrics' metrics.json (no generation, no grading)."""
+    from dsdr_eval.jsonl import write_json, write_jsonl
+    from dsdr_eval.metrics import compute_metrics
+    from dsdr_eval.protocols import get_protocol
+
+    correct = np.random.default_rng(seed).random((3, 256)) < np.array([0.01, accuracy, 0.9])[:, None]
+    rows = [{"benchmark": "aime25", "problem_id": f"p{p}", "sample_idx": s, "phase": "sampling", "gold": "1",
+             "completion": "c", "correct": bool(ok), "status": "correct" if ok else "incorrect",
+             "answer_class": 0 if ok else 1} for p, row in enumerate(correct) for s, ok in enumerate(row)]
+    run_dir.mkdir(parents=True)
+    write_jsonl(run_dir / "graded.jsonl", rows)
+    write_json(run_dir / "config.json", {
+        "kind": "eval", "label": run_dir.name, "protocol": get_protocol("darling-paper").to_config(),
+        "backend": {"name": "vllm", "version": "0.11.0"}, "template": {"name": "qwen-boxed", "text": "{problem}"},
+        "benchmarks": [{"name": "aime25", "n_problems": 3}]})
+    write_json(run_dir / "metrics.json", compute_metrics(rows, bootstrap=100))
+    return run_dir
+
+
+def test_report_carries_pass_at_128_of_a_darling_run(tmp_path):
+    """n = 256: Pass@k up to 256 (DARLING's pass@128 among them) in passk.csv, the plot, the paired
+    comparison and the dashboard's figure, with the protocol stated."""
+    a = _darling_run(tmp_path / "grpo", 0.2, 1)
+    b = _darling_run(tmp_path / "darling", 0.4, 2)
+    out = tmp_path / "report"
+    assert run_report([str(a), str(b), "--out", str(out), "--bootstrap", "200"]) == 0
+    passk = read_csv(out / "passk.csv")
+    for label in ("grpo", "darling"):
+        ks = sorted(int(r["k"]) for r in passk if r["label"] == label and r["benchmark"] == "aime25")
+        assert ks == [2 ** e for e in range(9)]
+    metrics = json.loads((b / "metrics.json").read_text())["benchmarks"]["aime25"]
+    row = next(r for r in passk if r["label"] == "darling" and r["k"] == "128")
+    assert float(row["value"]) == pytest.approx(metrics["pass@k"]["128"])
+    assert "pass@128" in {r["metric"] for r in read_csv(out / "comparison.csv")}
+    assert (out / "plots/passk.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    readme = (out / "README.md").read_text()
+    assert "sampling: n=256, T=0.6, top-p=0.95" in readme and "| 8192 |" in readme
+
+    from dashboards import charts
+    from dsdr_eval.results import pass_at_k_records
+
+    figure = charts.pass_at_k_figure(pass_at_k_records([load_run(a), load_run(b)]), "aime25", "AIME25")
+    assert list(figure.layout.xaxis.tickvals) == [2 ** e for e in range(9)]

@@ -43,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--label", default=None, help="free-text label stored in config.json (reports show it)")
 
     proto = parser.add_argument_group("protocol (docs/ALGORITHMS.md §5); every field overridable")
-    proto.add_argument("--protocol", default="dsdr-paper", choices=sorted(PROTOCOLS))
+    proto.add_argument("--protocol", default="dsdr-paper", metavar="NAME|FILE",
+                       help=f"a built-in protocol ({', '.join(PROTOCOLS)}) or a protocol file .yaml/.json "
+                            "(name, phases [{phase, n, temperature, top_p}], max_tokens, seed; README)")
     proto.add_argument("--n", type=integer(1), default=None, help="rollouts of the sampling phase")
     proto.add_argument("--temperature", type=number(0), default=None, help="temperature of the sampling phase")
     proto.add_argument("--top-p", type=number(0, 1, min_open=True), default=None, help="top-p of the sampling phase")
@@ -155,13 +157,13 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
     from dsdr_eval import rundir
     from dsdr_eval.backends import resolve_backend_name
     from dsdr_eval.prompts import load_template
-    from dsdr_eval.protocols import apply_overrides, get_protocol
+    from dsdr_eval.protocols import apply_overrides, protocol_file_record, resolve_protocol
     from dsdr_eval import runner
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     progress = not args.no_progress
-    protocol = apply_overrides(get_protocol(args.protocol), n=args.n, temperature=args.temperature,
+    protocol = apply_overrides(resolve_protocol(args.protocol), n=args.n, temperature=args.temperature,
                                top_p=args.top_p, pass1_temperature=args.pass1_temperature,
                                pass1_top_p=args.pass1_top_p, max_tokens=args.max_tokens, seed=args.seed,
                                phases=args.phases)
@@ -177,6 +179,8 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
         "kind": "eval", "label": args.label, "command": list(argv if argv is not None else sys.argv),
         "model": model.to_config(), "backend": {"name": backend_name},
         "protocol": protocol.to_config(),
+        # a file protocol: where its definition came from (the run identity is `protocol` itself)
+        **({} if args.protocol in PROTOCOLS else {"protocol_file": protocol_file_record(Path(args.protocol))}),
         "template": {"name": template.name, "text": template.text, "raw_text": template.raw_text,
                      "mode": args.prompt_mode, "chat": None},
         "benchmarks": [b.to_config() for b in benchmarks],
@@ -331,7 +335,7 @@ def _print_summary(metrics: dict[str, Any]) -> None:
         rows.append((name, str(m.get("n_problems", "")), str(m.get("n_samples_per_problem", "")),
                      pct(m.get("pass1")), pct(m.get("avg@16")), pct(m.get("avg@n")),
                      f"{pct(pass_at[largest])} @{largest}" if largest else "-", pct(m.get("truncated_fraction"))))
-    print_table("dsdr-eval run, % (Pass@1 = the pass1 phase; Pass@k at the largest k)",
+    print_table("dsdr-eval run, % (Pass@1 = the pass1 phase; Avg@n = pass@1 of the n samples; Pass@k at the largest k)",
                 numeric_columns("benchmark", "problems", "n", "Pass@1", "Avg@16", "Avg@n", "Pass@k", "truncated"), rows)
 
 

@@ -173,7 +173,7 @@ def _compared_metrics(runs: list[RunResults], passk: list[dict[str, Any]], avg_m
     ks = sorted({r["k"] for r in passk if r["benchmark"] != AVERAGE})
     more_than_16 = any((b.n_samples_per_problem or 0) > 16 for r in runs for b in r.benchmarks.values())
     metrics = ["pass1", avg_metric] + (["avg@n"] if avg_metric == "avg@16" and more_than_16 else []) + \
-              [f"pass@{k}" for k in ks if k in (8, 32, 64) or (k == max(ks) and k > 1)]
+              [f"pass@{k}" for k in ks if k in (8, 32, 64, 128) or (k == max(ks) and k > 1)]
     return list(dict.fromkeys(metrics))
 
 
