@@ -1,0 +1,91 @@
+"""Small result files of other tools, each in that tool's own schema (read from its public source):
+
+- lm-evaluation-harness ``--log_samples``: ``lm_eval/evaluator.py`` (the logged example) and
+  ``lm_eval/loggers/evaluation_tracker.py`` (``save_results_samples``: ``samples_<task>_<date>.jsonl``,
+  ``arguments`` as ``gen_args_N``/``arg_M``, responses stringified), ``results_<date>.json``
+  (``lm_eval_version``);
+- Qwen2.5-Math ``evaluation/math_eval.py`` + ``evaluate.py`` (``idx``, ``question``, ``gt_cot``, ``gt``,
+  data-set fields, ``code``, ``pred``, ``report``, ``score``; the file name carries seed and temperature);
+- verl ``RayPPOTrainer._dump_generations`` (``<step>.jsonl``: ``input``, ``output``, ``gts``, ``score``,
+  ``step`` and the reward's extra info, e.g. ``reward``, ``acc``, ``pred``).
+
+Problems and gold answers are the first MATH-500 problems of the shared benchmark file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+LM_EVAL_DATE = "2026-11-30T09-15-02.123456"
+QWEN_NAME = "test_qwen25-math-cot_-1_seed0_t0.6_s0_e-1.jsonl"
+
+
+def math500(data_dir: Path, n: int = 3) -> list[dict[str, Any]]:
+    with (Path(data_dir) / "math500.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line) for _, line in zip(range(n), fh)]
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def completions(gold: str) -> list[str]:
+    """Three completions: the gold boxed, a wrong number boxed, the gold as a bare final line."""
+    return [f"We compute carefully. The answer is $\\boxed{{{gold}}}$.",
+            "After some algebra we get $\\boxed{7919}$.",
+            f"Simplifying gives {gold}, so the final answer is {gold}"]
+
+
+def write_lm_eval(directory: Path, data_dir: Path, *, repeats: int = 3, filters: tuple[str, ...] = ("none",)) -> Path:
+    """samples_hendrycks_math500_<date>.jsonl (+ results_<date>.json), ``repeats`` generations per doc."""
+    rows = []
+    for flt in filters:
+        for doc_id, doc in enumerate(math500(data_dir)):
+            prompt = f"Problem: {doc['problem']}\nAnswer:"
+            texts = completions(doc["answer"])[:repeats]
+            first_answer = doc["answer"] if doc_id != 1 else "7919"  # take_first: the first generation's
+            texts[0] = texts[0] if doc_id != 1 else texts[1]
+            row = {"doc_id": doc_id, "doc": doc, "target": doc["answer"],
+                   "arguments": {"gen_args_0": {"arg_0": prompt, "arg_1": {
+                       "until": ["Problem:"], "do_sample": True, "temperature": 0.6, "top_p": 0.95,
+                       "max_gen_toks": 1024}}},
+                   "resps": [texts], "filtered_resps": [first_answer], "filter": flt, "metrics": ["exact_match"],
+                   "doc_hash": "0" * 64, "prompt_hash": "1" * 64, "target_hash": "2" * 64,
+                   "exact_match": 1.0 if doc_id != 1 else 0.0}
+            rows.append(row)
+    (directory / f"results_{LM_EVAL_DATE}.json").parent.mkdir(parents=True, exist_ok=True)
+    (directory / f"results_{LM_EVAL_DATE}.json").write_text(json.dumps(
+        {"results": {"hendrycks_math500": {"exact_match,none": 0.667}}, "lm_eval_version": "0.4.9",
+         "git_hash": "abc1234", "model_name": "fixture-model", "date": 1764494102.0}), encoding="utf-8")
+    return _write(directory / f"samples_hendrycks_math500_{LM_EVAL_DATE}.jsonl", rows)
+
+
+def write_qwen_math(directory: Path, data_dir: Path) -> Path:
+    """<data_name>/<split>_<prompt_type>_<n>_seed<S>_t<T>_s<a>_e<b>.jsonl with 3 completions per problem."""
+    rows = []
+    for idx, doc in enumerate(math500(data_dir)):
+        code = completions(doc["answer"])
+        rows.append({"idx": idx, "question": doc["problem"], "gt_cot": doc["solution"], "gt": doc["answer"],
+                     "level": doc.get("level"), "type": doc.get("subject"), "code": code,
+                     "pred": [doc["answer"], "7919", ""], "report": [None, None, None],
+                     "score": [True, False, False]})
+    return _write(directory / "math500" / QWEN_NAME, rows)
+
+
+def write_verl(directory: Path, data_dir: Path, *, step: int = 40, with_acc: bool = True) -> Path:
+    """<validation_data_dir>/<step>.jsonl: val_kwargs.n = 3 interleaved completions per prompt."""
+    rows = []
+    for doc in math500(data_dir):
+        prompt = (f"<|im_start|>user\n{doc['problem']} Let's think step by step and output the final answer "
+                  "within \\boxed{}.<|im_end|>\n<|im_start|>assistant\n")
+        for text, good in zip(completions(doc["answer"]), (True, False, False)):
+            row = {"input": prompt, "output": text, "gts": doc["answer"], "score": 1.0 if good else -1.0,
+                   "step": step, "reward": 1.0 if good else -1.0}
+            if with_acc:
+                row.update(acc=good, pred=doc["answer"] if good else "7919")
+            rows.append(row)
+    return _write(directory / f"{step}.jsonl", rows)
