@@ -46,9 +46,9 @@ def write_lm_eval(directory: Path, data_dir: Path, *, repeats: int = 3, filters:
     for flt in filters:
         for doc_id, doc in enumerate(math500(data_dir)):
             prompt = f"Problem: {doc['problem']}\nAnswer:"
-            texts = completions(doc["answer"])[:repeats]
+            texts = completions(doc["answer"])
+            texts = (texts if doc_id != 1 else [texts[1], texts[0], texts[2]])[:repeats]  # doc 1: first one wrong
             first_answer = doc["answer"] if doc_id != 1 else "7919"  # take_first: the first generation's
-            texts[0] = texts[0] if doc_id != 1 else texts[1]
             row = {"doc_id": doc_id, "doc": doc, "target": doc["answer"],
                    "arguments": {"gen_args_0": {"arg_0": prompt, "arg_1": {
                        "until": ["Problem:"], "do_sample": True, "temperature": 0.6, "top_p": 0.95,

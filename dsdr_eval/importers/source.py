@@ -49,6 +49,7 @@ class SourceRun:
     details: dict[str, Any] = field(default_factory=dict)  # other recorded settings (filter, step, ...)
     notes: list[str] = field(default_factory=list)  # what was skipped or inferred, and why
     sha256: str = ""  # of the source file's bytes, as read
+    file: Path | None = None  # the file read, when PATH was a directory (verl)
 
 
 def read_source(path: Path) -> tuple[bytes, str]:

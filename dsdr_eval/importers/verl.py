@@ -63,7 +63,7 @@ def read(path: Path, *, step: int | None = None, **_: Any) -> SourceRun:
                  if use_score else "no 0/1 correctness label in the dump: no source_correct")
     details = {"step": next(iter(steps)) if len(steps) == 1 else sorted(s for s in steps if isinstance(s, int))}
     return SourceRun(TOOL, None, None, records, dict.fromkeys(("temperature", "top_p", "max_tokens", "seed")),
-                     details, notes, sha256)
+                     details, notes, sha256, path)
 
 
 def _gold(row: dict[str, Any], where: str) -> Any:

@@ -44,6 +44,7 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
     if (out_dir / rundir.SAMPLES).exists():
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
     source = IMPORTERS[tool](path, **options)
+    path = source.file or path
     registry, name = _registry(benchmark, data_dir)
     name = name or source.benchmark or DEFAULT_BENCHMARK
     samples, matched = _samples(source, path, name, registry)
