@@ -8,8 +8,10 @@ for ``take_first``), ``filter`` (its name), ``metrics`` (metric names) and each 
 
 A task with several filters logs every document once per filter: one filter is imported
 (``filter_name``, default the first one in the file). The per-document metric is the source's
-verdict on the filtered response, which under ``take_first`` is the first generation only, so
-``source_correct`` is set for sample 0 (from the first 0/1 metric) and left out for the others.
+verdict on the filtered response; with one generation per document that is the verdict on it
+(``source_correct``, from the first 0/1 metric), with several it is a verdict on whatever the
+filter made of them (the first one under ``take_first``, a majority vote under ``maj@k``...), which
+the samples file does not say, so no completion gets one.
 The harness version is in the ``results_<date>.json`` written beside the samples, when present.
 """
 
@@ -48,6 +50,9 @@ def read(path: Path, *, filter_name: str | None = None, **_: Any) -> SourceRun:
         raise DsdrError(f"{path}: no lines with filter {filter_name!r}" if filter_name else f"{path}: no samples")
     match = _FILE_NAME.match(path.name)
     sampling, notes = _sampling(kwargs_seen)
+    if any(len(record.completions) > 1 for record in records):
+        notes.append("several generations per document: the per-document metric judges the filter's output "
+                     "(first generation, majority vote...), not each completion: no source_correct")
     notes += [f"skipped {n} lines of filter {name!r} (the same generations; import one filter: --lm-eval-filter)"
               for name, n in skipped.items()]
     version, details = _results_file(path, match["date"] if match else None, notes)
@@ -65,13 +70,12 @@ def _record(row: dict[str, Any], lineno: int, where: str) -> SourceRecord:
                         "(multiple-choice) task; only generate_until tasks have completions to import")
     completions = string_list(resps[0], where, "resps.0")
     filtered = row.get("filtered_resps")
-    extracted = answers(filtered[0], len(completions)) if isinstance(filtered, list) and filtered else ()
-    if isinstance(filtered, list) and filtered and isinstance(filtered[0], str) and len(completions) > 1:
-        extracted = (filtered[0],) + (None,) * (len(completions) - 1)  # take_first: the first generation's
-    verdict = _verdict(row)
+    extracted: tuple[str | None, ...] = ()
     correct: tuple[bool | None, ...] = ()
-    if verdict is not None and isinstance(filtered, list) and filtered and isinstance(filtered[0], str):
-        correct = (verdict,) + (None,) * (len(completions) - 1)
+    if len(completions) == 1 and isinstance(filtered, list) and len(filtered) == 1:
+        extracted = answers(filtered[0], 1)  # one generation: the filter's output and verdict are its own
+        verdict = _verdict(row)
+        correct = () if verdict is None else (verdict,)
     problem = next((doc[k] for k in ("problem", "question", "Question") if isinstance(doc.get(k), str)), None)
     args = (row.get("arguments") or {}).get("gen_args_0") if isinstance(row.get("arguments"), dict) else None
     prompt = args.get("arg_0") if isinstance(args, dict) and isinstance(args.get("arg_0"), str) else None
