@@ -6,6 +6,9 @@
   (``lm_eval_version``);
 - Qwen2.5-Math ``evaluation/math_eval.py`` + ``evaluate.py`` (``idx``, ``question``, ``gt_cot``, ``gt``,
   data-set fields, ``code``, ``pred``, ``report``, ``score``; the file name carries seed and temperature);
+- lighteval ``EvaluationTracker.save`` (``details/<model>/<date>/details_<task>_<date>.parquet``: one
+  row per ``Detail``: ``doc``, ``metric``, ``model_response`` structs) and ``results/<model>/results_<date>.json``
+  (``config_general.lighteval_sha``, ``model_config.generation_parameters``);
 - verl ``RayPPOTrainer._dump_generations`` (``<step>.jsonl``: ``input``, ``output``, ``gts``, ``score``,
   ``step`` and the reward's extra info, e.g. ``reward``, ``acc``, ``pred``).
 
@@ -89,3 +92,37 @@ def write_verl(directory: Path, data_dir: Path, *, step: int = 40, with_acc: boo
                 row.update(acc=good, pred=doc["answer"] if good else "7919")
             rows.append(row)
     return _write(directory / f"{step}.jsonl", rows)
+
+
+def write_lighteval(output_dir: Path, data_dir: Path, *, num_samples: int = 1) -> Path:
+    """details/<org>/<model>/<date>/details_lighteval|math_500|0_<date>.parquet + the results file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for doc in math500(data_dir):
+        texts = completions(doc["answer"])[:num_samples] if doc["id"] != math500(data_dir)[1]["id"] else \
+            completions(doc["answer"])[1:1 + num_samples]
+        good = 0.0 if doc["id"] == math500(data_dir)[1]["id"] else 1.0
+        rows.append({
+            "doc": {"query": f"Solve: {doc['problem']}", "choices": [doc["answer"]], "gold_index": 0,
+                    "instruction": None, "specific": None, "unconditioned_query": None,
+                    "original_query": doc["problem"], "id": str(len(rows)), "task_name": "lighteval|math_500|0",
+                    "fewshot_samples": [], "generation_size": 2048, "stop_sequences": [], "use_logits": False,
+                    "num_samples": num_samples},
+            "metric": {"extractive_match": good},
+            "model_response": {"input": f"<|user|>Solve: {doc['problem']}", "text": texts,
+                               "text_post_processed": None, "input_tokens": [1, 2], "output_tokens": [[3]]},
+        })
+    date = LM_EVAL_DATE
+    details = output_dir / "details" / "org" / "model" / date
+    details.mkdir(parents=True)
+    path = details / f"details_lighteval|math_500|0_{date}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    results = output_dir / "results" / "org" / "model"
+    results.mkdir(parents=True)
+    (results / f"results_{date}.json").write_text(json.dumps({"config_general": {
+        "lighteval_sha": "0a1b2c3", "model_name": "org/model", "model_config": {"generation_parameters": {
+            "temperature": 0.6, "top_p": 0.95, "max_new_tokens": None, "seed": 7, "top_k": None}}},
+        "results": {}, "versions": {}}), encoding="utf-8")
+    return path

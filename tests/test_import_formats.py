@@ -163,3 +163,35 @@ def test_refuses_an_existing_run_and_a_conflicting_gold(tmp_path, capsys):
     (tmp_path / "done" / "samples.jsonl").write_text("")
     code, _, err = _import(capsys, "--from", "jsonl", path, "--out", tmp_path / "done")
     assert code == 2 and "already exists" in err
+
+
+def test_lighteval_details_become_a_run(tmp_path, data_dir, capsys):
+    path = src.write_lighteval(tmp_path / "out", data_dir)
+    code, _, err = _import(capsys, "--from", "lighteval", path, "--out", tmp_path / "run")
+    assert code == 0, err
+    samples = read_samples(tmp_path / "run" / "samples.jsonl")
+    docs = src.math500(data_dir)
+    assert [(s.benchmark, s.problem_id, s.gold) for s in samples] == [
+        ("lighteval|math_500|0", str(i), d["answer"]) for i, d in enumerate(docs)]
+    assert [s.extra["source_correct"] for s in samples] == [True, False, True]
+    assert samples[0].problem == docs[0]["problem"] and samples[0].prompt.startswith("<|user|>Solve:")
+    config = _config(tmp_path / "run")
+    assert config["source"]["version"] == "git 0a1b2c3"
+    assert config["source"]["sampling"] == {"temperature": 0.6, "top_p": 0.95, "max_tokens": 2048, "seed": 7}
+    assert any("generation_size" in note for note in config["source"]["notes"])
+
+
+def test_lighteval_several_samples_per_doc_and_bad_gold_index(tmp_path, data_dir, capsys):
+    import pyarrow.parquet as pq
+
+    path = src.write_lighteval(tmp_path / "out", data_dir, num_samples=2)
+    assert _import(capsys, "--from", "lighteval", path, "--out", tmp_path / "run")[0] == 0
+    samples = read_samples(tmp_path / "run" / "samples.jsonl")
+    assert [s.sample_idx for s in samples] == [0, 1] * 3 and all("source_correct" not in s.extra for s in samples)
+    rows = pq.read_table(path).to_pylist()
+    rows[1]["doc"]["gold_index"] = 3
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    code, _, err = _import(capsys, "--from", "lighteval", path, "--out", tmp_path / "bad")
+    assert code == 2 and err.startswith(f"error: {path}:2:doc.gold_index: 3 is not an index of doc.choices")

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from dsdr_eval.cli.args import integer, nonempty, output_dir
 
-FORMATS = ("lm-eval", "qwen-math", "verl", "jsonl")  # dsdr_eval.importers.IMPORTERS (not imported for --help)
+FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "jsonl")  # dsdr_eval.importers.IMPORTERS (not imported for --help)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="tool", required=True, choices=FORMATS,
-                        help="the source format: lm-eval (--log_samples samples_<task>_<date>.jsonl), qwen-math "
+                        help="the source format: lm-eval (--log_samples samples_<task>_<date>.jsonl), lighteval "
+                             "(details_<task>_<date>.parquet), qwen-math "
                              "(Qwen2.5-Math math_eval.py output), verl (trainer.validation_data_dir dump: a "
                              "<step>.jsonl or the directory), jsonl (any JSONL, with the field options below)")
     parser.add_argument("path", metavar="PATH", help="the source file (verl: also its directory)")

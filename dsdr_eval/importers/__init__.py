@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dsdr_eval.importers import lm_eval, plain, qwen_math, verl
+from dsdr_eval.importers import lighteval, lm_eval, plain, qwen_math, verl
 from dsdr_eval.importers.source import SourceRun
 
 # --from NAME -> reader (one signature: read(path, **options) -> SourceRun; unknown options are ignored)
 IMPORTERS: dict[str, Callable[..., SourceRun]] = {
     lm_eval.TOOL: lm_eval.read,
+    lighteval.TOOL: lighteval.read,
     qwen_math.TOOL: qwen_math.read,
     verl.TOOL: verl.read,
     plain.TOOL: plain.read,
