@@ -9,6 +9,9 @@
 - lighteval ``EvaluationTracker.save`` (``details/<model>/<date>/details_<task>_<date>.parquet``: one
   row per ``Detail``: ``doc``, ``metric``, ``model_response`` structs) and ``results/<model>/results_<date>.json``
   (``config_general.lighteval_sha``, ``model_config.generation_parameters``);
+- the OpenAI Batch API (``BatchRequestOutput``: ``id``, ``custom_id``, ``response`` {``status_code``,
+  ``request_id``, ``body``: a chat completion}, ``error``; the input file: ``custom_id``, ``method``,
+  ``url``, ``body`` with ``messages`` and the sampling settings);
 - verl ``RayPPOTrainer._dump_generations`` (``<step>.jsonl``: ``input``, ``output``, ``gts``, ``score``,
   ``step`` and the reward's extra info, e.g. ``reward``, ``acc``, ``pred``).
 
@@ -126,3 +129,27 @@ def write_lighteval(output_dir: Path, data_dir: Path, *, num_samples: int = 1) -
             "temperature": 0.6, "top_p": 0.95, "max_new_tokens": None, "seed": 7, "top_k": None}}},
         "results": {}, "versions": {}}), encoding="utf-8")
     return path
+
+
+def write_openai_batch(directory: Path, data_dir: Path) -> tuple[Path, Path]:
+    """batch_input.jsonl (n = 2 per request) and batch_output.jsonl (one request failed)."""
+    inputs, outputs = [], []
+    for i, doc in enumerate(math500(data_dir) + [math500(data_dir)[0]]):  # problem 0 asked twice
+        custom_id = f"req-{i}"
+        inputs.append({"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
+                       "body": {"model": "gpt-fixture", "messages": [
+                           {"role": "system", "content": "You are a careful mathematician."},
+                           {"role": "user", "content": f"{doc['problem']}\nPut the final answer in \\boxed{{}}."}],
+                           "temperature": 0.7, "top_p": 0.9, "max_completion_tokens": 512, "n": 2, "seed": 3}})
+        if i == 2:
+            outputs.append({"id": f"batch_req_{i}", "custom_id": custom_id, "response": None,
+                            "error": {"code": "server_error", "message": "internal"}})
+            continue
+        texts = completions(doc["answer"])[:2]
+        outputs.append({"id": f"batch_req_{i}", "custom_id": custom_id, "error": None, "response": {
+            "status_code": 200, "request_id": f"r{i}", "body": {
+                "id": f"chatcmpl-{i}", "object": "chat.completion", "created": 1764494102, "model": "gpt-fixture-0613",
+                "choices": [{"index": j, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                            for j, t in enumerate(texts)],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 40, "total_tokens": 90}}}})
+    return _write(directory / "batch_input.jsonl", inputs), _write(directory / "batch_output.jsonl", outputs)

@@ -195,3 +195,38 @@ def test_lighteval_several_samples_per_doc_and_bad_gold_index(tmp_path, data_dir
     pq.write_table(pa.Table.from_pylist(rows), path)
     code, _, err = _import(capsys, "--from", "lighteval", path, "--out", tmp_path / "bad")
     assert code == 2 and err.startswith(f"error: {path}:2:doc.gold_index: 3 is not an index of doc.choices")
+
+
+def test_openai_batch_output_with_its_input_and_a_benchmark(tmp_path, data_dir, capsys):
+    inputs, outputs = src.write_openai_batch(tmp_path / "batch", data_dir)
+    code, _, err = _import(capsys, "--from", "openai-batch", outputs, "--out", tmp_path / "run")
+    assert code == 2 and "--batch-input" in err and "--benchmark" in err
+    code, out, err = _import(capsys, "--from", "openai-batch", outputs, "--batch-input", inputs, "--benchmark",
+                             "math500", "--data-dir", data_dir, "--out", tmp_path / "run")
+    assert code == 0, err
+    docs = src.math500(data_dir)
+    samples = read_samples(tmp_path / "run" / "samples.jsonl")
+    # problem 0 asked twice (4 completions), problem 1 once, problem 2's request failed
+    assert [(s.problem_id, s.sample_idx) for s in samples] == [(docs[0]["id"], i) for i in range(2)] + [
+        (docs[1]["id"], 0), (docs[1]["id"], 1), (docs[0]["id"], 2), (docs[0]["id"], 3)]
+    assert {(s.temperature, s.top_p, s.max_tokens, s.seed) for s in samples} == {(0.7, 0.9, 512, 3)}
+    assert samples[0].gold == docs[0]["answer"] and "1 failed requests" in out
+    config = _config(tmp_path / "run")
+    assert config["source"]["tool"] == "openai-batch" and config["benchmarks"][0]["registry"]["n_matched"] == 2
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [
+    (lambda r: r.pop("custom_id"), ":1:custom_id: missing required field 'custom_id'"),
+    (lambda r: r.update(custom_id="nope"), ":1:custom_id: 'nope' is not in the batch input file"),
+    (lambda r: r["response"]["body"].update(choices=[]), ":1:response.body.choices: must be a non-empty list"),
+    (lambda r: r["response"]["body"]["choices"][0]["message"].update(content=5),
+     ":1:response.body.choices.0: content must be a string (got number)"),
+])
+def test_bad_openai_batch_lines(tmp_path, data_dir, capsys, mutate, expected):
+    inputs, outputs = src.write_openai_batch(tmp_path / "batch", data_dir)
+    rows = [json.loads(line) for line in outputs.read_text(encoding="utf-8").splitlines()]
+    mutate(rows[0])
+    outputs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code, _, err = _import(capsys, "--from", "openai-batch", outputs, "--batch-input", inputs, "--benchmark",
+                           "math500", "--data-dir", data_dir, "--out", tmp_path / "run")
+    assert code == 2 and err.startswith(f"error: {outputs}{expected}") and len(err.splitlines()) == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dsdr_eval.cli.args import integer, nonempty, output_dir
 
-FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "jsonl")  # dsdr_eval.importers.IMPORTERS (not imported for --help)
+FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "openai-batch", "jsonl")  # dsdr_eval.importers.IMPORTERS (not imported for --help)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the source format: lm-eval (--log_samples samples_<task>_<date>.jsonl), lighteval "
                              "(details_<task>_<date>.parquet), qwen-math "
                              "(Qwen2.5-Math math_eval.py output), verl (trainer.validation_data_dir dump: a "
-                             "<step>.jsonl or the directory), jsonl (any JSONL, with the field options below)")
+                             "<step>.jsonl or the directory), openai-batch (a Batch API output file, with "
+                             "--batch-input and --benchmark), jsonl (any JSONL, with the field options below)")
     parser.add_argument("path", metavar="PATH", help="the source file (verl: also its directory)")
     parser.add_argument("--out", required=True, type=output_dir, metavar="RUN_DIR",
                         help="the run directory to write (must not already hold samples.jsonl)")
@@ -30,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lm-eval-filter", metavar="NAME", help="lm-eval: the filter whose lines to import "
                         "(default: the first in the file)")
     parser.add_argument("--step", type=integer(0), help="verl with a directory: the step to import (default: the last)")
+    parser.add_argument("--batch-input", metavar="FILE", help="openai-batch: the batch's input file (prompts and "
+                        "sampling settings by custom_id)")
     group = parser.add_argument_group("jsonl field mapping (dotted paths reach nested fields: doc.answer)")
     group.add_argument("--id-field", default="id", type=nonempty, help="problem id (default id)")
     group.add_argument("--gold-field", default="answer", type=nonempty, help="gold answer (default answer)")
@@ -49,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
                       problem=args.problem_field, prompt=args.prompt_field, correct=args.correct_field)
     done = import_run(args.tool, Path(args.path), Path(args.out), benchmark=args.benchmark, label=args.label,
                       command=["dsdr-eval", *sys.argv[1:]], data_dir=args.data_dir,
-                      filter_name=args.lm_eval_filter, step=args.step, fields=fields)
+                      filter_name=args.lm_eval_filter, step=args.step, fields=fields,
+                      batch_input=args.batch_input)
     source = done.config["source"]
     print(f"imported {done.n_samples} completions of {done.n_problems} problems from {args.tool} "
           f"{source['version'] or '(version unknown)'} as benchmark {done.benchmark!r}"

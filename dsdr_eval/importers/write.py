@@ -43,9 +43,10 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
     out_dir, path = Path(out_dir), Path(path)
     if (out_dir / rundir.SAMPLES).exists():
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
-    source = IMPORTERS[tool](path, **options)
-    path = source.file or path
     registry, name = _registry(benchmark, data_dir)
+    problems = None if registry is None else list(registry.values())  # a source without golds needs them
+    source = IMPORTERS[tool](path, problems=problems, **options)
+    path = source.file or path
     name = name or source.benchmark or DEFAULT_BENCHMARK
     samples, matched = _samples(source, path, name, registry)
     config = _config(source, path, name, samples, label, command, registry, matched)
