@@ -230,3 +230,15 @@ def test_bad_openai_batch_lines(tmp_path, data_dir, capsys, mutate, expected):
     code, _, err = _import(capsys, "--from", "openai-batch", outputs, "--batch-input", inputs, "--benchmark",
                            "math500", "--data-dir", data_dir, "--out", tmp_path / "run")
     assert code == 2 and err.startswith(f"error: {outputs}{expected}") and len(err.splitlines()) == 1
+
+
+def test_verl_prompts_are_matched_to_the_benchmark_problem_they_quote(tmp_path, data_dir, capsys):
+    path = src.write_verl(tmp_path / "val", data_dir)
+    code, _, err = _import(capsys, "--from", "verl", path, "--out", tmp_path / "run", "--benchmark", "math500",
+                           "--data-dir", data_dir)
+    assert code == 0, err
+    samples = read_samples(tmp_path / "run" / "samples.jsonl")
+    docs = src.math500(data_dir)
+    assert [(s.benchmark, s.problem_id, s.problem, s.gold) for s in samples[::3]] == [
+        ("math500", d["id"], d["problem"], d["answer"]) for d in docs]
+    assert samples[0].prompt.startswith("<|im_start|>user")

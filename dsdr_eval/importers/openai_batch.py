@@ -16,21 +16,22 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.importers.source import SourceRecord, SourceRun, numbered_rows, read_source, require
+from dsdr_eval.importers.source import ProblemMatcher, SourceRecord, SourceRun, numbered_rows, read_source, require
 from dsdr_eval.jsonl import json_type
 
 TOOL = "openai-batch"
 _SETTINGS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed"}
 
 
-def read(path: Path, *, batch_input: Path | None = None, problems: list[Any] | None = None, **_: Any) -> SourceRun:
+def read(path: Path, *, batch_input: Path | None = None, problems: ProblemMatcher | None = None,
+         **_: Any) -> SourceRun:
     if batch_input is None or problems is None:
         raise DsdrError(f"{path}: an OpenAI batch output has no prompts and no gold answers: give the batch's "
                         "input file (--batch-input FILE) and the benchmark it asked (--benchmark NAME, a registered "
                         "benchmark or a benchmark .jsonl)")
     requests = _inputs(Path(batch_input))
     raw, sha256 = read_source(path)
-    matcher = _Matcher(problems)
+    matcher = problems
     records, failed, bodies = [], 0, []
     for lineno, row in numbered_rows(raw, path):
         where = f"{path}:{lineno}"
@@ -42,7 +43,7 @@ def read(path: Path, *, batch_input: Path | None = None, problems: list[Any] | N
             failed += 1
             continue
         prompt, settings = requests[custom_id]
-        problem = matcher.find(prompt)
+        problem = matcher.within(prompt)
         if problem is None:
             raise DsdrError(f"{where}:custom_id: no problem of the benchmark appears in the prompt of request "
                             f"{custom_id!r} (is --benchmark the data set this batch asked?)")
@@ -104,18 +105,3 @@ def _completions(body: dict[str, Any], where: str) -> tuple[str, ...]:
             raise DsdrError(f"{where}:response.body.choices.{i}: content must be a string (got {json_type(text)})")
         texts.append(text or "")  # no content (a refusal, a tool call): an empty completion, graded as no answer
     return tuple(texts)
-
-
-class _Matcher:
-    """The benchmark problem whose (whitespace-normalised) text appears in a prompt; the longest wins."""
-
-    def __init__(self, problems: list[Any]) -> None:
-        self._problems = sorted(problems, key=lambda p: -len(p.problem))
-        self._texts = [" ".join(p.problem.split()) for p in self._problems]
-        self._cache: dict[str, Any] = {}
-
-    def find(self, prompt: str) -> Any:
-        if prompt not in self._cache:
-            text = " ".join(prompt.split())
-            self._cache[prompt] = next((p for p, t in zip(self._problems, self._texts) if t and t in text), None)
-        return self._cache[prompt]

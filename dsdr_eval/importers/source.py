@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import iter_jsonl_bytes, json_type, read_bytes
@@ -125,3 +125,32 @@ def answers(value: Any, n: int) -> tuple[str | None, ...]:
     """Per-completion extracted answers as the source wrote them (kept for display only)."""
     items = value if isinstance(value, list) and len(value) == n else [value] if n == 1 else []
     return tuple(item if isinstance(item, str) else None if item is None else str(item) for item in items)
+
+
+def normalised(text: str) -> str:
+    """Text with runs of whitespace as one space (how problem texts are compared)."""
+    return " ".join(text.split())
+
+
+class ProblemMatcher:
+    """Benchmark problems (``tasks.Problem``) found by their text: the same text (``exact``), or the
+    problem whose text appears in a prompt (``within``; the longest one when several do, so a short
+    problem inside a longer one's text is not taken for it). Prompts are looked up once each."""
+
+    def __init__(self, problems: Iterable[Any]) -> None:
+        self._by_length = sorted(problems, key=lambda p: -len(p.problem))
+        self._texts = [normalised(p.problem) for p in self._by_length]
+        self._exact = {text: p for text, p in zip(reversed(self._texts), reversed(self._by_length))}
+        self._within: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_length)
+
+    def exact(self, text: str) -> Any:
+        return self._exact.get(normalised(text))
+
+    def within(self, prompt: str) -> Any:
+        if prompt not in self._within:
+            text = normalised(prompt)
+            self._within[prompt] = next((p for p, t in zip(self._by_length, self._texts) if t and t in text), None)
+        return self._within[prompt]

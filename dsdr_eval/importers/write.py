@@ -4,9 +4,10 @@ Each completion is one sample in phase "sampling" (``sample_idx`` 0..n-1 per pro
 order), built and validated by ``dsdr_eval.samples.parse_sample`` like any samples.jsonl line, with
 the source's verdict kept as ``source_correct`` and its extracted answer as ``source_extracted``.
 With ``--benchmark`` naming a registered benchmark (or a benchmark JSONL), problems are matched to
-it by their text: a matched problem takes the registry's id, gold answer (gold fixes included) and
-grading metadata, so the run compares with ``dsdr-eval run`` runs of that benchmark; the source's
-gold is kept as ``source_gold`` where it differs.
+it by their text (a source with only the prompt: the problem text found in it); a matched problem
+takes the registry's id, gold answer (gold fixes included) and grading metadata, so the run
+compares with ``dsdr-eval run`` runs of that benchmark; the source's gold is kept as ``source_gold``
+where it differs.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Any, NamedTuple
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.importers import IMPORTERS
-from dsdr_eval.importers.source import SAMPLING_SETTINGS, SourceRecord, SourceRun
+from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.jsonl import write_jsonl
 from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
-from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
+from dsdr_eval.tasks import BENCHMARKS, load_benchmark
 
 UNKNOWN = "unknown"
 
@@ -44,8 +45,7 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
     if (out_dir / rundir.SAMPLES).exists():
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
     registry, name = _registry(benchmark, data_dir)
-    problems = None if registry is None else list(registry.values())  # a source without golds needs them
-    source = IMPORTERS[tool](path, problems=problems, **options)
+    source = IMPORTERS[tool](path, problems=registry, **options)  # a source without golds needs them
     path = source.file or path
     name = name or source.benchmark or DEFAULT_BENCHMARK
     samples, matched = _samples(source, path, name, registry)
@@ -57,23 +57,19 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
     return Imported(source, name, len({s.problem_id for s in samples}), len(samples), n_labels, config)
 
 
-def _normalised(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[dict[str, Problem] | None, str | None]:
-    """(problem text -> registry problem, benchmark name) for a registered benchmark or a benchmark
-    JSONL; (None, name) for any other name (a label only)."""
+def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[ProblemMatcher | None, str | None]:
+    """(the problems of a registered benchmark or a benchmark JSONL, its name); (None, name) for any
+    other name (a label only)."""
     if benchmark is None:
         return None, None
     if benchmark not in BENCHMARKS and not (benchmark.endswith(".jsonl") and Path(benchmark).is_file()):
         return None, benchmark
     problems = load_benchmark(benchmark, data_dir=data_dir)
-    return {_normalised(p.problem): p for p in problems}, problems[0].benchmark
+    return ProblemMatcher(problems), problems[0].benchmark
 
 
 def _samples(source: SourceRun, path: Path, benchmark: str,
-             registry: dict[str, Problem] | None) -> tuple[list[Sample], set[str]]:
+             registry: ProblemMatcher | None) -> tuple[list[Sample], set[str]]:
     """Every completion as a validated Sample; the ids of problems matched to the registry."""
     samples: list[Sample] = []
     next_idx: dict[str, int] = {}
@@ -105,13 +101,16 @@ def _samples(source: SourceRun, path: Path, benchmark: str,
     return samples, matched
 
 
-def _identity(record: SourceRecord, benchmark: str, registry: dict[str, Problem] | None,
+def _identity(record: SourceRecord, benchmark: str, registry: ProblemMatcher | None,
               where: str) -> dict[str, Any]:
     """benchmark / problem_id / gold / problem / prompt of a record, from the registry when it matches."""
     problem_id = record.problem_id if isinstance(record.problem_id, str) else str(record.problem_id)
     row: dict[str, Any] = {"benchmark": benchmark, "phase": SAMPLING, "problem_id": problem_id, "gold": record.gold,
                            "problem": record.problem, "prompt": record.prompt}
-    known = registry.get(_normalised(record.problem)) if registry and record.problem else None
+    known = None
+    if registry is not None:  # the problem's own text, else the problem quoted in the prompt (verl)
+        known = registry.exact(record.problem) if record.problem else None
+        known = known if known is not None or not record.prompt else registry.within(record.prompt)
     if known is not None:
         row.update(problem_id=known.id, gold=known.answer, problem=known.problem, answer_meta=known.answer_meta,
                    source_id=record.problem_id)
@@ -134,7 +133,7 @@ def _source_fields(record: SourceRecord, j: int) -> dict[str, Any]:
 
 
 def _config(source: SourceRun, path: Path, benchmark: str, samples: list[Sample], label: str | None,
-            command: list[str] | None, registry: dict[str, Problem] | None, matched: set[str]) -> dict[str, Any]:
+            command: list[str] | None, registry: ProblemMatcher | None, matched: set[str]) -> dict[str, Any]:
     """config.json of an imported run: the source (tool, version, file, sha256, every recorded
     setting, unknown ones as "unknown") and the protocol the samples were generated with."""
     per_problem: dict[str, int] = {}
