@@ -242,3 +242,14 @@ def test_verl_prompts_are_matched_to_the_benchmark_problem_they_quote(tmp_path, 
     assert [(s.benchmark, s.problem_id, s.problem, s.gold) for s in samples[::3]] == [
         ("math500", d["id"], d["problem"], d["answer"]) for d in docs]
     assert samples[0].prompt.startswith("<|im_start|>user")
+
+
+def test_hostile_completion_text_is_cleaned_not_fatal(tmp_path, capsys):
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"id": 1, "answer": "4", "completion": ["ok \\\\boxed{4}", "bad \\ud800 text"]}\n'
+                    '{"id": 2, "answer": "5", "completion": "x\\udfff"}\n', encoding="utf-8")
+    code, _, err = _import(capsys, "--from", "jsonl", path, "--out", tmp_path / "run")
+    assert code == 0, err
+    assert "completion: lone surrogate(s)" in err and "in 2 samples" in err
+    samples = read_samples(tmp_path / "run" / "samples.jsonl")
+    assert [s.completion for s in samples] == ["ok \\boxed{4}", "bad \ufffd text", "x\ufffd"]
