@@ -63,6 +63,9 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         "created": rundir.now_iso(),
         "versions": rundir.library_versions(),
     })
+    agreement = source_agreement(graded)
+    if agreement is not None:  # an imported run: our grader beside the source tool's
+        provenance["source_agreement"] = agreement
     run_config = _run_config_summary(samples_path.parent)
     if run_config:
         provenance["run_config"] = run_config
@@ -71,6 +74,27 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     # the scores' section of metrics.json; diversity / judge blocks already there are kept
     return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
                                                    summary=metrics))
+
+
+def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str, Any] | None:
+    """How often our verdict equals the source tool's (``source_correct``, kept by ``dsdr-eval import``):
+    counts overall and per benchmark, and the first ``shown`` disagreeing samples; None without labels."""
+    pairs = [(record, record.sample.extra["source_correct"]) for record in graded
+             if isinstance(record.sample.extra.get("source_correct"), bool)]
+    if not pairs:
+        return None
+    differ = [(record, theirs) for record, theirs in pairs if record.correct != theirs]
+    per_benchmark: dict[str, dict[str, int]] = {}
+    for record, theirs in pairs:
+        counts = per_benchmark.setdefault(record.sample.benchmark, {"n_compared": 0, "n_agree": 0})
+        counts["n_compared"] += 1
+        counts["n_agree"] += record.correct == theirs
+    return {"n_compared": len(pairs), "n_agree": len(pairs) - len(differ), "n_disagree": len(differ),
+            "fraction": (len(pairs) - len(differ)) / len(pairs), "per_benchmark": per_benchmark,
+            "disagreements": [{"key": list(record.key), "ours": record.correct, "source": theirs,
+                               "extracted": record.extracted,
+                               "source_extracted": record.sample.extra.get("source_extracted")}
+                              for record, theirs in differ[:shown]]}
 
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("dsdr_eval.cli.score", "grade samples with math-verify and compute Pass@k / Avg@k / maj@k with CIs"),
     "diversity": ("dsdr_eval.cli.diversity", "compute DSDR, DARLING partition, Vendi, lexical and answer diversity metrics for a run"),
     "judge": ("dsdr_eval.cli.judge", "LLM-as-judge diversity scores through an OpenAI-compatible endpoint"),
+    "import": ("dsdr_eval.cli.importing", "import another tool's results (lm-eval, lighteval, Qwen2.5-Math, verl, OpenAI batch, JSONL) as a run directory"),
     "report": ("dsdr_eval.cli.report", "tables and plots comparing runs against the paper's numbers"),
 }
 

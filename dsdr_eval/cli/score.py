@@ -50,8 +50,24 @@ def main(args: argparse.Namespace) -> int:
                             progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed,
                             options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance))
     print_summary(metrics)
+    print_agreement(metrics["provenance"].get("source_agreement"))
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")
     return 0
+
+
+def print_agreement(agreement: dict[str, Any] | None) -> None:
+    """Our grader against the source tool's verdicts (an imported run), with the disagreeing samples."""
+    if not agreement:
+        return
+    print(f"agreement with the source's grader: {agreement['n_agree']}/{agreement['n_compared']} "
+          f"({100 * agreement['fraction']:.1f}%), {agreement['n_disagree']} disagree")
+    for item in agreement["disagreements"]:
+        print(f"  {tuple(item['key'])}: ours {'correct' if item['ours'] else 'incorrect'} "
+              f"(extracted {item['extracted']!r}), source {'correct' if item['source'] else 'incorrect'} "
+              f"(extracted {item['source_extracted']!r})")
+    if agreement["n_disagree"] > len(agreement["disagreements"]):
+        print(f"  ... {agreement['n_disagree'] - len(agreement['disagreements'])} more "
+              "(graded.jsonl: compare 'correct' with 'source_correct')")
 
 
 def _fmt(value: Any, ci: Any = None) -> str:

@@ -1,0 +1,67 @@
+"""`dsdr-eval import`: another tool's result file becomes a run directory (samples.jsonl + config.json)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dsdr_eval.cli.args import integer, nonempty, output_dir
+
+FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "openai-batch", "jsonl")  # dsdr_eval.importers.IMPORTERS (not imported for --help)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="tool", required=True, choices=FORMATS,
+                        help="the source format: lm-eval (--log_samples samples_<task>_<date>.jsonl), lighteval "
+                             "(details_<task>_<date>.parquet), qwen-math "
+                             "(Qwen2.5-Math math_eval.py output), verl (trainer.validation_data_dir dump: a "
+                             "<step>.jsonl or the directory), openai-batch (a Batch API output file, with "
+                             "--batch-input and --benchmark), jsonl (any JSONL, with the field options below)")
+    parser.add_argument("path", metavar="PATH", help="the source file (verl: also its directory)")
+    parser.add_argument("--out", required=True, type=output_dir, metavar="RUN_DIR",
+                        help="the run directory to write (must not already hold samples.jsonl)")
+    parser.add_argument("--benchmark", type=nonempty, metavar="NAME",
+                        help="benchmark name of the samples (default: the source's task / data set name, else "
+                             "'default'); a registered benchmark or a benchmark .jsonl also matches problems by "
+                             "text and takes its ids, gold answers and grading metadata")
+    parser.add_argument("--data-dir", metavar="DIR", help="benchmark JSONL directory for --benchmark "
+                        "(default $DSDR_DATA_DIR)")
+    parser.add_argument("--label", type=nonempty, help="run label for reports (default: the directory name)")
+    parser.add_argument("--lm-eval-filter", metavar="NAME", help="lm-eval: the filter whose lines to import "
+                        "(default: the first in the file)")
+    parser.add_argument("--step", type=integer(0), help="verl with a directory: the step to import (default: the last)")
+    parser.add_argument("--batch-input", metavar="FILE", help="openai-batch: the batch's input file (prompts and "
+                        "sampling settings by custom_id)")
+    group = parser.add_argument_group("jsonl field mapping (dotted paths reach nested fields: doc.answer)")
+    group.add_argument("--id-field", default="id", type=nonempty, help="problem id (default id)")
+    group.add_argument("--gold-field", default="answer", type=nonempty, help="gold answer (default answer)")
+    group.add_argument("--completion-field", default="completion", type=nonempty,
+                       help="a completion, or a list of them (default completion)")
+    group.add_argument("--problem-field", default="problem", type=nonempty, help="problem text (default problem)")
+    group.add_argument("--prompt-field", type=nonempty, help="prompt sent to the model (default: none)")
+    group.add_argument("--correct-field", type=nonempty,
+                       help="the source's verdict: true/false or 0/1, or a list per completion (default: none)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from dsdr_eval.importers.plain import FieldMap
+    from dsdr_eval.importers.write import import_run
+
+    fields = FieldMap(id=args.id_field, gold=args.gold_field, completion=args.completion_field,
+                      problem=args.problem_field, prompt=args.prompt_field, correct=args.correct_field)
+    done = import_run(args.tool, Path(args.path), Path(args.out), benchmark=args.benchmark, label=args.label,
+                      command=["dsdr-eval", *sys.argv[1:]], data_dir=args.data_dir,
+                      filter_name=args.lm_eval_filter, step=args.step, fields=fields,
+                      batch_input=args.batch_input)
+    source = done.config["source"]
+    print(f"imported {done.n_samples} completions of {done.n_problems} problems from {args.tool} "
+          f"{source['version'] or '(version unknown)'} as benchmark {done.benchmark!r}"
+          f"; {done.n_labels} carry the source's verdict (source_correct)")
+    unknown = [name for name, value in source["sampling"].items() if value == "unknown"]
+    if unknown:
+        print(f"not recorded by the source: {', '.join(unknown)}")
+    for note in source["notes"]:
+        print(f"note: {note}")
+    print(f"wrote {Path(args.out) / 'samples.jsonl'} and config.json; next: dsdr-eval score {args.out}")
+    return 0

@@ -1,0 +1,156 @@
+"""What every importer reads a source file into, and the checks they share.
+
+An importer turns one result file of another tool into a ``SourceRun``: the tool, its version when
+the file says, the sampling settings the file records (None = not recorded, never guessed) and one
+``SourceRecord`` per source line (a problem with one or more completions). ``dsdr_eval.importers.write``
+turns that into a run directory. Every error is a DsdrError ``FILE:LINE:FIELD: message`` naming the
+source's own field (``resps.0``, ``code``, ``gts``), so the user knows what to fix in the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.jsonl import iter_jsonl_bytes, json_type, read_bytes
+
+SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # Sample fields a source may record
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One source line: a problem and its completions (several per line, or one per line of many).
+
+    ``source_correct`` / ``source_extracted``: per completion, the source grader's verdict and
+    extracted answer, None where the source has none for that completion."""
+
+    line: int
+    problem_id: str | int
+    gold: Any
+    problem: str | None
+    prompt: str | None
+    completions: tuple[str, ...]
+    source_correct: tuple[bool | None, ...] = ()
+    source_extracted: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """A whole source file, read and checked."""
+
+    tool: str
+    version: str | None  # None: the file does not say
+    benchmark: str | None  # the source's own name for the task/data set, if it has one
+    records: list[SourceRecord]
+    sampling: dict[str, Any]  # SAMPLING_SETTINGS -> value, or None when the source did not record it
+    details: dict[str, Any] = field(default_factory=dict)  # other recorded settings (filter, step, ...)
+    notes: list[str] = field(default_factory=list)  # what was skipped or inferred, and why
+    sha256: str = ""  # of the source file's bytes, as read
+    file: Path | None = None  # the file read, when PATH was a directory (verl)
+
+
+def read_source(path: Path) -> tuple[bytes, str]:
+    """The file's bytes (read once) and their sha256."""
+    if not path.is_file():
+        raise DsdrError(f"{path}: file not found")
+    raw = read_bytes(path)
+    return raw, hashlib.sha256(raw).hexdigest()
+
+
+def numbered_rows(raw: bytes, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) per non-empty line; a bad line is a DsdrError naming file and line."""
+    return iter_jsonl_bytes(raw, path)
+
+
+def get_path(row: dict[str, Any], dotted: str) -> Any:
+    """``row["a"]["b"]`` for ``"a.b"``; None when any part is absent."""
+    value: Any = row
+    for part in dotted.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def require(row: dict[str, Any], name: str, where: str, kind: type | tuple[type, ...], wanted: str) -> Any:
+    """Field ``name`` (dotted) of ``row``: present, non-null and of ``kind`` (bool is never an int)."""
+    value = get_path(row, name)
+    if value is None:
+        raise DsdrError(f"{where}:{name}: missing required field '{name}'")
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
+        raise DsdrError(f"{where}:{name}: must be {wanted} (got {json_type(value)})")
+    return value
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def string_list(value: Any, where: str, name: str) -> tuple[str, ...]:
+    """A non-empty list of strings (the completions of one problem)."""
+    if not isinstance(value, list) or not value:
+        raise DsdrError(f"{where}:{name}: must be a non-empty list of strings (got {json_type(value)})")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise DsdrError(f"{where}:{name}.{i}: must be a string (got {json_type(item)})")
+    return tuple(value)
+
+
+def as_label(value: Any, where: str, name: str) -> bool:
+    """A source's correctness label: true/false or the numbers 0/1 (a reward of exactly 0 or 1)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    raise DsdrError(f"{where}:{name}: must be true/false or 0/1 (got {value!r:.60})")
+
+
+def labels(value: Any, n: int, where: str, name: str) -> tuple[bool, ...]:
+    """Per-completion labels: a list of ``n`` labels, or one label when ``n == 1``."""
+    if n == 1 and not isinstance(value, list):
+        return (as_label(value, where, name),)
+    if not isinstance(value, list) or len(value) != n:
+        got = f"{len(value)} items" if isinstance(value, list) else json_type(value)
+        raise DsdrError(f"{where}:{name}: must be a list of {n} labels, one per completion (got {got})")
+    return tuple(as_label(item, where, f"{name}.{i}") for i, item in enumerate(value))
+
+
+def answers(value: Any, n: int) -> tuple[str | None, ...]:
+    """Per-completion extracted answers as the source wrote them (kept for display only)."""
+    items = value if isinstance(value, list) and len(value) == n else [value] if n == 1 else []
+    return tuple(item if isinstance(item, str) else None if item is None else str(item) for item in items)
+
+
+def normalised(text: str) -> str:
+    """Text with runs of whitespace as one space (how problem texts are compared)."""
+    return " ".join(text.split())
+
+
+class ProblemMatcher:
+    """Benchmark problems (``tasks.Problem``) found by their text: the same text (``exact``), or the
+    problem whose text appears in a prompt (``within``; the longest one when several do, so a short
+    problem inside a longer one's text is not taken for it). Prompts are looked up once each."""
+
+    def __init__(self, problems: Iterable[Any]) -> None:
+        self._by_length = sorted(problems, key=lambda p: -len(p.problem))
+        self._texts = [normalised(p.problem) for p in self._by_length]
+        self._exact = {text: p for text, p in zip(reversed(self._texts), reversed(self._by_length))}
+        self._within: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_length)
+
+    def exact(self, text: str) -> Any:
+        return self._exact.get(normalised(text))
+
+    def within(self, prompt: str) -> Any:
+        if prompt not in self._within:
+            text = normalised(prompt)
+            self._within[prompt] = next((p for p, t in zip(self._by_length, self._texts) if t and t in text), None)
+        return self._within[prompt]
