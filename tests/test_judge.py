@@ -493,3 +493,5 @@ def test_cli_response_format_options(run_dir, monkeypatch):
             expected if extra else "auto")
     with FaultServer(reply=GOOD) as server, pytest.raises(DsdrError, match="--json-mode contradicts"):
         judge_cli.main(_judge_args(run_dir, server, "--json-mode", "--response-format", "json_schema"))
+    with FaultServer(reply=GOOD) as server, pytest.raises(DsdrError, match="response format must be one of auto"):
+        judge_cli.main(_judge_args(run_dir, server, "--response-format", "yaml"))

@@ -6,7 +6,6 @@ import argparse
 import logging
 
 from dsdr_eval.cli.args import JUDGE_ENDPOINT, add_openai_arguments, endpoint_config, integer, number
-from dsdr_eval.judge.structured import AUTO, JSON_OBJECT, RESPONSE_FORMAT_CHOICES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen = parser.add_argument_group("judge call")
     gen.add_argument("--judge-temperature", type=number(0), default=0.0, help="default 0.0")
     gen.add_argument("--judge-max-tokens", type=integer(1), default=512, help="max reply tokens (default 512)")
-    gen.add_argument("--response-format", choices=RESPONSE_FORMAT_CHOICES, default=None,
+    gen.add_argument("--response-format", default=None, metavar="auto|json_schema|json_object|text",
                      help="response_format of each judge call: auto (default: the verdict's JSON schema, falling "
                           "back to json_object, then plain text, where the server refuses it; detected once and "
                           "recorded) or one mode alone")
@@ -57,9 +56,11 @@ def _comma_list(value: str | None) -> tuple[str, ...] | None:
 
 
 def _response_format(args: argparse.Namespace) -> str:
-    if args.json_mode and args.response_format not in (None, JSON_OBJECT):
-        from dsdr_eval.errors import DsdrError
+    """--response-format (checked by JudgeSettings; imported here, not at --help) with --json-mode."""
+    from dsdr_eval.errors import DsdrError
+    from dsdr_eval.judge.structured import AUTO, JSON_OBJECT
 
+    if args.json_mode and args.response_format not in (None, JSON_OBJECT):
         raise DsdrError(f"judge: --json-mode contradicts --response-format {args.response_format}")
     return JSON_OBJECT if args.json_mode else (args.response_format or AUTO)
 
