@@ -34,6 +34,7 @@ class EquivalenceOptions:
     # max_retries, timeout_s, backoff_base_s); base_urls default to $OPENAI_BASE_URL, else OpenAI's API.
     judge_endpoint: Mapping[str, Any] = field(default_factory=dict)
     judge_pair: Any = None           # judge: a JudgePairSettings (None = its defaults)
+    judge_cache_dir: Any = None      # judge: where judge_cache.jsonl caches pair decisions (None = no cache)
     progress: bool | None = False    # judge: a progress bar per batch of pairs
 
 
@@ -87,6 +88,7 @@ def _answer_formula(argument: str | None, options: EquivalenceOptions) -> Equiva
 def _judge(argument: str | None, options: EquivalenceOptions) -> Equivalence:
     """``--partition judge`` (model from ``--judge-model``) or ``--partition judge:MODEL``.
     No request is sent here."""
+    from dsdr_eval.judge.cache import JudgeCache
     from dsdr_eval.judge.equivalence import JudgeEquivalence
     from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient, resolve_base_urls
 
@@ -97,7 +99,8 @@ def _judge(argument: str | None, options: EquivalenceOptions) -> Equivalence:
         raise DsdrError("--partition judge needs the judge's model: --judge-model MODEL (or --partition judge:MODEL)")
     endpoint = dict(options.judge_endpoint)
     config = EndpointConfig(base_urls=resolve_base_urls(endpoint.pop("base_urls", None)), model=model, **endpoint)
-    return JudgeEquivalence(OpenAICompatClient(config), options.judge_pair, progress=options.progress)
+    cache = JudgeCache(options.judge_cache_dir) if options.judge_cache_dir is not None else None
+    return JudgeEquivalence(OpenAICompatClient(config), options.judge_pair, progress=options.progress, cache=cache)
 
 
 def check_partition_spec(spec: str) -> tuple[str, str | None]:

@@ -32,6 +32,18 @@ Behaviours (strings):
 * ``"echo_auth"``: 400 whose error message contains the request's Authorization header (checks
   that clients redact the key from their error messages).
 
+Structured outputs (``response_format``), for the behaviours that answer ("ok", "timeout"):
+
+* ``accept_formats=("json_object", "text")``: the response_format types the server supports
+  (default: all; ``"text"`` also stands for a request without response_format). Any other type
+  gets a 400 naming it, as OpenAI / vLLM word it ("Invalid parameter: 'response_format' of type
+  'json_schema' is not supported ..."), recorded as behaviour ``"refused_format"``.
+* ``schema_reply=True``: a request carrying ``{"type": "json_schema", "json_schema": {"schema": S}}``
+  is answered with a JSON instance of S built from S itself (every required property: a number's
+  midpoint of [minimum, maximum], ``true`` for a boolean...), as a constrained decoder would; a
+  request without a schema gets ``reply``. A test thereby checks that the client sent the right
+  schema: a wrong or missing one gives an unparseable or invalid verdict.
+
 Attributes/methods: ``base_url`` (ends in ``/v1``), ``port``, ``model`` (served model name),
 ``requests`` (list of :class:`RecordedRequest`: method, path, headers with lower-case names, body
 as parsed JSON or None, behaviour applied), ``push(*behaviours)`` to append to the script,
@@ -69,8 +81,11 @@ class RecordedRequest:
 class FaultServer:
     def __init__(self, script: Iterable[str] = (), default: str = "ok", *,
                  reply: str | Callable[[dict], str] = "ok", delay_s: float = 5.0,
-                 retry_after: str | None = None, model: str = "fault-model"):
+                 retry_after: str | None = None, model: str = "fault-model",
+                 accept_formats: Iterable[str] | None = None, schema_reply: bool = False):
         self._script: deque[str] = deque(script)
+        self.accept_formats = None if accept_formats is None else frozenset(accept_formats)
+        self.schema_reply = schema_reply
         self.default = default
         self.reply = reply
         self.delay_s = delay_s
@@ -148,7 +163,51 @@ class FaultServer:
         return [r.behaviour for r in self.completion_requests()]
 
     def reply_text(self, body: dict) -> str:
+        schema = request_schema(body)
+        if self.schema_reply and schema is not None:
+            return json.dumps(schema_instance(schema))
         return self.reply(body) if callable(self.reply) else str(self.reply)
+
+    def refused_format(self, body: dict) -> str | None:
+        """The response_format type of ``body`` this server does not support, or None."""
+        kind = response_format_type(body)
+        if self.accept_formats is None or kind in self.accept_formats:
+            return None
+        return kind
+
+
+def response_format_type(body: dict) -> str:
+    """``body["response_format"]["type"]``; "text" without a response_format."""
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and isinstance(response_format.get("type"), str):
+        return response_format["type"]
+    return "text"
+
+
+def request_schema(body: dict) -> dict | None:
+    """The JSON schema of a ``json_schema`` response_format, or None."""
+    response_format = body.get("response_format")
+    if response_format_type(body) != "json_schema":
+        return None
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def schema_instance(schema: dict) -> Any:
+    """A small JSON value valid under ``schema`` (object/number/integer/boolean/string/array)."""
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: schema_instance(properties.get(name) or {}) for name in schema.get("required") or []}
+    if kind in ("number", "integer"):
+        low, high = schema.get("minimum", 0), schema.get("maximum", 10)
+        middle = (low + high) / 2
+        return int(middle) if kind == "integer" else middle
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    return "x"
 
 
 def _completion_payload(server: FaultServer, path: str, body: dict) -> dict:
@@ -215,6 +274,8 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
             behaviour = server._next_behaviour()
+            if behaviour in ("ok", "timeout") and isinstance(body, dict) and server.refused_format(body):
+                behaviour = "refused_format"
             server._record(RecordedRequest("POST", self.path, headers, body, behaviour))
             server._enter()
             try:
@@ -225,6 +286,12 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
         def _respond(self, behaviour: str, body: Any, headers: dict[str, str]) -> None:
             if not isinstance(body, dict):
                 self._send_json(400, {"error": {"message": "body is not a JSON object", "type": "invalid_request"}})
+                return
+            if behaviour == "refused_format":
+                self._send_json(400, {"error": {
+                    "message": f"Invalid parameter: 'response_format' of type '{server.refused_format(body)}' is "
+                               "not supported with this model.", "type": "invalid_request_error",
+                    "param": "response_format"}})
                 return
             if behaviour == "ok":
                 self._send_json(200, _completion_payload(server, self.path, body))

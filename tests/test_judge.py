@@ -11,7 +11,7 @@ import secrets
 from pathlib import Path
 
 import pytest
-from fault_server import FaultServer
+from fault_server import FaultServer, response_format_type
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
@@ -19,6 +19,8 @@ from dsdr_eval.cli import judge as judge_cli
 from dsdr_eval.judge.parse import JudgeParseError, parse_equivalence, parse_judge_response
 from dsdr_eval.judge.prompt import PromptBudget, build_judge_prompt, fill_template
 from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge, select_rollouts
+from dsdr_eval.judge.structured import is_format_refusal
+from dsdr_eval.openai_client import Result
 from dsdr_eval.samples import as_graded
 from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient
 
@@ -387,3 +389,109 @@ def test_retry_failed_asks_again_only_for_unparseable_cached_replies(run_dir):
         assert len(fixed.completion_requests()) == 4
         assert sum(b["n_ok"] for b in blocks.values()) == 5 and blocks["aime24"]["n_cache_hits"] == 3
     assert all(r["status"] == "ok" for r in read_jsonl(run_dir / "judge.jsonl"))
+
+
+# ----------------------------------------------------------------------------- structured outputs
+PROSE = "These solutions look fairly diverse to me, maybe 7 out of 10."
+
+
+def test_requests_carry_the_verdict_schema_and_a_constrained_reply_parses(run_dir):
+    """A server that decodes under the schema it is sent (schema_reply) answers prose without one."""
+    with FaultServer(reply=PROSE, schema_reply=True) as server:
+        blocks = run_judge(run_dir, _client(server, max_concurrency=2), JudgeSettings(), progress=False)
+        bodies = [r.body for r in server.completion_requests()]
+    assert len(bodies) == 5
+    for body in bodies:
+        response_format = body["response_format"]
+        assert response_format["type"] == "json_schema" and response_format["json_schema"]["strict"] is True
+        schema = response_format["json_schema"]["schema"]
+        assert schema["required"] == ["logic", "formula", "semantic", "overall"]
+        assert schema["additionalProperties"] is False and schema["type"] == "object"
+        assert all(schema["properties"][k] | {"description": ""} == {"type": "number", "minimum": 0, "maximum": 10,
+                                                                      "description": ""} for k in schema["required"])
+    for block in blocks.values():
+        assert block["n_ok"] == block["n_problems"] and block["overall"] == pytest.approx(5.0)
+        assert block["structured_output"]["mode"] == "json_schema" and block["structured_output"]["refused"] == []
+        assert block["structured_output"]["detected_by"] == "probe request"
+        assert block["n_by_response_format"] == {"json_schema": block["n_problems"]}
+    assert all(r["response_format"] == "json_schema" for r in read_jsonl(run_dir / "judge.jsonl"))
+    assert read_json(run_dir / "config.json")["judge"]["structured_output"]["mode"] == "json_schema"
+    # plain text, asked explicitly: no response_format, the prose does not parse (a counted failure)
+    with FaultServer(reply=PROSE, schema_reply=True) as server:
+        blocks = run_judge(run_dir, _client(server), JudgeSettings(response_format="text", use_cache=False),
+                           progress=False)
+        assert all("response_format" not in r.body for r in server.completion_requests())
+    assert all(b["n_ok"] == 0 and b["failed_by_reason"] == {"parse:no_json_object": b["n_problems"]}
+               for b in blocks.values())
+
+
+@pytest.mark.parametrize("accepted,mode,refused", [
+    (("json_object", "text"), "json_object", ["json_schema"]),
+    (("text",), "text", ["json_schema", "json_object"]),
+])
+def test_a_server_refusing_the_schema_falls_back_once_and_it_is_recorded(run_dir, accepted, mode, refused):
+    with FaultServer(reply=GOOD, accept_formats=accepted) as server:
+        blocks = run_judge(run_dir, _client(server, max_concurrency=4), JudgeSettings(), progress=False)
+        # the probe (first request, alone) walks down the ladder; the other 4 go out in the mode found
+        assert [response_format_type(r.body) for r in server.completion_requests()] == refused + [mode] * 5
+        assert server.behaviours() == ["refused_format"] * len(refused) + ["ok"] * 5
+        again = run_judge(run_dir, _client(server), JudgeSettings(), progress=False)
+        assert len(server.completion_requests()) == len(refused) + 5  # the rerun sends nothing
+    for block in (blocks["aime24"], again["aime24"]):
+        assert block["n_ok"] == 3 and block["n_by_response_format"] == {mode: 3}
+    first, rerun = blocks["aime24"]["structured_output"], again["aime24"]["structured_output"]
+    assert first["mode"] == mode and first["detected_by"] == "probe request"
+    assert [r["mode"] for r in first["refused"]] == refused and not any(r["from_cache"] for r in first["refused"])
+    assert all("response_format" in r["error"] and "HTTP 400" in r["error"] for r in first["refused"])
+    assert rerun["mode"] == mode and rerun["detected_by"] == "cached reply"
+    assert [r["mode"] for r in rerun["refused"]] == refused and all(r["from_cache"] for r in rerun["refused"])
+    recorded = read_json(run_dir / "config.json")["judge"]["structured_output"]
+    assert recorded["mode"] == mode and recorded["requested"] == "auto"
+    assert recorded["ladder"] == ["json_schema", "json_object", "text"]
+
+
+def test_other_400s_and_an_explicit_mode_never_change_the_format(run_dir):
+    with FaultServer(default="400") as server:  # "injected fault 400": not about the response format
+        blocks = run_judge(run_dir, _client(server), JudgeSettings(use_cache=False), progress=False)
+        assert [response_format_type(r.body) for r in server.completion_requests()] == ["json_schema"] * 5
+    assert blocks["aime24"]["failed_by_reason"] == {"http_error:http_400": 3}
+    assert blocks["aime24"]["structured_output"]["mode"] is None  # never detected: nothing answered
+    with FaultServer(reply=GOOD, accept_formats=("text",)) as server:
+        blocks = run_judge(run_dir, _client(server), JudgeSettings(response_format="json_schema", use_cache=False),
+                           progress=False)
+        assert len(server.completion_requests()) == 5
+    assert blocks["aime24"]["failed_by_reason"] == {"http_error:http_400": 3}
+    assert blocks["aime24"]["structured_output"]["ladder"] == ["json_schema"]
+    # a reply under the schema is still validated: out of range / missing keys stay failures
+    with FaultServer(reply='{"logic": 11, "formula": 3, "semantic": 4, "overall": 6}') as server:
+        blocks = run_judge(run_dir, _client(server), JudgeSettings(use_cache=False), progress=False)
+    assert blocks["math500"]["failed_by_reason"] == {"parse:out_of_range": 2}
+
+
+@pytest.mark.parametrize("status,error,refusal", [
+    (400, "HTTP 400 (u): Error code: 400 - Invalid parameter: 'response_format' of type 'json_schema' is not "
+          "supported with this model.", True),
+    (400, "HTTP 400 (u): The provided JSON schema contains features not supported by xgrammar.", True),
+    (422, "HTTP 422 (u): guided decoding is not available", True),
+    (400, "HTTP 400 (u): This model's maximum context length is 2048 tokens.", False),
+    (500, "HTTP 500 (u): response_format crashed the server", False),
+])
+def test_format_refusal_is_a_400_naming_the_format(status, error, refusal):
+    result = Result(ok=False, response=None, error=error, attempts=1, base_url="u", error_kind=f"http_{status}",
+                    status_code=status)
+    assert is_format_refusal(result) is refusal
+
+
+def test_cli_response_format_options(run_dir, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for extra, expected in ((["--response-format", "json_object"], "json_object"), (["--json-mode"], "json_object"),
+                            (["--response-format", "text"], "text"), ([], "json_schema")):
+        with FaultServer(reply=GOOD) as server:
+            assert judge_cli.main(_judge_args(run_dir, server, "--no-cache", *extra)) == 0
+            assert {response_format_type(r.body) for r in server.completion_requests()} == {expected}
+        assert read_json(run_dir / "config.json")["judge"]["settings"]["response_format"] == (
+            expected if extra else "auto")
+    with FaultServer(reply=GOOD) as server, pytest.raises(DsdrError, match="--json-mode contradicts"):
+        judge_cli.main(_judge_args(run_dir, server, "--json-mode", "--response-format", "json_schema"))
+    with FaultServer(reply=GOOD) as server, pytest.raises(DsdrError, match="response format must be one of auto"):
+        judge_cli.main(_judge_args(run_dir, server, "--response-format", "yaml"))

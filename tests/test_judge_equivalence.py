@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_server import FaultServer
+from fault_server import FaultServer, response_format_type
 
 from dsdr_eval.diversity.partition import darling_partition
 from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
+from dsdr_eval.judge.cache import JudgeCache
 from dsdr_eval.judge.equivalence import UNPARSEABLE, JudgeEquivalence, JudgePairSettings
 from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient
 
@@ -69,11 +70,12 @@ def _texts(tags: list[int]) -> list[str]:
     return [f"Method k={k}: we compute $x_{{{k}}} = {k} + 1$ and conclude \\boxed{{{k + 1}}}." for k in tags]
 
 
-def _judge(server: FaultServer, *, concurrency: int = 4, max_retries: int = 0, **settings) -> JudgeEquivalence:
+def _judge(server: FaultServer, *, concurrency: int = 4, max_retries: int = 0, cache: JudgeCache | None = None,
+           **settings) -> JudgeEquivalence:
     client = OpenAICompatClient(EndpointConfig(base_urls=(server.base_url,), model=server.model,
                                                max_concurrency=concurrency, max_retries=max_retries,
                                                timeout_s=5.0, backoff_base_s=0.001), sleep=lambda s: None)
-    return JudgeEquivalence(client, JudgePairSettings(**settings))
+    return JudgeEquivalence(client, JudgePairSettings(**settings), cache=cache)
 
 
 def _asked_pairs(server: FaultServer) -> list[tuple[int, int]]:
@@ -210,6 +212,45 @@ def test_factory_options_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         make_equivalence("judge:m", judge_endpoint={"max_concurrency": 0})
 
 
+def test_pair_requests_carry_the_pair_schema() -> None:
+    # schema_reply: a json_schema request is answered with an instance of its schema ({"equivalent": true})
+    with FaultServer(reply="Hard to say, they are sort of alike.", schema_reply=True) as server:
+        judge = _judge(server)
+        labels = darling_partition(_texts([1, 5, 9]), judge)
+        bodies = [r.body for r in server.completion_requests()]
+    assert labels.tolist() == [0, 0, 0] and judge.counts["undecided"] == 0
+    schema = bodies[0]["response_format"]["json_schema"]["schema"]
+    assert schema == {"type": "object", "properties": {"equivalent": schema["properties"]["equivalent"]},
+                      "required": ["equivalent"], "additionalProperties": False}
+    assert schema["properties"]["equivalent"]["type"] == "boolean"
+    structured = judge.settings()["structured_output"]
+    assert structured["mode"] == "json_schema" and structured["replies_by_mode"] == {"json_schema": len(bodies)}
+
+
+def test_pair_decisions_fall_back_once_and_are_cached(tmp_path: Path) -> None:
+    tags = [2, 10, 1, 20, 11, 3, 30]
+    with FaultServer(reply=scripted_judge, accept_formats=("json_object", "text")) as server:
+        first = _judge(server, cache=JudgeCache(tmp_path))
+        labels = darling_partition(_texts(tags), first)
+        types = [response_format_type(r.body) for r in server.completion_requests()]
+        # a rerun (a fresh judge on the same cache) asks nothing and decides the same
+        again = _judge(server, cache=JudgeCache(tmp_path))
+        assert darling_partition(_texts(tags), again).tolist() == labels.tolist() == expected_closure(tags)
+        assert len(server.completion_requests()) == len(types)
+    assert types == ["json_schema"] + ["json_object"] * first.counts["asked"]  # refused once, then json_object
+    structured = first.settings()["structured_output"]
+    assert structured["mode"] == "json_object" and [r["mode"] for r in structured["refused"]] == ["json_schema"]
+    assert first.counts["cache_hits"] == 0 and again.counts["cache_hits"] == again.counts["asked"] == first.counts["asked"]
+    assert again.settings()["structured_output"]["detected_by"] == "cached reply"
+    assert first.settings()["cache"] == str(tmp_path / "judge_cache.jsonl")
+    # the mode is part of the key: asking in plain text is new
+    with FaultServer(reply=scripted_judge) as server:
+        text_judge = _judge(server, cache=JudgeCache(tmp_path), response_format="text")
+        darling_partition(_texts(tags), text_judge)
+        assert len(server.completion_requests()) == first.counts["asked"]
+        assert all("response_format" not in r.body for r in server.completion_requests())
+
+
 # ----------------------------------------------------------------------------- CLI on a run dir
 
 # problem -> (gold, [(tag, boxed answer)]) in sample_idx order
@@ -305,3 +346,25 @@ def test_cli_judge_errors_exit_2_before_anything_is_written(tmp_path: Path, caps
     assert code == 2 and "pair decisions were all undecided" in err and "Traceback" not in err
     assert (run_dir / "metrics.json").read_text() == before
     assert not (run_dir / "diversity_per_problem.jsonl").exists()
+
+
+def test_cli_partition_judge_rerun_asks_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from dsdr_eval.cli import main
+
+    run_dir = _scored_run_dir(tmp_path / "run")
+    argv = ["diversity", str(run_dir), "--no-progress", "--partition", "judge", "--backoff-base", "0"]
+    with FaultServer(default="ok", reply=scripted_judge, accept_formats=("json_object", "text")) as server:
+        assert main([*argv, "--judge-model", server.model, "--judge-base-url", server.base_url]) == 0
+        n_requests = len(server.completion_requests())
+        first = read_json(run_dir / "metrics.json")["benchmarks"]["toy"]["diversity"]
+        classes = [r["class_id"] for r in read_jsonl(run_dir / "diversity_per_sample.jsonl")]
+        assert main([*argv, "--judge-model", server.model, "--judge-base-url", server.base_url]) == 0
+        assert len(server.completion_requests()) == n_requests
+    capsys.readouterr()
+    rerun = read_json(run_dir / "metrics.json")["benchmarks"]["toy"]["diversity"]
+    counts = rerun["settings"]["partition"]["pair_decisions"]
+    assert counts["cache_hits"] == counts["asked"] == first["settings"]["partition"]["pair_decisions"]["asked"]
+    assert rerun["settings"]["partition"]["structured_output"]["mode"] == "json_object"
+    assert read_json(run_dir / "config.json")["diversity"]["partition"]["structured_output"]["mode"] == "json_object"
+    assert (run_dir / "judge_cache.jsonl").exists()
+    assert [r["class_id"] for r in read_jsonl(run_dir / "diversity_per_sample.jsonl")] == classes

@@ -57,7 +57,7 @@ def _equivalence(args: argparse.Namespace) -> Any:
         if given:
             raise DsdrError(f"{given[0]} only applies to --partition judge")
         return make_equivalence(args.partition, threshold=args.threshold, device=args.device)
-    return make_equivalence(args.partition, judge_model=args.judge_model,
+    return make_equivalence(args.partition, judge_model=args.judge_model, judge_cache_dir=args.run_dir,
                             judge_endpoint=endpoint_options(args, JUDGE_ENDPOINT, prefix="judge-"))
 
 

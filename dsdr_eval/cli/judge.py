@@ -27,8 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen = parser.add_argument_group("judge call")
     gen.add_argument("--judge-temperature", type=number(0), default=0.0, help="default 0.0")
     gen.add_argument("--judge-max-tokens", type=integer(1), default=512, help="max reply tokens (default 512)")
-    gen.add_argument("--json-mode", action="store_true",
-                     help="send response_format={'type': 'json_object'} (servers that support it)")
+    gen.add_argument("--response-format", default=None, metavar="auto|json_schema|json_object|text",
+                     help="response_format of each judge call: auto (default: the verdict's JSON schema, falling "
+                          "back to json_object, then plain text, where the server refuses it; detected once and "
+                          "recorded) or one mode alone")
+    gen.add_argument("--json-mode", action="store_true", help="same as --response-format json_object")
     gen.add_argument("--max-rollout-chars", type=integer(1), default=6000,
                      help="character budget per rollout; longer ones keep head+tail (default 6000)")
     gen.add_argument("--max-prompt-chars", type=integer(1), default=100_000,
@@ -52,6 +55,16 @@ def _comma_list(value: str | None) -> tuple[str, ...] | None:
     return names or None
 
 
+def _response_format(args: argparse.Namespace) -> str:
+    """--response-format (checked by JudgeSettings; imported here, not at --help) with --json-mode."""
+    from dsdr_eval.errors import DsdrError
+    from dsdr_eval.judge.structured import AUTO, JSON_OBJECT
+
+    if args.json_mode and args.response_format not in (None, JSON_OBJECT):
+        raise DsdrError(f"judge: --json-mode contradicts --response-format {args.response_format}")
+    return JSON_OBJECT if args.json_mode else (args.response_format or AUTO)
+
+
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -71,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
     settings = JudgeSettings(benchmarks=_comma_list(args.benchmarks), limit=args.limit,
                              max_rollouts=args.max_rollouts, correct_only=args.correct_only, phase=args.phase,
                              temperature=args.judge_temperature, max_tokens=args.judge_max_tokens,
-                             json_mode=args.json_mode, use_cache=not args.no_cache, budget=budget)
+                             response_format=_response_format(args), use_cache=not args.no_cache, budget=budget)
     with OpenAICompatClient(endpoint) as client:
         blocks = run_judge(args.run_dir, client, settings, cache_dir=args.cache_dir,
                            progress=False if args.no_progress else None, retry_failed=args.retry_failed)

@@ -3,7 +3,9 @@
 key = sha256 of the canonical JSON of {model, messages, params} (never the base URL, so any node
 of a fleet can answer; never the API key). Stored as append-only JSONL (``judge_cache.jsonl``
 under RUN_DIR or ``--cache-dir``): one line per HTTP-successful response, with its text,
-finish_reason and token usage. HTTP failures are not cached, so a rerun retries them; an
+finish_reason and token usage. HTTP failures are not cached, so a rerun retries them, except a
+server's refusal of a response format (``refusal``: its error; ``dsdr_eval.judge.structured``),
+which is that server's fixed answer to the request and lets a rerun skip the probe. An
 unparseable reply is cached (with the same request it is what the judge says) - use
 ``--retry-failed`` to ask again for those only (the new reply replaces the cached one), or
 ``--no-cache`` to ask again for everything.
@@ -51,10 +53,13 @@ class JudgeCache:
             return self._entries.get(key)
 
     def put(self, key: str, *, model: str, text: str | None, finish_reason: str | None,
-            usage: dict[str, Any] | None, replace: bool = False) -> None:
-        """Store a reply; an existing entry is kept unless ``replace`` (the later line wins on load)."""
+            usage: dict[str, Any] | None, replace: bool = False, refusal: str | None = None) -> None:
+        """Store a reply (or a format ``refusal``); an existing entry is kept unless ``replace``
+        (the later line wins on load)."""
         entry = {"key": key, "model": model, "text": text, "finish_reason": finish_reason,
                  "usage": usage or {}, "created": now_iso()}
+        if refusal is not None:
+            entry["refusal"] = refusal
         with self._lock:
             if key in self._entries and not replace:
                 return

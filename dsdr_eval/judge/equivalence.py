@@ -7,7 +7,11 @@ approach?" (prompt: ``dsdr_eval.judge.prompt.build_equivalence_messages``; reply
 the decisions transitively with union-find and only asks for pairs not already in one class.
 
 Each batch of pairs the union-find driver asks for goes out through ``chat_many`` (bounded
-concurrency, retries with backoff). A pair whose call failed or whose reply is not that JSON is
+concurrency, retries with backoff), with the reply's JSON schema as ``response_format``
+(``dsdr_eval.judge.structured``: json_schema, falling back to json_object / plain text where the
+server refuses it, detected once). With a ``JudgeCache`` (``--partition judge`` keeps one in
+RUN_DIR/judge_cache.jsonl) every decision is cached like the judge's answers (key = model + prompt
++ response format): a rerun asks nothing it asked before. A pair whose call failed or whose reply is not that JSON is
 *undecided*: it is counted (by reason) and treated as "not merged" - never a guess. The counts are
 reported in ``settings()["pair_decisions"]``, which run-level code writes into metrics.json /
 config.json, so a run says how many of its pair decisions failed. A judge that leaves the first
@@ -28,9 +32,11 @@ from typing import Any
 
 from dsdr_eval.equivalence import Equivalence, GroupView
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.judge.cache import JudgeCache
 from dsdr_eval.judge.parse import parse_equivalence
 from dsdr_eval.judge.prompt import EQUIVALENCE_SYSTEM, EQUIVALENCE_TEMPLATE, build_equivalence_messages
-from dsdr_eval.openai_client import OpenAICompatClient, Result, response_text
+from dsdr_eval.judge.structured import AUTO, PAIR_SCHEMA, Reply, StructuredAsker, check_response_format
+from dsdr_eval.openai_client import OpenAICompatClient
 
 # Stable reason strings (counted in pair_decisions.undecided_by_reason).
 UNPARSEABLE = "parse:no_equivalent_bool"   # HTTP-successful reply without {"equivalent": true|false}
@@ -44,8 +50,10 @@ class JudgePairSettings:
     max_chars: int = 6000           # per solution; longer ones keep head + tail (truncate_middle)
     temperature: float = 0.0
     abort_if_first_undecided: int = 16  # 0 = never abort; see the module docstring
+    response_format: str = AUTO     # auto (json_schema -> json_object -> text) or one mode
 
     def __post_init__(self) -> None:
+        check_response_format(self.response_format)
         if self.max_tokens < 1:
             raise DsdrError(f"judge partition: max_tokens must be >= 1, got {self.max_tokens}")
         if self.max_chars < 100:
@@ -67,14 +75,17 @@ class JudgeEquivalence(Equivalence):
     name = "judge"
 
     def __init__(self, client: OpenAICompatClient, settings: JudgePairSettings | None = None, *,
-                 progress: bool | None = False):
+                 progress: bool | None = False, cache: JudgeCache | None = None):
         self.client = client
         self.pair_settings = settings or JudgePairSettings()
         self.progress = progress
+        self.cache = cache
+        self.asker = StructuredAsker(client, PAIR_SCHEMA, self.pair_settings.request_params(),
+                                     response_format=self.pair_settings.response_format, cache=cache)
         # Mutated in place, and handed out by reference in settings(): code that serialises the
         # settings after the run (dsdr_eval.diversity.run does) records the final counts.
         self.counts: dict[str, Any] = {
-            "asked": 0, "equivalent": 0, "not_equivalent": 0, "undecided": 0,
+            "asked": 0, "cache_hits": 0, "equivalent": 0, "not_equivalent": 0, "undecided": 0,
             "undecided_by_reason": {}, "first_error": None,
             "scope": "every judge call of this run, all benchmarks and both subsets (compute_run_diversity "
                      "caches decisions per problem: a pair met again in the correct-only subgroup is not re-asked)",
@@ -91,42 +102,43 @@ class JudgeEquivalence(Equivalence):
                        "problem_text": "not shown (as DARLING's pair classifier)"},
             "request": self.pair_settings.request_params(),
             "abort_if_first_undecided": self.pair_settings.abort_if_first_undecided,
+            "structured_output": self.asker.settings(),
+            "cache": str(self.cache.path) if self.cache is not None else None,
             "endpoint": self.client.config.to_config(),  # the key's env var name, never the key
             "pair_decisions": self.counts,
         }
 
-    def request(self, a: str, b: str) -> dict[str, Any]:
-        """chat.completions.create kwargs (minus model) asking whether ``a`` and ``b`` are equivalent."""
+    def messages(self, a: str, b: str) -> list[dict[str, str]]:
+        """The chat messages asking whether ``a`` and ``b`` are equivalent."""
         from dsdr_eval.samples import clean_text
 
         # clean_text: a lone surrogate cannot be UTF-8 encoded into the HTTP body (it would fail and
         # be retried as an invalid request every time).
-        messages = build_equivalence_messages(clean_text(a), clean_text(b), max_chars=self.pair_settings.max_chars)
-        return {"messages": messages, **self.pair_settings.request_params()}
+        return build_equivalence_messages(clean_text(a), clean_text(b), max_chars=self.pair_settings.max_chars)
 
     def decide(self, group: GroupView, pairs: Sequence[tuple[int, int]]) -> list[bool]:
-        """bool per pair (True = merge). One ``chat_many`` batch per call; undecided -> False."""
+        """bool per pair (True = merge). One batch per call (cache first); undecided -> False."""
         texts = group.texts
-        requests = [self.request(texts[i], texts[j]) for i, j in pairs]
-        results = self.client.chat_many(requests, progress=self.progress, description="judge pairs")
-        decisions = [self._record(result) for result in results]
+        replies = self.asker.ask_many([self.messages(texts[i], texts[j]) for i, j in pairs],
+                                      progress=self.progress, description="judge pairs")
+        decisions = [self._record(reply) for reply in replies]
         self._check_not_hopeless()
         return [bool(d) for d in decisions]
 
     def ask(self, a: str, b: str) -> bool | None:
         """One pair, one request: True/False, or None when undecided (counted like every decision)."""
-        return self._record(self.client.chat(self.request(a, b)))
+        return self._record(self.asker.ask_many([self.messages(a, b)], progress=False)[0])
 
-    def _record(self, result: Result) -> bool | None:
+    def _record(self, reply: Reply) -> bool | None:
         counts = self.counts
         counts["asked"] += 1
-        if result.ok:
-            text = response_text(result.response)
-            decision = parse_equivalence(text)
-            reason, error = UNPARSEABLE, f"reply {text!r:.200}"
+        counts["cache_hits"] += reply.cache_hit
+        if reply.ok:
+            decision = parse_equivalence(reply.text)
+            reason, error = UNPARSEABLE, f"reply {reply.text!r:.200}"
         else:
             decision = None
-            reason, error = f"http_error:{result.error_kind}", result.error  # already redacted by the client
+            reason, error = f"http_error:{reply.error_kind}", reply.error  # already redacted by the client
         if decision is None:
             counts["undecided"] += 1
             by_reason = counts["undecided_by_reason"]

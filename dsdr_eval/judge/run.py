@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.judge.cache import JudgeCache, request_key
+from dsdr_eval.judge.cache import JudgeCache
 from dsdr_eval.judge.parse import AXES, JudgeParseError, parse_judge_response
 from dsdr_eval.judge.prompt import (
     PROMPT_VERSION,
@@ -25,8 +25,9 @@ from dsdr_eval.judge.prompt import (
     build_judge_prompt,
     prompt_record,
 )
+from dsdr_eval.judge.structured import AUTO, VERDICT_SCHEMA, Reply, StructuredAsker, check_response_format
 from dsdr_eval.jsonl import append_jsonl, read_jsonl, write_jsonl
-from dsdr_eval.openai_client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
+from dsdr_eval.openai_client import OpenAICompatClient
 from dsdr_eval.samples import SAMPLING, GradedSample, Sample, read_graded, read_samples, sample_of
 
 PAPER_BENCHMARKS = ("aime24", "aime25", "minerva", "olympiadbench")
@@ -42,7 +43,7 @@ class JudgeSettings:
     phase: str = SAMPLING
     temperature: float = 0.0
     max_tokens: int = 512
-    json_mode: bool = False                    # send response_format={"type": "json_object"}
+    response_format: str = AUTO                # auto (json_schema -> json_object -> text) or one mode
     use_cache: bool = True
     excerpt_chars: int = 600                   # raw reply excerpt kept in judge.jsonl
     budget: PromptBudget = field(default_factory=PromptBudget)
@@ -56,13 +57,12 @@ class JudgeSettings:
             raise DsdrError(f"judge: --limit must be >= 1, got {self.limit}")
         if self.max_tokens < 1:
             raise DsdrError(f"judge: --judge-max-tokens must be >= 1, got {self.max_tokens}")
+        check_response_format(self.response_format)
 
     def request_params(self) -> dict[str, Any]:
-        """The sampling parameters sent with every judge call (and hashed into the cache key)."""
-        params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
-        if self.json_mode:
-            params["response_format"] = {"type": "json_object"}
-        return params
+        """The sampling parameters sent with every judge call (hashed into the cache key with the
+        response format of ``dsdr_eval.judge.structured``)."""
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens}
 
     def to_config(self) -> dict[str, Any]:
         out = asdict(self)
@@ -136,15 +136,19 @@ def _base_record(item: ProblemRollouts, model: str) -> dict[str, Any]:
             "n_available": item.n_available, "sample_idx": item.sample_idx, "judge_model": model}
 
 
-def _scored_record(base: dict, prompt: JudgePrompt, key: str, text: str | None, *, finish_reason: str | None,
-                   usage: dict | None, cache_hit: bool, attempts: int, excerpt_chars: int) -> dict[str, Any]:
+def _scored_record(base: dict, prompt: JudgePrompt, reply: Reply, *, excerpt_chars: int) -> dict[str, Any]:
     record = dict(base)
     record.update({"n_truncated": prompt.n_truncated, "rollout_char_budget": prompt.rollout_char_budget,
-                   "problem_truncated": prompt.problem_truncated, "request_key": key, "cache_hit": cache_hit,
-                   "attempts": attempts, "finish_reason": finish_reason, "usage": usage or {},
-                   "raw_response_excerpt": (text or "")[:excerpt_chars]})
+                   "problem_truncated": prompt.problem_truncated, "request_key": reply.key,
+                   "response_format": reply.mode, "cache_hit": reply.cache_hit, "attempts": reply.attempts})
+    if not reply.ok:
+        record.update({"status": "failed", "reason": f"http_error:{reply.error_kind}", "error": reply.error,
+                       "scores": None, "raw_response_excerpt": None})
+        return record
+    record.update({"finish_reason": reply.finish_reason, "usage": reply.usage or {},
+                   "raw_response_excerpt": (reply.text or "")[:excerpt_chars]})
     try:
-        scores = parse_judge_response(text)
+        scores = parse_judge_response(reply.text)
     except JudgeParseError as exc:
         record.update({"status": "failed", "reason": f"parse:{exc.reason}", "error": exc.detail[:300],
                        "scores": None})
@@ -153,17 +157,25 @@ def _scored_record(base: dict, prompt: JudgePrompt, key: str, text: str | None, 
     return record
 
 
-def judge_problems(items: list[ProblemRollouts], client: OpenAICompatClient, settings: JudgeSettings, *,
-                   cache: JudgeCache | None, on_record: Callable[[dict], None] | None = None,
-                   progress: bool | None = None, retry_failed: bool = False) -> list[dict[str, Any]]:
-    """One judge call per problem (cache first); a record per problem, in the order of ``items``.
+def _unparseable(text: str | None) -> bool:
+    try:
+        parse_judge_response(text)
+    except JudgeParseError:
+        return True
+    return False
+
+
+def judge_problems(items: list[ProblemRollouts], asker: StructuredAsker, settings: JudgeSettings, *,
+                   on_record: Callable[[dict], None] | None = None, progress: bool | None = None,
+                   retry_failed: bool = False) -> list[dict[str, Any]]:
+    """One judge call per problem (cache first, ``asker``'s response format); a record per problem,
+    in the order of ``items``.
 
     ``retry_failed``: a cached reply that does not parse is asked again (and the new reply replaces
     it in the cache); without it the cached reply is what the judge said, failed again."""
-    model = client.config.model
-    params = settings.request_params()
+    model = asker.client.config.model
     records: list[dict[str, Any] | None] = [None] * len(items)
-    pending: list[tuple[int, JudgePrompt, str, dict]] = []
+    asked: list[tuple[int, JudgePrompt, dict]] = []
 
     def emit(index: int, record: dict[str, Any]) -> None:
         records[index] = record
@@ -177,38 +189,15 @@ def judge_problems(items: list[ProblemRollouts], client: OpenAICompatClient, set
             emit(index, {**base, "status": "skipped", "reason": reason, "scores": None, "cache_hit": False,
                          "n_truncated": 0, "error": f"{len(item.texts)} rollout(s) < min {settings.min_rollouts}"})
             continue
-        prompt = build_judge_prompt(item.problem, item.texts, settings.budget)
-        key = request_key(model, prompt.messages, params)
-        hit = cache.get(key) if cache is not None else None
-        if hit is not None:
-            record = _scored_record(base, prompt, key, hit.get("text"), finish_reason=hit.get("finish_reason"),
-                                    usage=hit.get("usage"), cache_hit=True, attempts=0,
-                                    excerpt_chars=settings.excerpt_chars)
-            if not (retry_failed and record["status"] == "failed"):
-                emit(index, record)
-                continue
-        pending.append((index, prompt, key, base))
+        asked.append((index, build_judge_prompt(item.problem, item.texts, settings.budget), base))
 
-    def on_result(position: int, result: Result) -> None:
-        index, prompt, key, base = pending[position]
-        if not result.ok:
-            record = {**base, "status": "failed", "reason": f"http_error:{result.error_kind}", "error": result.error,
-                      "scores": None, "cache_hit": False, "attempts": result.attempts, "request_key": key,
-                      "n_truncated": prompt.n_truncated, "rollout_char_budget": prompt.rollout_char_budget,
-                      "problem_truncated": prompt.problem_truncated, "raw_response_excerpt": None}
-        else:
-            text = response_text(result.response)
-            finish = response_finish_reason(result.response)
-            usage = response_usage(result.response)
-            if cache is not None:
-                cache.put(key, model=model, text=text, finish_reason=finish, usage=usage, replace=retry_failed)
-            record = _scored_record(base, prompt, key, text, finish_reason=finish, usage=usage, cache_hit=False,
-                                    attempts=result.attempts, excerpt_chars=settings.excerpt_chars)
-        emit(index, record)
+    def on_reply(position: int, reply: Reply) -> None:
+        index, prompt, base = asked[position]
+        emit(index, _scored_record(base, prompt, reply, excerpt_chars=settings.excerpt_chars))
 
-    if pending:
-        requests = [{"messages": prompt.messages, **params} for _, prompt, _, _ in pending]
-        client.chat_many(requests, progress=progress, on_result=on_result, description="judge calls")
+    if asked:
+        asker.ask_many([prompt.messages for _, prompt, _ in asked], progress=progress, description="judge calls",
+                       on_reply=on_reply, reask=_unparseable if retry_failed else None)
     return [r for r in records if r is not None]
 
 
@@ -219,7 +208,7 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def summarize(records: list[dict[str, Any]], *, settings: JudgeSettings, endpoint: dict[str, Any],
-              source: str) -> dict[str, dict[str, Any]]:
+              source: str, structured_output: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """The metrics.json "judge" block per benchmark (means over successful problems only)."""
     by_benchmark: dict[str, list[dict]] = defaultdict(list)
     for record in records:
@@ -245,12 +234,14 @@ def summarize(records: list[dict[str, Any]], *, settings: JudgeSettings, endpoin
             "n_rollouts_judged": sum(r["n_rollouts"] for r in rows if r["status"] != "skipped"),
             "n_truncated_rollouts": sum(r.get("n_truncated", 0) for r in rows),
             "n_cache_hits": sum(bool(r.get("cache_hit")) for r in rows),
+            "n_by_response_format": dict(Counter(r["response_format"] for r in rows if r.get("response_format"))),
             "judge_model": endpoint.get("model"),
             "prompt_version": PROMPT_VERSION,
             "prompt_sha256": prompt["sha256"],
             "source": source,
             "settings": settings.to_config(),
             "endpoint": endpoint,
+            "structured_output": structured_output,
             "created": rundir.now_iso(),
         })
         out[benchmark] = block
@@ -278,17 +269,22 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
     kept = ([r for r in read_jsonl(judge_path, tolerate_truncated_tail=True) if r.get("benchmark") not in judged]
             if judge_path.exists() else [])
     write_jsonl(judge_path, kept)
-    records = judge_problems(items, client, settings, cache=cache, progress=progress, retry_failed=retry_failed,
+    asker = StructuredAsker(client, VERDICT_SCHEMA, settings.request_params(),
+                            response_format=settings.response_format, cache=cache)
+    records = judge_problems(items, asker, settings, progress=progress, retry_failed=retry_failed,
                              on_record=lambda record: append_jsonl(judge_path, [record], fsync=False))
     write_jsonl(judge_path, kept + records)
 
     endpoint = client.config.to_config()
-    blocks = summarize(records, settings=settings, endpoint=endpoint, source=source.name)
+    structured_output = asker.settings()
+    blocks = summarize(records, settings=settings, endpoint=endpoint, source=source.name,
+                       structured_output=structured_output)
 
     rundir.update_metrics(run_dir, rundir.JUDGE_SECTION, blocks)
 
     rundir.record_stage_settings(run_dir, rundir.JUDGE_SECTION, {
         "prompt": prompt_record(settings.budget), "settings": settings.to_config(), "endpoint": endpoint,
+        "structured_output": structured_output,
         "cache": str(cache.path) if cache is not None else None, "benchmarks": sorted(blocks),
         "created": rundir.now_iso()})
     return blocks
