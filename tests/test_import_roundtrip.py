@@ -4,25 +4,13 @@ every later stage unchanged, and `score` shows where our grader and the source's
 from __future__ import annotations
 
 import json
-import zlib
 
-import numpy as np
 
 import import_sources as src
+from test_diversity_run import BagOfWordsEncoder  # the suite's fake encoder (no model load)
 from dsdr_eval.cli import main
 from dsdr_eval.diversity.run import compute_run_diversity
 from dsdr_eval.jsonl import read_jsonl
-
-
-class BagOfWordsEncoder:
-    """Deterministic fake encoder: hashed word counts in 32 dimensions (no model load)."""
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 32))
-        for i, text in enumerate(texts):
-            for word in text.split():
-                out[i, zlib.crc32(word.encode()) % 32] += 1.0
-        return out
 
 
 def test_import_score_diversity_report(tmp_path, data_dir, capsys):
