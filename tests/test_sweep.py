@@ -1,0 +1,134 @@
+"""`dsdr-eval sweep`: every K-th checkpoint of a training run evaluated (hf backend, tiny random
+model) into one run directory each, sweep.json, resume, bad input; the dashboard's sweep overlay."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dsdr_eval import sweep
+from dsdr_eval.cli import main
+
+EVAL = ["--backend", "hf", "--device", "cpu", "--benchmarks", "math500", "--limit", "1", "--n", "2",
+        "--max-tokens", "4", "--no-diversity", "--no-progress", "--batch-size", "4", "--grading-workers", "1"]
+
+
+def make_train_run(root: Path, model_dir: Path, steps: tuple[int, ...] = (1, 2, 3), final: bool = True) -> Path:
+    """A dsdr-train run dir: config.json kind=train, metrics.jsonl, checkpoints/step_XXXXXX/ and final/
+    (copies of the tiny model: what save_pretrained writes, without the trainer state)."""
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps({"kind": "train", "algo": "dsdr", "label": "tiny-dsdr",
+                                                  "config": {"algo": "dsdr", "lr": 1e-3}}))
+    (root / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": 0.0}) + "\n"
+                                                for s in range(1, max(steps) + 1)))
+    for step in steps:
+        shutil.copytree(model_dir, root / "checkpoints" / f"step_{step:06d}")
+    if final:
+        shutil.copytree(model_dir, root / "final")
+    return root
+
+
+@pytest.fixture()
+def train_run(tmp_path, tiny_model_dir) -> Path:
+    return make_train_run(tmp_path / "train", tiny_model_dir)
+
+
+def run_sweep(train: Path, out: Path, data_dir: Path, *extra: str) -> int:
+    return main(["sweep", str(train), "--out", str(out), "--data-dir", str(data_dir), *EVAL, *extra])
+
+
+def test_sweep_every_k_plus_final_then_resume_skips(train_run, tmp_path, data_dir, capsys):
+    out = tmp_path / "sweep"
+    assert run_sweep(train_run, out, data_dir, "--every", "2", "--include-final") == 0
+    record = json.loads((out / "sweep.json").read_text())
+    assert [c["name"] for c in record["checkpoints"]] == ["step_000001", "step_000003", "final"]
+    assert record["steps"] == [1, 3, 3]  # final/ = the last step of metrics.jsonl
+    assert all(c["status"] == "done" for c in record["checkpoints"])
+    assert record["train_run"]["label"] == "tiny-dsdr" and record["train_run"]["algo"] == "dsdr"
+    assert record["eval"]["n"] == 2 and record["eval"]["max_tokens"] == 4 and record["eval"]["backend"] == "hf"
+    for entry in record["checkpoints"]:
+        run = out / entry["run_dir"]
+        config = json.loads((run / "config.json").read_text())
+        assert Path(config["model"]["path"]).resolve() == (train_run / ("final" if entry["name"] == "final" else
+                                                          f"checkpoints/{entry['name']}")).resolve()
+        assert config["label"] == f"tiny-dsdr {entry['name']}"
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["benchmarks"]["math500"]["n_samples_per_problem"] == 2
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/samples.jsonl")}
+    capsys.readouterr()
+
+    assert run_sweep(train_run, out, data_dir, "--every", "2", "--include-final") == 0
+    assert "3 of 3 checkpoints already evaluated; skipped" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/samples.jsonl")} == stamps
+
+    # The training run went on (step 4) and a smaller --every: only the new checkpoints run.
+    shutil.copytree(train_run / "final", train_run / "checkpoints" / "step_000004")
+    assert run_sweep(train_run, out, data_dir, "--include-final") == 0
+    record = json.loads((out / "sweep.json").read_text())
+    assert [c["name"] for c in record["checkpoints"]] == \
+        ["step_000001", "step_000002", "step_000003", "final", "step_000004"]  # by step (final/: 3)
+    assert record["steps"] == [1, 2, 3, 3, 4]
+    assert "3 of 5 checkpoints already evaluated; skipped" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/samples.jsonl") if p in stamps} == stamps
+
+
+def test_partial_checkpoint_resumes_through_run(train_run, tmp_path, data_dir, capsys):
+    out = tmp_path / "sweep"
+    assert run_sweep(train_run, out, data_dir, "--every", "3") == 0  # step_000001 only
+    run = out / "step_000001"
+    (run / "metrics.json").unlink()  # killed after generation, before scoring
+    lines = (run / "samples.jsonl").read_text().splitlines(keepends=True)
+    (run / "samples.jsonl").write_text("".join(lines[:-1]))  # ... and one sample short
+    capsys.readouterr()
+    assert run_sweep(train_run, out, data_dir, "--every", "3") == 0
+    text = capsys.readouterr().out
+    assert f"resumed: {len(lines) - 1} of {len(lines)} samples" in text and "generated 1" in text
+    assert (run / "metrics.json").exists() and json.loads((out / "sweep.json").read_text())["checkpoints"][0]["status"] == "done"
+
+
+def _error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    return err
+
+
+def test_bad_input_is_one_line_exit_2(train_run, tmp_path, data_dir, capsys):
+    out = tmp_path / "sweep"
+    not_train = tmp_path / "evalrun"
+    not_train.mkdir()
+    (not_train / "config.json").write_text(json.dumps({"kind": "eval"}))
+    assert run_sweep(not_train, out, data_dir) == 2
+    assert "not 'train': not a training run" in _error(capsys)
+    assert run_sweep(tmp_path / "absent", out, data_dir) == 2
+    assert "not a training run" in _error(capsys)
+    empty = make_train_run(tmp_path / "empty", train_run / "final", steps=(1,), final=False)
+    shutil.rmtree(empty / "checkpoints")
+    assert run_sweep(empty, out, data_dir, "--include-final") == 2
+    assert "no final/ and no complete checkpoints" in _error(capsys)
+    for bad in ("0", "-1", "two"):
+        assert run_sweep(train_run, out, data_dir, "--every", bad) == 2
+        assert "--every" in _error(capsys)
+    assert run_sweep(train_run, out, data_dir, "--model", "x") == 2
+    assert "--model" in _error(capsys)
+    assert main(["sweep", str(train_run), "--out", str(out), "--benchmarks", "math500", "--backend", "openai",
+                 "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "--backend openai" in _error(capsys)
+    assert not out.exists()  # nothing was written for refused input
+
+
+def test_other_eval_settings_into_a_sweep_dir_are_refused(train_run, tmp_path, data_dir, capsys):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    record = sweep.new_record(train_run, {"n": 2, "max_tokens": 4, "benchmarks": ["math500"]}, label=None,
+                              every=1, include_final=False, command=["dsdr-eval", "sweep"])
+    sweep.save_sweep(out, record)
+    before = (out / "sweep.json").read_text()
+    assert run_sweep(train_run, out, data_dir, "--max-tokens", "8") == 2
+    assert "max_tokens: 4 -> 8" in _error(capsys)
+    assert (out / "sweep.json").read_text() == before
+    (out / "sweep.json").write_text(json.dumps({"kind": "sweep", "checkpoints": [{"run_dir": "../x"}], "eval": {}}))
+    assert run_sweep(train_run, out, data_dir) == 2
+    assert "checkpoints[0].run_dir" in _error(capsys)
