@@ -62,6 +62,40 @@ def training_figure(frames: dict[str, pd.DataFrame], keys: list[str], *, title: 
     return fig
 
 
+def _ci_band(fig: go.Figure, pts: list[dict[str, Any]], x: str, color: str, label: str, scale: float = 100) -> None:
+    """The shaded 95% CI band (x ``scale``: % by default) of points with ``ci95_lo`` / ``ci95_hi``;
+    none if any CI is missing."""
+    if pts and all(p["ci95_lo"] is not None and p["ci95_hi"] is not None for p in pts):
+        band_x = [p[x] for p in pts] + [p[x] for p in reversed(pts)]
+        band_y = [scale * p["ci95_hi"] for p in pts] + [scale * p["ci95_lo"] for p in reversed(pts)]
+        fig.add_trace(go.Scatter(x=band_x, y=band_y, mode="lines", fill="toself", fillcolor=_rgba(color, 0.15),
+                                 line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=label))
+
+
+def step_figure(records: list[dict[str, Any]], metric: str, title: str, y_title: str, *,
+                percent: bool = True) -> go.Figure:
+    """One eval metric of each sweep against training step (a fraction shown in %, or the raw value),
+    with its 95% CI band where the records carry one.
+
+    records: {"sweep", "step", "checkpoint", "metric", "value", "ci95_lo", "ci95_hi"} (long format)."""
+    fig = go.Figure()
+    rows = [r for r in records if r["metric"] == metric and r["value"] is not None]
+    for index, label in enumerate(dict.fromkeys(r["sweep"] for r in rows)):
+        pts = sorted((r for r in rows if r["sweep"] == label), key=lambda r: r["step"])
+        color = color_for(index)
+        scale = 100 if percent else 1
+        _ci_band(fig, pts, "step", color, label, scale)
+        fig.add_trace(go.Scatter(x=[p["step"] for p in pts], y=[scale * p["value"] for p in pts], mode="lines+markers",
+                                 name=label, line={"color": color}, legendgroup=label,
+                                 text=[p["checkpoint"] for p in pts],
+                                 hovertemplate=label + "<br>step %{x} (%{text}): %{y:.3g}"
+                                 + ("%" if percent else "") + "<extra></extra>"))
+    fig.update_layout(title=title, xaxis_title="training step", yaxis_title=y_title, hovermode="x unified",
+                      height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      legend={"font": {"size": 10}, "orientation": "h", "yanchor": "top", "y": -0.25})
+    return fig
+
+
 def pass_at_k_figure(records: list[dict[str, Any]], benchmark: str, title: str) -> go.Figure:
     """Pass@k of every run on one benchmark: k on a log2 axis, 95% CI band per run."""
     fig = go.Figure()
@@ -72,11 +106,7 @@ def pass_at_k_figure(records: list[dict[str, Any]], benchmark: str, title: str) 
         if not pts:
             continue
         color = color_for(index)
-        if all(p["ci95_lo"] is not None and p["ci95_hi"] is not None for p in pts):
-            band_x = [p["k"] for p in pts] + [p["k"] for p in reversed(pts)]
-            band_y = [100 * p["ci95_hi"] for p in pts] + [100 * p["ci95_lo"] for p in reversed(pts)]
-            fig.add_trace(go.Scatter(x=band_x, y=band_y, mode="lines", fill="toself", fillcolor=_rgba(color, 0.15),
-                                     line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=label))
+        _ci_band(fig, pts, "k", color, label)
         fig.add_trace(go.Scatter(x=[p["k"] for p in pts], y=[100 * p["value"] for p in pts], mode="lines+markers",
                                  name=label, line={"color": color}, legendgroup=label,
                                  hovertemplate=label + "<br>Pass@%{x}: %{y:.1f}%<extra></extra>"))

@@ -2,7 +2,8 @@
 
 A training run (README "Training run") holds ``checkpoints/step_XXXXXX/`` (HF model dirs) and
 ``final/``. ``dsdr-eval sweep`` evaluates a selection of them, one evaluation run directory per
-checkpoint under SWEEP_DIR, named like the checkpoint (``SWEEP_DIR/step_000010/``, ``SWEEP_DIR/final/``),
+checkpoint under SWEEP_DIR, named like the checkpoint (``SWEEP_DIR/step_000010/``; final/ ->
+``SWEEP_DIR/final_eval/``),
 and records the sweep in ``SWEEP_DIR/sweep.json``::
 
     {"kind": "sweep", "label", "train_run": {"path", "label", "config"}, "eval": {settings},
@@ -29,6 +30,8 @@ from dsdr_eval.jsonl import iter_jsonl, read_json, write_json
 SWEEP_FILE = "sweep.json"
 CHECKPOINTS = "checkpoints"
 FINAL = "final"
+# final/'s run directory: not "final", which run discovery (dashboard) skips as a model directory
+FINAL_RUN_DIR = "final_eval"
 _STEP_DIR = re.compile(r"^step_(\d{6,})$")
 STATUSES = ("pending", "done", "incomplete", "error")
 # The run options whose change changes the numbers: a SWEEP_DIR keeps one value of each.
@@ -39,9 +42,14 @@ IDENTITY_OPTIONS = ("protocol", "n", "temperature", "top_p", "pass1_temperature"
 
 @dataclass(frozen=True)
 class Checkpoint:
-    name: str  # "step_000010" or "final": also the name of its run directory under SWEEP_DIR
+    name: str  # "step_000010" or "final"
     step: int | None  # the training step (final: the last step of metrics.jsonl, None when unknown)
     model: Path
+    run_dir: str = ""  # its run directory under SWEEP_DIR (default: the name)
+
+    @property
+    def run_name(self) -> str:
+        return self.run_dir or self.name
 
 
 def _train_config(train_run: Path) -> dict[str, Any]:
@@ -86,7 +94,7 @@ def list_checkpoints(train_run: str | Path, *, every: int = 1, include_final: bo
     selected = found[::every]
     final = train_run / FINAL
     if include_final and (final / rundir.CONFIG).exists():
-        selected.append(Checkpoint(FINAL, _last_step(train_run), final))
+        selected.append(Checkpoint(FINAL, _last_step(train_run), final, FINAL_RUN_DIR))
     if not selected:
         what = "no final/ and no" if include_final else "no"
         raise DsdrError(f"{train_run}: {what} complete checkpoints (checkpoints/step_XXXXXX/ with config.json) "
@@ -150,9 +158,9 @@ def merge_checkpoints(record: dict[str, Any], checkpoints: list[Checkpoint]) -> 
     """Add the checkpoints not yet in the record (a training run that went on, a smaller --every)."""
     known = {entry["run_dir"] for entry in record["checkpoints"]}
     for ckpt in checkpoints:
-        if ckpt.name not in known:
+        if ckpt.run_name not in known:
             record["checkpoints"].append({"name": ckpt.name, "step": ckpt.step, "model": str(ckpt.model),
-                                          "run_dir": ckpt.name, "status": "pending"})
+                                          "run_dir": ckpt.run_name, "status": "pending"})
     record["checkpoints"].sort(key=lambda e: (e["step"] is None, e["step"] or 0, e["name"] == FINAL))
     record["steps"] = [e["step"] for e in record["checkpoints"]]
 

@@ -132,3 +132,68 @@ def test_other_eval_settings_into_a_sweep_dir_are_refused(train_run, tmp_path, d
     (out / "sweep.json").write_text(json.dumps({"kind": "sweep", "checkpoints": [{"run_dir": "../x"}], "eval": {}}))
     assert run_sweep(train_run, out, data_dir) == 2
     assert "checkpoints[0].run_dir" in _error(capsys)
+
+
+# ----------------------------------------------------------------------------- the dashboard overlay
+
+def write_sweep(runs: Path, name: str, data_dir: Path, accuracies: dict[int, float], *, diversity: bool) -> Path:
+    """A sweep as `dsdr-eval sweep` leaves it: sweep.json (its writer) + one scored run per checkpoint
+    (scored by the real scorer; the diversity block, when asked, in the documented layout)."""
+    from dsdr_eval import rundir
+    from fixtures_runs import make_scored_run, write_train_run
+
+    train = write_train_run(runs / "train" / name, algo=name, steps=max(accuracies))
+    out = runs / "sweeps" / name
+    record = sweep.new_record(train, {"n": 4, "benchmarks": ["aime24", "math500"]}, label=f"{name}-sweep",
+                              every=1, include_final=False, command=["dsdr-eval", "sweep"])
+    checkpoints = [sweep.Checkpoint(f"step_{s:06d}", s, train / "checkpoints" / f"step_{s:06d}") for s in accuracies]
+    sweep.merge_checkpoints(record, checkpoints)
+    for ckpt in checkpoints:
+        make_scored_run(out / ckpt.name, data_dir, label=f"{name} {ckpt.name}", accuracy=accuracies[ckpt.step])
+        if diversity:
+            rundir.update_metrics(out / ckpt.name, rundir.DIVERSITY_SECTION, {
+                b: {"all": {"d_emb": 0.1 * ckpt.step, "d_eq": 0.05 * ckpt.step}, "n_problems": 4}
+                for b in ("aime24", "math500")})
+        sweep.set_status(record, ckpt.name, "done")
+    sweep.save_sweep(out, record)
+    return out
+
+
+def test_training_page_overlays_sweeps_with_cis(tmp_path, data_dir, monkeypatch):
+    from test_dashboard import open_page, texts
+
+    runs = tmp_path / "runs"
+    write_sweep(runs, "grpo", data_dir, {10: 0.2, 20: 0.3, 30: 0.35}, diversity=False)
+    dsdr = write_sweep(runs, "dsdr", data_dir, {10: 0.2, 20: 0.4, 30: 0.5}, diversity=True)
+    record = json.loads((dsdr / "sweep.json").read_text())  # a checkpoint not evaluated yet is noted, not plotted
+    record["checkpoints"].append({"name": "step_000040", "step": 40, "model": "x", "run_dir": "step_000040",
+                                  "status": "pending"})
+    (dsdr / "sweep.json").write_text(json.dumps(record))
+    at = open_page(runs, "training", monkeypatch)
+    assert set(at.multiselect(key="sweep_runs").value) == {"sweeps/dsdr", "sweeps/grpo"}
+    assert at.selectbox(key="sweep_benchmark").value == "average"
+    charts = {c.proto.id: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    sweep_charts = [spec for spec in charts.values() if "training step" in json.dumps(spec["layout"].get("xaxis", {}))]
+    titles = [spec["layout"]["title"]["text"] for spec in sweep_charts]
+    assert any(t.startswith("Pass@1") for t in titles) and any(t.startswith("Pass@k at the largest k (k = 16)")
+                                                              for t in titles), titles
+    assert any(t.startswith("Semantic diversity") for t in titles)
+    pass1 = next(s for s in sweep_charts if s["layout"]["title"]["text"].startswith("Pass@1"))
+    lines = {t["name"]: t for t in pass1["data"] if t.get("name")}
+    assert set(lines) == {"dsdr-sweep", "grpo-sweep"} and lines["dsdr-sweep"]["x"] == [10, 20, 30]
+    # the CI band of each sweep: metrics.json's average.ci95.pass1, in %
+    metrics = json.loads((dsdr / "step_000020" / "metrics.json").read_text())
+    lo, hi = metrics["average"]["ci95"]["pass1"]
+    bands = [t for t in pass1["data"] if t.get("fill") == "toself"]
+    assert len(bands) == 2 and bands[0]["legendgroup"] == "dsdr-sweep"
+    assert bands[0]["x"] == [10, 20, 30, 30, 20, 10]  # upper edge by step, then the lower edge back
+    assert abs(bands[0]["y"][1] - 100 * hi) < 1e-9 and abs(bands[0]["y"][4] - 100 * lo) < 1e-9
+    assert abs(lines["dsdr-sweep"]["y"][1] - 100 * metrics["average"]["pass1"]) < 1e-9
+    divs = next(s for s in sweep_charts if s["layout"]["title"]["text"].startswith("Semantic diversity"))
+    assert [t["name"] for t in divs["data"] if t.get("name")] == ["dsdr-sweep"]  # grpo has none computed
+    assert any("step_000040: not evaluated yet (pending)" in c for c in texts(at, "caption"))
+
+    at.selectbox(key="sweep_benchmark").set_value("math500").run()
+    assert not at.exception
+    at.multiselect(key="sweep_runs").set_value(["sweeps/grpo"]).run()
+    assert not at.exception
