@@ -88,7 +88,9 @@ def main() -> int:
     args = parser.parse_args()
     print(f"same run per backend: {args.benchmark} x {args.limit} problems, protocol quick (pass1 T=0.1 + "
           f"{args.n} x T=0.7, top-p 0.9), max_tokens {args.max_tokens}, seed 0, template qwen-boxed (chat), "
-          f"model {args.model}, fp32 on CPU, {os.cpu_count()} cores (load average at start: "
+          f"model {args.model}, fp32 on CPU, {os.cpu_count()} cores, OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, VLLM_CPU_OMP_THREADS_BIND="
+          f"{os.environ['VLLM_CPU_OMP_THREADS_BIND']} (load average at start: "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
     rows = {}
     for backend in args.backends.split(","):

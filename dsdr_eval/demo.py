@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 DEMO_MODEL = "smollm2-135m"
-DEMO_RUN = ["--benchmarks", "math500", "--limit", "4", "--protocol", "quick", "--max-tokens", "160"]
+DEMO_RUN = ["--benchmarks", "math500", "--limit", "4", "--protocol", "quick", "--max-tokens", "96"]
 # reports/mini_experiment/runs/<dir> -> label in the report
 EXAMPLE_RUNS = {"eval_base": "SmolLM2-135M base", "eval_grpo": "GRPO 44 steps", "eval_dsdr": "DSDR 44 steps"}
 
@@ -35,7 +36,7 @@ def dsdr_eval(argv: list[str]) -> None:
     """Run one ``dsdr-eval`` subcommand in this process (no second interpreter start), printed first."""
     from dsdr_eval.cli import main as cli_main
 
-    print(f"\n$ dsdr-eval {' '.join(argv)}", flush=True)
+    print(f"\n$ dsdr-eval {shlex.join(argv)}", flush=True)
     code = cli_main(argv)
     if code != 0:
         raise SystemExit(f"demo: `dsdr-eval {argv[0]}` exited with {code}")

