@@ -35,3 +35,17 @@ def test_copy_example_runs_takes_only_samples_and_config(tmp_path):
     for copy in copies:
         assert sorted(p.name for p in copy.iterdir()) == ["config.json", "samples.jsonl"]
         assert (copy / "samples.jsonl").read_bytes() == (EXAMPLES / copy.name / "samples.jsonl").read_bytes()
+
+
+def test_one_torch_thread_only_on_busy_cores_and_never_over_an_explicit_setting(monkeypatch):
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(demo.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    demo.use_one_thread_when_busy()
+    assert "OMP_NUM_THREADS" not in demo.os.environ
+    monkeypatch.setattr(demo.os, "getloadavg", lambda: (4.0, 4.0, 4.0))
+    demo.use_one_thread_when_busy()
+    assert demo.os.environ["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    demo.use_one_thread_when_busy()
+    assert demo.os.environ["OMP_NUM_THREADS"] == "2"
