@@ -32,9 +32,9 @@ test: setup browser
 test-fast: setup
 	$(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
 
+# a run, its diversity, report directories and the dashboard command (dsdr_eval/demo.py; ~3 min on 2 cores)
 demo: setup
-	$(BIN)/dsdr-eval run --model smollm2-135m --benchmarks math500 --protocol quick --limit 8 \
-		--data-dir $(DSDR_DATA_DIR) --out runs/demo
+	$(BIN)/python -m dsdr_eval.demo --data-dir $(DSDR_DATA_DIR) --examples reports/mini_experiment/runs --out runs/demo
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

