@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -36,9 +38,20 @@ def wait_until_healthy(proc: subprocess.Popen, url: str, log: Path, *, timeout_s
 
 
 def stop_process(proc: subprocess.Popen, *, timeout_s: float) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``."""
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``; then SIGKILL what is left of
+    its process group. Servers are started with ``start_new_session=True``: a `vllm serve` that
+    never became healthy otherwise leaves its EngineCore and worker running, reparented to init."""
     proc.terminate()
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
+    _kill_group(proc.pid)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the whole group has already exited
