@@ -1,0 +1,95 @@
+"""The group-level part of DSDR / DARLING on a verl batch: verifier accuracy -> diversity within each
+uid group -> shaped reward and coupling weights (docs/ALGORITHMS.md §3.1-§3.3, §4).
+
+verl-free: the trainer (:mod:`.trainer`) hands in the decoded responses, their ``uid`` and verl's
+reward scores. Every number comes from the compact trainer's own functions
+(:func:`dsdr_train.scoring.group_diversity`, :func:`dsdr_train.scoring.darling_diversity`) and
+:func:`dsdr_train.core_algos.shape_rewards`; nothing is re-derived here.
+
+Shapes: ``B`` = rollouts of the batch (all uid groups, any order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from dsdr_train import scoring
+from dsdr_train.core_algos import RolloutSignals, ShapedRewards, group_ids_from_prompt_index, shape_rewards
+from dsdr_train.integrations.verl.settings import PluginSettings
+from dsdr_train.rollout import RolloutBatch
+
+
+def verifier_accuracy(scores: Tensor, acc: Sequence[Any] | None = None) -> Tensor:
+    """DSDR's 0/1 verifier outcome per rollout (float64 ``[B]``) from verl's reward.
+
+    verl's ``math_dapo`` score is +1 / -1 (and may carry DAPO's overlong penalty) with the verdict in
+    ``reward_extra_info["acc"]``; its other math scorers give 1 / 0. ``acc`` (one entry per rollout,
+    None where the reward function gave none) wins where present; elsewhere a rollout is correct iff
+    its score is > 0, which is right for both conventions."""
+    scores = torch.as_tensor(scores, dtype=torch.float64)
+    if scores.dim() != 1:
+        raise ValueError(f"scores must have shape [B], got {tuple(scores.shape)}")
+    correct = scores > 0
+    if acc is not None:
+        if len(acc) != scores.shape[0]:
+            raise ValueError(f"{len(acc)} acc entries for {scores.shape[0]} rollouts")
+        given = torch.tensor([a is not None for a in acc], dtype=torch.bool)
+        verdict = torch.tensor([bool(a) if a is not None else False for a in acc], dtype=torch.bool)
+        correct = torch.where(given, verdict, correct)
+    return correct.to(torch.float64)
+
+
+@dataclass(frozen=True)
+class GroupRewards:
+    """``shaped``: what the plugin's estimators normalise (:func:`shape_rewards`); ``diversity``
+    (DSDR's d, Eq. 9) / ``darling_div`` (Eq. 15): per rollout, None when the objective reads none."""
+
+    shaped: ShapedRewards
+    group_ids: Tensor
+    diversity: np.ndarray | None
+    darling_div: np.ndarray | None
+
+
+def group_rewards(texts: Sequence[str], uids: Sequence[Hashable], accuracy: Tensor, response_lengths: Tensor,
+                  max_response_length: int, settings: PluginSettings, *, encoder: Any = None,
+                  equivalence: Any = None) -> GroupRewards:
+    """The objective's rewards and coupling weights of one verl batch, each group = one uid.
+
+    ``encoder``: a :func:`dsdr_eval.diversity.load_encoder` encoder (DSDR's D_emb; DARLING's
+    embedding partition); ``equivalence``: DARLING's partition (``dsdr_eval.partition_methods``)."""
+    group_ids = group_ids_from_prompt_index(list(uids))
+    batch = RolloutBatch(texts=list(texts), group_ids=group_ids.tolist())
+    objective = settings.objective
+    diversity = darling_div = None
+    if objective.reward == "dsdr":
+        diversity = scoring.group_diversity(batch, encoder, settings.formula_rules)[2]
+    if objective.reward == "darling":
+        graded = [{} for _ in texts]  # verl's reward gives no answer classes (see settings.PLUGIN_PARTITIONS)
+        darling_div = scoring.darling_diversity(batch, graded, equivalence, settings)
+    signals = RolloutSignals(
+        accuracy=accuracy.to(torch.float64), group_ids=group_ids,
+        response_lengths=torch.as_tensor(response_lengths), max_response_length=int(max_response_length),
+        diversity=None if diversity is None else torch.tensor(diversity, dtype=torch.float64),
+        darling_div=None if darling_div is None else torch.tensor(darling_div, dtype=torch.float64))
+    return GroupRewards(shaped=shape_rewards(signals, objective), group_ids=group_ids, diversity=diversity,
+                        darling_div=darling_div)
+
+
+def group_metrics(rewards: GroupRewards) -> dict[str, float]:
+    """Scalars for verl's logger (``dsdr/...``; the converter maps them to metrics.jsonl keys)."""
+    shaped = rewards.shaped
+    out = {"dsdr/accuracy": float(shaped.reward.mean()) if shaped.reward.numel() else 0.0,
+           "dsdr/shaped_reward_mean": float(shaped.shaped.mean()) if shaped.shaped.numel() else 0.0}
+    if rewards.diversity is not None and len(rewards.diversity):
+        out["dsdr/diversity_mean"] = float(np.mean(rewards.diversity))
+    if rewards.darling_div is not None and len(rewards.darling_div):
+        out["dsdr/darling_div_mean"] = float(np.mean(rewards.darling_div))
+    if bool((shaped.weights > 0).any()):
+        out["dsdr/coupling_weight_max"] = float(shaped.weights.max())
+    return out
