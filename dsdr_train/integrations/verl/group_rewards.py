@@ -81,6 +81,23 @@ def group_rewards(texts: Sequence[str], uids: Sequence[Hashable], accuracy: Tens
                         darling_div=darling_div)
 
 
+def token_rows(response_masks: Sequence[Tensor], shaped: Tensor, weights: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    """Per-rollout token rows for verl's TransferQueue: the shaped reward on the last valid response
+    token (verl's outcome-reward convention; float64, see :mod:`.trainer`) and the coupling weight on
+    every token (float32). ``response_masks``: one ``[T_i]`` 0/1 row per rollout."""
+    if not len(response_masks) == shaped.shape[0] == weights.shape[0]:
+        raise ValueError(f"{len(response_masks)} masks, {shaped.shape[0]} rewards, {weights.shape[0]} weights")
+    scores, weight_rows = [], []
+    for i, mask in enumerate(response_masks):
+        row = torch.zeros(mask.shape[0], dtype=torch.float64)
+        valid = torch.nonzero(mask).flatten()
+        if valid.numel():
+            row[int(valid[-1])] = shaped[i]
+        scores.append(row)
+        weight_rows.append(torch.full((mask.shape[0],), float(weights[i]), dtype=torch.float32))
+    return scores, weight_rows
+
+
 def group_metrics(rewards: GroupRewards) -> dict[str, float]:
     """Scalars for verl's logger (``dsdr/...``; the converter maps them to metrics.jsonl keys)."""
     shaped = rewards.shaped

@@ -28,7 +28,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from dsdr_train.integrations.verl.estimators import REWARDS_SHAPED_KEY
-from dsdr_train.integrations.verl.group_rewards import group_metrics, group_rewards, verifier_accuracy
+from dsdr_train.integrations.verl.group_rewards import group_metrics, group_rewards, token_rows, verifier_accuracy
 from dsdr_train.integrations.verl.loss import CLAMP_KEY, LAMBDA_L_KEY, NUM_GROUPS_KEY, WEIGHTS_FIELD
 from dsdr_train.integrations.verl.settings import PluginSettings, plugin_settings
 from dsdr_train.integrations.verl.worker import DsdrActorRolloutRefWorker
@@ -104,15 +104,7 @@ class DsdrPPOTrainer(PPOTrainerSync):
         rewards = group_rewards(texts, uids, accuracy, torch.tensor([int(m.sum()) for m in masks]),
                                 int(self.config.actor_rollout_ref.rollout.response_length), self.dsdr,
                                 encoder=encoder, equivalence=equivalence)
-        shaped, weights = rewards.shaped.shaped, rewards.shaped.weights
-        new_scores, new_weights = [], []
-        for i, mask in enumerate(masks):
-            row = torch.zeros(mask.shape[0], dtype=torch.float64)
-            valid = torch.nonzero(mask).flatten()
-            if valid.numel():
-                row[int(valid[-1])] = shaped[i]  # verl's convention: the outcome reward on the last token
-            new_scores.append(row)
-            new_weights.append(torch.full((mask.shape[0],), float(weights[i]), dtype=torch.float32))
+        new_scores, new_weights = token_rows(masks, rewards.shaped.shaped, rewards.shaped.weights)
         output = TensorDict({"rm_scores": torch.nested.as_nested_tensor(new_scores, layout=torch.jagged),
                              WEIGHTS_FIELD: torch.nested.as_nested_tensor(new_weights, layout=torch.jagged)},
                             batch_size=len(batch))
