@@ -82,7 +82,7 @@ def test_loss_and_gradient_equal_core_algos():
     (expected_grad,) = torch.autograd.grad(expected, reference, retain_graph=True)
     assert torch.allclose(loss, expected, atol=1e-6, rtol=0)
     assert torch.allclose(grad * mask, expected_grad * mask, atol=1e-6, rtol=0)
-    assert abs(float(metrics["actor/dsdr_j_local"].values[0]) - float(j_local)) < 1e-6
+    assert abs(float(metrics["actor/dsdr_loss_local"].values[0]) + LAMBDA_L * float(j_local)) < 1e-6
     # and the term is really there: J_local's gradient is not negligible next to the PPO term's
     (pg_grad,) = torch.autograd.grad(pg, reference)
     assert float((expected_grad - pg_grad).abs().max()) > 1e-2

@@ -48,12 +48,16 @@ def verifier_accuracy(scores: Tensor, acc: Sequence[Any] | None = None) -> Tenso
 @dataclass(frozen=True)
 class GroupRewards:
     """``shaped``: what the plugin's estimators normalise (:func:`shape_rewards`); ``diversity``
-    (DSDR's d, Eq. 9) / ``darling_div`` (Eq. 15): per rollout, None when the objective reads none."""
+    (DSDR's d, Eq. 9) with its parts ``d_emb`` (Eq. 7) and ``d_eq`` (Eq. 8) / ``darling_div``
+    (Eq. 15): per rollout, None when the objective reads none."""
 
     shaped: ShapedRewards
     group_ids: Tensor
+    accuracy: Tensor
     diversity: np.ndarray | None
     darling_div: np.ndarray | None
+    d_emb: np.ndarray | None = None
+    d_eq: np.ndarray | None = None
 
 
 def group_rewards(texts: Sequence[str], uids: Sequence[Hashable], accuracy: Tensor, response_lengths: Tensor,
@@ -66,9 +70,9 @@ def group_rewards(texts: Sequence[str], uids: Sequence[Hashable], accuracy: Tens
     group_ids = group_ids_from_prompt_index(list(uids))
     batch = RolloutBatch(texts=list(texts), group_ids=group_ids.tolist())
     objective = settings.objective
-    diversity = darling_div = None
+    diversity = darling_div = d_emb = d_eq = None
     if objective.reward == "dsdr":
-        diversity = scoring.group_diversity(batch, encoder, settings.formula_rules)[2]
+        d_emb, d_eq, diversity = scoring.group_diversity(batch, encoder, settings.formula_rules)
     if objective.reward == "darling":
         graded = [{} for _ in texts]  # verl's reward gives no answer classes (see settings.PLUGIN_PARTITIONS)
         darling_div = scoring.darling_diversity(batch, graded, equivalence, settings)
@@ -77,8 +81,8 @@ def group_rewards(texts: Sequence[str], uids: Sequence[Hashable], accuracy: Tens
         response_lengths=torch.as_tensor(response_lengths), max_response_length=int(max_response_length),
         diversity=None if diversity is None else torch.tensor(diversity, dtype=torch.float64),
         darling_div=None if darling_div is None else torch.tensor(darling_div, dtype=torch.float64))
-    return GroupRewards(shaped=shape_rewards(signals, objective), group_ids=group_ids, diversity=diversity,
-                        darling_div=darling_div)
+    return GroupRewards(shaped=shape_rewards(signals, objective), group_ids=group_ids, accuracy=signals.accuracy,
+                        diversity=diversity, darling_div=darling_div, d_emb=d_emb, d_eq=d_eq)
 
 
 def token_rows(response_masks: Sequence[Tensor], shaped: Tensor, weights: Tensor) -> tuple[list[Tensor], list[Tensor]]:
@@ -98,15 +102,23 @@ def token_rows(response_masks: Sequence[Tensor], shaped: Tensor, weights: Tensor
     return scores, weight_rows
 
 
+def _mean(values: Any) -> float | None:
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.mean()) if values.size else None
+
+
 def group_metrics(rewards: GroupRewards) -> dict[str, float]:
-    """Scalars for verl's logger (``dsdr/...``; the converter maps them to metrics.jsonl keys)."""
+    """The step's reward metrics for verl's logger, named as in dsdr's metrics.jsonl
+    (:class:`dsdr_train.stats.RewardStats`) under a ``dsdr/`` prefix (:mod:`.metrics_log` strips it)."""
     shaped = rewards.shaped
-    out = {"dsdr/accuracy": float(shaped.reward.mean()) if shaped.reward.numel() else 0.0,
-           "dsdr/shaped_reward_mean": float(shaped.shaped.mean()) if shaped.shaped.numel() else 0.0}
-    if rewards.diversity is not None and len(rewards.diversity):
-        out["dsdr/diversity_mean"] = float(np.mean(rewards.diversity))
-    if rewards.darling_div is not None and len(rewards.darling_div):
-        out["dsdr/darling_div_mean"] = float(np.mean(rewards.darling_div))
-    if bool((shaped.weights > 0).any()):
-        out["dsdr/coupling_weight_max"] = float(shaped.weights.max())
-    return out
+    out = {"dsdr/reward/mean": _mean(shaped.reward), "dsdr/shaped_reward/mean": _mean(shaped.shaped),
+           "dsdr/bonus/mean": _mean(shaped.shaped - shaped.reward),
+           "dsdr/acc/mean": _mean(rewards.accuracy),
+           "dsdr/shaped_reward/std": float(shaped.shaped.std(unbiased=False)) if shaped.shaped.numel() else None}
+    for name, values in (("semantic", rewards.d_emb), ("formula", rewards.d_eq)):
+        if values is not None:
+            out[f"dsdr/diversity/{name}"] = _mean(values)
+            out[f"dsdr/similarity/{name}"] = None if _mean(values) is None else 1 - _mean(values)
+    if rewards.darling_div is not None:
+        out["dsdr/darling/div_mean"] = _mean(rewards.darling_div)
+    return {k: v for k, v in out.items() if v is not None}

@@ -64,5 +64,7 @@ def dsdr_ppo_loss(config: Any, model_output: dict, data: TensorDict, dp_group: A
         return loss, metrics
     log_prob = no_padding_2_padding(model_output["log_probs"], data)
     j_local = local_term(log_prob, data)
-    metrics["actor/dsdr_j_local"] = Metric(value=j_local.detach(), aggregation=AggregationType.SUM)
-    return loss - lambda_l * j_local, metrics
+    local_loss = -lambda_l * j_local
+    # named as dsdr's metrics.jsonl "loss/local" (-lambda_l * J_local, this micro-batch's share)
+    metrics["actor/dsdr_loss_local"] = Metric(value=local_loss.detach(), aggregation=AggregationType.SUM)
+    return loss + local_loss, metrics
