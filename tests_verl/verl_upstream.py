@@ -49,12 +49,13 @@ class PluginLoaded:
     @staticmethod
     def pytest_sessionstart(session):
         import pytest
-        import verl  # noqa: F401  (loads the verl.plugins entry points)
+        import verl  # loads the verl.plugins entry points
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
         missing = [name for name in PLUGIN_NAMES if name not in ADV_ESTIMATOR_REGISTRY]
         if missing:
-            pytest.exit(f"the dsdr plugin did not load on `import verl` (missing {missing})", returncode=1)
+            pytest.exit(f"the dsdr plugin did not load on `import verl` {verl.__version__} (missing {missing})",
+                        returncode=1)
 
 
 def main(argv: list[str] | None = None) -> int:
