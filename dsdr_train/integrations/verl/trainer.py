@@ -100,11 +100,18 @@ class DsdrPPOTrainer(PPOTrainerSync):
         accuracy = verifier_accuracy(scores, _accuracy_entries(data.get("extra_fields", None), len(texts)))
         uid = data["uid"]
         uids = uid.tolist() if hasattr(uid, "tolist") else list(uid)
+        # verl's synthetic padding rows (padding_utils: a copy of the first sample's metadata, empty
+        # response) are no rollouts: they get reward 0 and weight 0 and stay out of every group's diversity
+        real = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
         encoder, equivalence = self._encoder_and_equivalence()
-        rewards = group_rewards(texts, uids, accuracy, torch.tensor([int(m.sum()) for m in masks]),
+        rewards = group_rewards([texts[i] for i in real], [uids[i] for i in real], accuracy[real],
+                                torch.tensor([int(masks[i].sum()) for i in real]),
                                 int(self.config.actor_rollout_ref.rollout.response_length), self.dsdr,
                                 encoder=encoder, equivalence=equivalence)
-        new_scores, new_weights = token_rows(masks, rewards.shaped.shaped, rewards.shaped.weights)
+        shaped = torch.zeros(len(texts), dtype=torch.float64)
+        weights = torch.zeros(len(texts), dtype=torch.float64)
+        shaped[real], weights[real] = rewards.shaped.shaped, rewards.shaped.weights
+        new_scores, new_weights = token_rows(masks, shaped, weights)
         output = TensorDict({"rm_scores": torch.nested.as_nested_tensor(new_scores, layout=torch.jagged),
                              WEIGHTS_FIELD: torch.nested.as_nested_tensor(new_weights, layout=torch.jagged)},
                             batch_size=len(batch))
