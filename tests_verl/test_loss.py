@@ -104,3 +104,11 @@ def test_micro_batch_shares_add_up_to_the_one_pass_loss(split):
     rest = tuple(i for i in range(4) if i not in split)
     parts = [_ours(log_prob, old, advantages, mask, rows=rows)[0] for rows in (split, rest)]
     assert torch.allclose(parts[0] + parts[1], whole, atol=1e-6, rtol=0)
+
+
+def test_lambda_l_without_the_weights_field_is_an_error():
+    log_prob, old, advantages, mask = _tensors(3)
+    data = _micro_batch([0, 1], old, advantages, mask, lambda_l=LAMBDA_L, num_groups=2, global_batch_size=2)
+    del data[WEIGHTS_FIELD]
+    with pytest.raises(KeyError, match=WEIGHTS_FIELD):
+        dsdr_ppo_loss(_config(), {"log_probs": _flat_log_probs(log_prob, (0, 1))}, data)

@@ -60,8 +60,11 @@ def dsdr_ppo_loss(config: Any, model_output: dict, data: TensorDict, dp_group: A
     (Eq. 14: the objective is ``J_GRPO + lambda_l * J_local``; the loss is its negative)."""
     loss, metrics = ppo_loss(config, model_output, data, dp_group)
     lambda_l = float(tu.get(data, LAMBDA_L_KEY, 0.0) or 0.0)
-    if lambda_l == 0.0 or WEIGHTS_FIELD not in data.keys():
+    if lambda_l == 0.0:
         return loss, metrics
+    if WEIGHTS_FIELD not in data.keys():  # never train without the term the run asked for
+        raise KeyError(f"{LAMBDA_L_KEY}={lambda_l} but the micro-batch has no {WEIGHTS_FIELD!r} field "
+                       "(written by trainer mode dsdr_sync before the advantage step)")
     log_prob = no_padding_2_padding(model_output["log_probs"], data)
     j_local = local_term(log_prob, data)
     local_loss = -lambda_l * j_local

@@ -112,10 +112,11 @@ class DsdrPPOTrainer(PPOTrainerSync):
         weights = torch.zeros(len(texts), dtype=torch.float64)
         shaped[real], weights[real] = rewards.shaped.shaped, rewards.shaped.weights
         new_scores, new_weights = token_rows(masks, shaped, weights)
-        output = TensorDict({"rm_scores": torch.nested.as_nested_tensor(new_scores, layout=torch.jagged),
-                             WEIGHTS_FIELD: torch.nested.as_nested_tensor(new_weights, layout=torch.jagged)},
-                            batch_size=len(batch))
-        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=output)
+        # One field per put: transfer_queue 0.1.11 drops a NEW field put together with an existing
+        # one (the weights were then missing in the actor; tests_verl/test_trainer_tq.py)
+        for name, rows in ((WEIGHTS_FIELD, new_weights), ("rm_scores", new_scores)):
+            output = TensorDict({name: torch.nested.as_nested_tensor(rows, layout=torch.jagged)}, batch_size=len(batch))
+            tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=output)
         metrics.update(group_metrics(rewards))
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
