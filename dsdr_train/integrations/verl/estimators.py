@@ -54,8 +54,8 @@ def _check_shaped_range(name: str, rewards: Tensor, bound: float, reward: str) -
 
 def group_advantage(name: str, token_level_rewards: Tensor, response_mask: Tensor, index: np.ndarray,
                     config: Any = None) -> tuple[Tensor, Tensor]:
-    """``(advantages, returns)``, both ``[B, T]``: the estimator ``name``'s per-rollout advantage
-    (float64 statistics, cast to the rewards' dtype) on every response token."""
+    """``(advantages, returns)``, both ``[B, T]`` float32: the estimator ``name``'s per-rollout
+    advantage (float64 statistics) on every response token."""
     settings = plugin_settings(name, None)
     objective = settings.objective
     rewards = token_level_rewards.to(torch.float64).sum(dim=-1)
@@ -68,7 +68,9 @@ def group_advantage(name: str, token_level_rewards: Tensor, response_mask: Tenso
     group_ids = group_ids_from_prompt_index(list(index))
     advantages = get_adv_estimator_fn(objective.adv_estimator)(
         rewards, group_ids, std_mode=objective.std_mode, eps=objective.eps, singleton=objective.singleton_advantage)
-    out = (advantages.unsqueeze(-1) * response_mask.to(torch.float64)).to(token_level_rewards.dtype)
+    # float32 like verl's own estimators (the statistics above are float64; the plugin's trainer
+    # passes float64 rewards, which would otherwise make the whole actor loss float64)
+    out = (advantages.unsqueeze(-1) * response_mask.to(torch.float64)).to(torch.float32)
     return out, out
 
 
