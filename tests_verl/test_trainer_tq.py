@@ -92,3 +92,37 @@ def test_advantage_step_on_the_transfer_queue_equals_core_algos(queue):
         assert torch.allclose(weights.to(torch.float64), expected.weights[i].expand(len(RESPONSES[i])), atol=1e-6), i
     assert metrics["dsdr/acc/mean"] == pytest.approx(sum(ACC) / len(ACC))
     assert metrics["dsdr/bonus/mean"] > 0
+
+
+class RecordingActorGroup:
+    """Stands in for the actor worker group: records the update's batch, returns verl-shaped metrics."""
+
+    def __init__(self):
+        self.extra_info = None
+
+    def update_actor(self, batch):
+        self.extra_info = dict(batch.extra_info)
+        return {"metrics": {"mfu": 0.0, "pg_loss": 0.1}}
+
+
+@pytest.mark.parametrize(("estimator", "local_norm", "sent"), [
+    ("dsdr", "prompts", {"dsdr_lambda_l": 0.001, "dsdr_num_groups": 2, "dsdr_log_ratio_clamp": 20.0}),
+    ("dsdr_wo_gd", "none", {"dsdr_lambda_l": 0.001, "dsdr_log_ratio_clamp": 20.0}),
+    ("dsdr_wo_gc", None, {}),
+])
+def test_the_update_carries_lambda_l_and_the_divisor_to_the_actor(estimator, local_norm, sent):
+    from transfer_queue import KVBatchMeta
+
+    trainer = _trainer(None)
+    block = {"local_norm": local_norm} if local_norm else {}
+    trainer.config = OmegaConf.merge(trainer.config, {
+        "algorithm": {"adv_estimator": estimator}, "dsdr": None,
+        "actor_rollout_ref": {"actor": {"calculate_entropy": False, "entropy_coeff": 0.0, "ppo_epochs": 1,
+                                        "data_loader_seed": 0, "shuffle": False}, "rollout": {"temperature": 1.0}}})
+    trainer.config.dsdr = block
+    trainer.dsdr = settings_from_verl_config(trainer.config)
+    trainer.actor_rollout_wg = RecordingActorGroup()
+    trainer._update_actor(KVBatchMeta(keys=["a"], tags=[{}], partition_id="train"), {})
+    got = {k: v for k, v in trainer.actor_rollout_wg.extra_info.items() if k.startswith("dsdr_")}
+    assert got == sent
+    assert trainer.actor_rollout_wg.extra_info["global_batch_size"] == 2 * 4  # verl's own keys still there
