@@ -51,7 +51,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
 
 # a run, its diversity, report directories and the dashboard command (dsdr_eval/demo.py; ~3 min on 2 cores)
-demo: setup
+demo: $(STAMP)
 	$(BIN)/python -m dsdr_eval.demo --data-dir $(DSDR_DATA_DIR) --examples reports/mini_experiment/runs --out runs/demo
 
 clean:
