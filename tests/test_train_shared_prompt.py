@@ -1,0 +1,76 @@
+"""The update's scoring forward prefills each distinct prompt once (dsdr_train.modeling.shared_prompt_logits):
+same logits and gradients as the full-sequence forward, a fraction of the tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dsdr_train.modeling import pad_rollouts, response_logits, rollout_logits, shared_prompt_logits
+from dsdr_train.rollout import RolloutBatch
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+
+
+def two_groups() -> RolloutBatch:
+    """Two prompts of different lengths (left padding) x 3 rollouts of different lengths (right padding)."""
+    batch = RolloutBatch()
+    prompts = [[5, 17, 99, 4, 8, 250, 31], [7, 300, 12]]
+    responses = [[[11, 12, 13, 14], [15], [16, 17, 18, 19, 20]], [[21, 22], [23, 24, 25, 26, 27, 28], [29]]]
+    for g, (p, outs) in enumerate(zip(prompts, responses)):
+        for o in outs:
+            batch.prompt_ids.append(p), batch.response_ids.append(o), batch.texts.append("")
+            batch.finish_reasons.append("stop"), batch.group_ids.append(g), batch.problem_idx.append(g)
+    return batch
+
+
+def test_shared_prompt_logits_and_gradients_equal_the_full_forward(policy):
+    batch, rows = two_groups(), [0, 3, 1, 4, 2, 5]  # groups interleaved: the gather must follow rows
+    t = pad_rollouts(batch, rows, 0, torch.device("cpu"))
+    full = response_logits(policy, t)
+    shared, labels, mask = shared_prompt_logits(policy, batch, rows, 0, torch.device("cpu"))
+    assert torch.equal(mask, t["response_mask"]) and torch.equal(labels * mask.long(), t["labels"] * mask.long())
+    m = mask.bool()
+    torch.testing.assert_close(shared[m], full[m], atol=1e-5, rtol=1e-5)
+    grads = []
+    for logits in (full, shared):
+        policy.zero_grad()
+        (logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1) * mask).sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in policy.parameters()]))
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-4)
+
+
+def test_update_forward_runs_each_prompt_once(policy):
+    """Tokens through the embedding per scoring forward: distinct prompts + responses, not every
+    rollout's prompt again (fails with the full-sequence forward: 6 x (7 + 6) tokens)."""
+    batch, rows = two_groups(), list(range(6))
+    seen: list[int] = []
+    hook = policy.get_input_embeddings().register_forward_hook(lambda m, inp, out: seen.append(inp[0].numel()))
+    try:
+        policy.train()
+        rollout_logits(policy, batch, rows, 0, torch.device("cpu"), share_prompts=True)
+    finally:
+        hook.remove()
+        policy.eval()
+    assert sum(seen) == 2 * 7 + 6 * 6
+
+
+def test_gradient_checkpointing_falls_back_to_the_full_forward(policy):
+    """transformers drops the KV cache under gradient checkpointing: the responses must still see their prompt."""
+    batch, rows = two_groups(), list(range(6))
+    policy.gradient_checkpointing_enable()
+    try:
+        policy.train()
+        logits, labels, mask = rollout_logits(policy, batch, rows, 0, torch.device("cpu"), share_prompts=True)
+        policy.eval()
+        reference = response_logits(policy, pad_rollouts(batch, rows, 0, torch.device("cpu")))
+    finally:
+        policy.gradient_checkpointing_disable()
+        policy.eval()
+    m = mask.bool()
+    torch.testing.assert_close(logits[m], reference[m], atol=1e-5, rtol=1e-5)
