@@ -1,5 +1,7 @@
-"""The update's scoring forward prefills each distinct prompt once (dsdr_train.modeling.shared_prompt_logits):
-same logits and gradients as the full-sequence forward, a fraction of the tokens."""
+"""Forward passes share what they can: the update's scoring forward prefills each distinct prompt once
+(dsdr_train.modeling.shared_prompt_logits), the generation prefill scores one position only.
+The shared forward has the same logits and gradients as the full-sequence forward, on a fraction
+of the tokens."""
 
 from __future__ import annotations
 
@@ -74,3 +76,18 @@ def test_gradient_checkpointing_falls_back_to_the_full_forward(policy):
         policy.eval()
     m = mask.bool()
     torch.testing.assert_close(logits[m], reference[m], atol=1e-5, rtol=1e-5)
+
+
+def test_generation_prefill_runs_the_lm_head_on_one_position_only(policy, smollm2_dir):
+    """hf_sample's shared prefill discards its logits: the LM head must not score every prompt position."""
+    from dsdr_eval.backends.hf import hf_sample
+    from dsdr_eval.backends.sampling import SamplingSpec
+
+    widths: list[int] = []
+    hook = policy.get_output_embeddings().register_forward_hook(lambda m, inp, out: widths.append(inp[0].shape[1]))
+    try:
+        hf_sample(policy.eval(), [[5, 17, 99, 4, 8, 250, 31], [7, 300, 12]], SamplingSpec(1.0, 1.0, 3, (2,)), n=2,
+                  pad_id=0, seed=0)
+    finally:
+        hook.remove()
+    assert widths and max(widths) == 1, widths
