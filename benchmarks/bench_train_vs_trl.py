@@ -80,6 +80,8 @@ def run_dsdr(args: argparse.Namespace, work: Path) -> dict:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     split = {"generate": [r["time/generate_s"] for r in rows], "reward": [r["time/reward_s"] for r in rows],
              "update": [r["time/update_s"] for r in rows]}
+    if "time/weight_sync_s" in rows[0]:  # vllm: part of generate
+        split["weight_sync"] = [r["time/weight_sync_s"] for r in rows]
     return {"step_seconds": [r["time/total_s"] for r in rows],
             "completion_tokens": [r["response_length/mean"] for r in rows], "split": split}
 
