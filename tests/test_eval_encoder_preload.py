@@ -1,0 +1,68 @@
+"""`dsdr-eval run` loads the sentence encoder while the backend generates (overlapped), and not at
+all with --no-diversity; the later load finds it cached (no second load)."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+import pytest
+
+from dsdr_eval.backends.base import Backend
+
+
+class _Stop(Exception):
+    pass
+
+
+class _WaitsForTheEncoder(Backend):
+    """Stands in for an engine: its generation waits (up to 5 s) for the encoder load to begin."""
+
+    name = "hf"
+
+    def __init__(self, started: threading.Event) -> None:
+        self.started = started
+        self.seen_during_generation: bool | None = None
+
+    def render(self, template, problem):
+        return problem, problem
+
+    def batch_capacity(self):
+        return 8
+
+    def generate(self, requests, batches, on_results):
+        self.seen_during_generation = self.started.wait(5.0)
+        raise _Stop
+
+    def config(self):
+        return {"name": self.name, "version": "test"}
+
+
+@pytest.mark.parametrize("no_diversity", [False, True])
+def test_encoder_loads_during_generation_only_when_diversity_runs(tmp_path, data_dir, monkeypatch, no_diversity):
+    from dsdr_eval.cli import run as run_cli
+    from dsdr_eval.diversity import semantic
+    from dsdr_eval.models import ResolvedModel
+
+    started = threading.Event()
+    loads: list[tuple[str, str]] = []
+
+    def fake_load(path, device):
+        loads.append((path, device))
+        started.set()
+        return object()
+
+    monkeypatch.setattr(semantic, "_load_sentence_transformer", fake_load)
+    backend = _WaitsForTheEncoder(started if not no_diversity else threading.Event())
+    monkeypatch.setattr(run_cli, "_resolve_model", lambda args, name: ResolvedModel("m", "m", False, None, None))
+    monkeypatch.setattr(run_cli, "_make_backend", lambda name, *args: backend)
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    argv = ["--model", "m", "--backend", "hf", "--benchmarks", "math500", "--limit", "2", "--protocol", "quick",
+            "--n", "2", "--max-tokens", "8", "--data-dir", str(data_dir), "--out", str(tmp_path / "run"), "--no-progress"]
+    with pytest.raises(_Stop):
+        run_cli.run_from_args(parser.parse_args(argv + (["--no-diversity"] if no_diversity else [])))
+    if no_diversity:
+        assert loads == [] and backend.seen_during_generation is False
+    else:
+        assert backend.seen_during_generation is True and len(loads) == 1 and loads[0][1] == "cpu"
