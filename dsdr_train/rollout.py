@@ -167,6 +167,9 @@ class VLLMRollout:
                  gpu_memory_utilization: float, record_log_probs: bool = False) -> None:
         """``record_log_probs``: keep vLLM's log-prob of each sampled token (``sampler_log_probs``)."""
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from dsdr_eval.backends.vllm import stable_compile_caches
+
+        self.compile_cache = stable_compile_caches()  # compiled kernels outlive /tmp between runs
         from vllm import LLM
 
         self.tokenizer = tokenizer

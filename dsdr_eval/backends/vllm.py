@@ -10,6 +10,7 @@ after a chat template).
 from __future__ import annotations
 
 import importlib.metadata
+from pathlib import Path
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
@@ -33,6 +34,21 @@ def vllm_version() -> str | None:
         return None
 
 
+def stable_compile_caches() -> dict[str, str]:
+    """Point torch inductor's cache at a user cache dir that outlives /tmp, and report both caches.
+
+    vLLM keeps its torch.compile artifacts under VLLM_CACHE_ROOT (~/.cache/vllm by default), but
+    the inductor kernels they reference default to /tmp/torchinductor_$USER, which a reboot or a
+    tmp cleaner empties: the next engine start then compiles again (minutes on CPU). An explicit
+    TORCHINDUCTOR_CACHE_DIR is kept. Recorded in config.json (backend.compile_cache)."""
+    import os
+
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home / "dsdr" / "torchinductor"))
+    vllm_root = os.environ.get("VLLM_CACHE_ROOT") or str(cache_home / "vllm")
+    return {"vllm_cache_root": vllm_root, "torchinductor_cache_dir": os.environ["TORCHINDUCTOR_CACHE_DIR"]}
+
+
 def import_vllm() -> Any:
     try:
         import vllm
@@ -49,6 +65,7 @@ class VLLMBackend(LocalTokenizerBackend):
                  data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, chunk_size: int = 256, prompt_mode: str = "auto",
                  revision: str | None = None, enforce_eager: bool = False, seed: int = 0) -> None:
+        self.compile_cache = stable_compile_caches()
         vllm = import_vllm()
         import torch
 
@@ -87,6 +104,7 @@ class VLLMBackend(LocalTokenizerBackend):
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "version": vllm_version(), **self.options, "chunk_size": self.chunk_size,
+                "compile_cache": self.compile_cache,
                 "eos_token_ids": list(self.eos_ids), "seeding": "per request (SamplingParams.seed)"}
 
     def _sampling_params(self, request: GenerationRequest) -> Any:

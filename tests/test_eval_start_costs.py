@@ -1,5 +1,6 @@
-"""`dsdr-eval run` loads the sentence encoder while the backend generates (overlapped), and not at
-all with --no-diversity; the later load finds it cached (no second load)."""
+"""What a run pays besides generation: `dsdr-eval run` loads the sentence encoder while the backend
+generates (overlapped), and not at all with --no-diversity; vLLM's compiled kernels are cached in a
+user cache dir that outlives /tmp (recorded in config.json)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,19 @@ def test_encoder_loads_during_generation_only_when_diversity_runs(tmp_path, data
         assert loads == [] and backend.seen_during_generation is False
     else:
         assert backend.seen_during_generation is True and len(loads) == 1 and loads[0][1] == "cpu"
+
+
+def test_compile_caches_live_in_the_user_cache_not_tmp(tmp_path, monkeypatch):
+    from dsdr_eval.backends.vllm import stable_compile_caches
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    record = stable_compile_caches()
+    assert record == {"vllm_cache_root": str(tmp_path / "vllm"),
+                      "torchinductor_cache_dir": str(tmp_path / "dsdr" / "torchinductor")}
+    import os
+
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == record["torchinductor_cache_dir"]
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # an explicit choice is kept
+    assert stable_compile_caches()["torchinductor_cache_dir"] == str(tmp_path / "mine")
