@@ -1,10 +1,12 @@
 """How much of `dsdr-eval run`'s wall time is not generation (target: <= 5 %).
 
 Runs one fixed small evaluation per backend through the real code path (run_cli.run_from_args)
-and splits its wall time into: load (model/engine start, benchmark loading, config), plan
+and splits its wall time into: load (model/engine start incl. vLLM's torch.compile, benchmark
+loading, config), plan
 (prompt rendering), generation (inside the backend, minus the time spent writing samples),
 write (building + appending + fsyncing sample lines), scoring (grading + metrics) and
-diversity. Prints one line per backend and the overhead share with and without the one-off
+diversity (the sentence encoder loads in the background during generation, so what is left
+here is embedding + the metrics). Prints one line per backend and the overhead share with and without the one-off
 model/engine load.
 
     python benchmarks/bench_eval_overhead.py                       # hf, SmolLM2, 8 math500 problems
@@ -82,6 +84,8 @@ def main() -> int:
               f"generation {pure_generation:.1f}s | write {t['write_s']:.3f}s | score {t['score_s']:.1f}s | "
               f"diversity {t.get('diversity_s', 0):.1f}s | {t['n_samples']} samples, "
               f"{t['n_completion_tokens']} completion tokens")
+        print(f"[{backend}] outside generation: {other:.1f}s of {total:.1f}s (load average {os.getloadavg()[0]:.2f}, "
+              f"2 cores)")
         print(f"[{backend}] non-generation share: {100 * other / total:.1f}% of wall time "
               f"(excluding the one-off model/engine load: {100 * other_no_load / (total - t['load_s']):.1f}%) "
               f"-- target <= 5%")
