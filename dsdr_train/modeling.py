@@ -5,8 +5,10 @@ The scoring forward shares prompts (``shared_prompt_logits``): the G rollouts of
 prompt, so each distinct prompt of a micro-batch runs through the model once, its KV cache is
 gathered to the rollouts and only the response tokens run per rollout. Gradients flow back through
 the gathered cache into the one prompt forward, so the loss and its gradient are those of the
-full-sequence forward (``response_logits``) up to float summation order; with a 200-token prompt
-and 16-token responses at G=4 that is ~1/3 of the tokens."""
+full-sequence forward (``response_logits``) up to float summation order; with an 85-token prompt
+and 16-token responses at G=4 that is ~40 % of the tokens. Under gradient checkpointing the
+response forward is checkpointed (over a read-only prefix cache) and the prompt forward is not.
+"""
 
 from __future__ import annotations
 
@@ -104,13 +106,49 @@ def pad_rollouts(batch: RolloutBatch, rows: list[int], pad_id: int, device: torc
 
 def can_share_prompts(model: torch.nn.Module) -> bool:
     """Whether ``shared_prompt_logits`` applies: not under DDP (it runs two forwards before one
-    backward) and not with gradient checkpointing in training (transformers drops the KV cache
-    there, the responses would not see their prompt)."""
+    backward; DDP's reducer expects one)."""
     from torch.nn.parallel import DistributedDataParallel
 
-    if isinstance(model, DistributedDataParallel):
-        return False
-    return not (model.training and getattr(model, "is_gradient_checkpointing", False))
+    return not isinstance(model, DistributedDataParallel)
+
+
+def _read_only_prefix(cache: Any) -> Any:
+    """``cache`` (a filled DynamicCache) turned read-only: each layer's ``update`` returns prefix ++ new
+    keys/values without storing them. The response forward needs nothing stored, and a checkpointed
+    layer's backward replay then sees the same prefix again (a storing cache would grow twice)."""
+    from transformers import DynamicCache
+
+    class ReadOnlyPrefix(DynamicCache):
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+                   *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            layer = self.layers[layer_idx]
+            return torch.cat([layer.keys, key_states], dim=-2), torch.cat([layer.values, value_states], dim=-2)
+
+    cache.__class__ = ReadOnlyPrefix
+    return cache
+
+
+@contextmanager
+def _checkpointing(model: torch.nn.Module, *, prompt: bool) -> Iterator[None]:
+    """Gradient checkpointing around the two forwards of ``shared_prompt_logits``: the prompt forward
+    writes the cache, so it runs unchecked (its 1/G share of the tokens keeps its activations); the
+    response forward keeps the read-only prefix under checkpointing (transformers would drop it)."""
+    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) and hasattr(m, "_can_checkpoint_with_cache")]
+    saved = [(m.gradient_checkpointing, m.__dict__.get("_can_checkpoint_with_cache")) for m in layers]
+    for m in layers:
+        if prompt:
+            m.gradient_checkpointing = False
+        else:
+            m._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for m, (on, can) in zip(layers, saved):
+            m.gradient_checkpointing = on
+            if can is None:
+                m.__dict__.pop("_can_checkpoint_with_cache", None)
+            else:
+                m._can_checkpoint_with_cache = can
 
 
 def shared_prompt_logits(model: torch.nn.Module, batch: RolloutBatch, rows: list[int], pad_id: int,
@@ -139,14 +177,17 @@ def shared_prompt_logits(model: torch.nn.Module, batch: RolloutBatch, rows: list
         response_attn[r, :len(o)] = 1
     index = torch.tensor(owner, dtype=torch.long)
     cache = DynamicCache(config=getattr(model, "config", None))
-    first = model(input_ids=prompt_ids.to(device), attention_mask=prompt_attn.to(device),
-                  position_ids=(prompt_attn.cumsum(-1) - 1).clamp(min=0).to(device), past_key_values=cache,
-                  use_cache=True, logits_to_keep=1).logits[:, -1]  # [U, V]: predicts each response's first token
+    with _checkpointing(model, prompt=True):
+        first = model(input_ids=prompt_ids.to(device), attention_mask=prompt_attn.to(device),
+                      position_ids=(prompt_attn.cumsum(-1) - 1).clamp(min=0).to(device), past_key_values=cache,
+                      use_cache=True, logits_to_keep=1).logits[:, -1]  # [U, V]: predicts each response's first token
     cache.batch_select_indices(index.to(device))  # [U, ...] -> [b, ...], differentiable (indexing)
     attn = torch.cat([prompt_attn[index], response_attn], dim=1)
     positions = prompt_attn.sum(-1)[index, None] + torch.arange(R)[None, :]
-    rest = model(input_ids=labels.to(device), attention_mask=attn.to(device), position_ids=positions.to(device),
-                 past_key_values=cache, use_cache=True, logits_to_keep=R).logits[:, :R - 1]  # [b, R-1, V]
+    with _checkpointing(model, prompt=False):
+        rest = model(input_ids=labels.to(device), attention_mask=attn.to(device), position_ids=positions.to(device),
+                     past_key_values=_read_only_prefix(cache), use_cache=False,
+                     logits_to_keep=R).logits[:, :R - 1]  # [b, R-1, V]
     logits = torch.cat([first[index.to(device)].unsqueeze(1), rest], dim=1).float()
     return logits, labels.to(device), response_attn.to(device).float()
 

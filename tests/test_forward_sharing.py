@@ -62,20 +62,46 @@ def test_update_forward_runs_each_prompt_once(policy):
     assert sum(seen) == 2 * 7 + 6 * 6
 
 
-def test_gradient_checkpointing_falls_back_to_the_full_forward(policy):
-    """transformers drops the KV cache under gradient checkpointing: the responses must still see their prompt."""
-    batch, rows = two_groups(), list(range(6))
+def _grad_of(policy, logits, labels, mask) -> torch.Tensor:
+    policy.zero_grad()
+    (logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1) * mask).sum().backward()
+    return torch.cat([p.grad.flatten() for p in policy.parameters()])
+
+
+def test_shared_prompts_under_gradient_checkpointing_match_the_full_forward(policy):
+    """transformers drops a KV cache under gradient checkpointing; the shared forward keeps a read-only
+    prefix there (checkpointed response forward, unchecked prompt forward): same logits and gradients,
+    still one prompt forward per group."""
+    batch, rows = two_groups(), [0, 3, 1, 4, 2, 5]
+    policy.train()
+    t = pad_rollouts(batch, rows, 0, torch.device("cpu"))
+    reference = response_logits(policy, t)
+    want = _grad_of(policy, reference, t["labels"], t["response_mask"])
+    seen: list[int] = []
+    layer_runs: list[int] = []
+    hook = policy.get_input_embeddings().register_forward_hook(lambda m, inp, out: seen.append(inp[0].numel()))
+    mlp = policy.model.layers[0].mlp
+    mlp_forward = mlp.forward
+
+    def counted(*args, **kwargs):  # (forward hooks do not fire in a checkpoint's replay; this does)
+        layer_runs.append(1)
+        return mlp_forward(*args, **kwargs)
+
+    mlp.forward = counted
     policy.gradient_checkpointing_enable()
     try:
-        policy.train()
         logits, labels, mask = rollout_logits(policy, batch, rows, 0, torch.device("cpu"), share_prompts=True)
-        policy.eval()
-        reference = response_logits(policy, pad_rollouts(batch, rows, 0, torch.device("cpu")))
+        got = _grad_of(policy, logits, labels, mask)
     finally:
+        hook.remove()
+        del mlp.forward
         policy.gradient_checkpointing_disable()
         policy.eval()
     m = mask.bool()
     torch.testing.assert_close(logits[m], reference[m], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    assert seen == [2 * 7, 6 * 6]
+    assert len(layer_runs) == 3  # prompt forward, response forward, and its replay in backward (checkpointed)
 
 
 def test_generation_prefill_runs_the_lm_head_on_one_position_only(policy, smollm2_dir):
