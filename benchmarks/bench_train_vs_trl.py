@@ -151,8 +151,8 @@ def run_trl(args: argparse.Namespace, work: Path) -> dict:
 
     def per_step(*names: str) -> list[float]:
         total = [0.0] * steps
-        for name in names:
-            values = phases.get(name, [])
+        for name in names:  # TRL names a context "<TrainerClass>.<name>"
+            values = [v for key, vs in phases.items() if key.split(".", 1)[-1] == name for v in vs]
             per = max(1, len(values) // steps) if values else 1  # compute_loss: once per step here
             for k in range(steps):
                 total[k] += sum(values[k * per:(k + 1) * per])
@@ -160,6 +160,8 @@ def run_trl(args: argparse.Namespace, work: Path) -> dict:
 
     split = {"generate": per_step("transformers.generate", "vLLM.generate", "sync_weights"),
              "reward": per_step("_calculate_rewards"), "loss_forward": per_step("compute_loss")}
+    # (TRL's old-log-prob forward, _get_per_token_logps_and_entropies outside compute_loss, runs only
+    # when num_iterations > 1 or with vLLM importance sampling; its calls are counted in phase_calls.)
     split["rest"] = [t - sum(v[k] for v in split.values()) for k, t in enumerate(timer.times)]
     return {"step_seconds": timer.times, "completion_tokens": lengths, "split": split,
             "phase_calls": {k: len(v) for k, v in phases.items()}}
