@@ -29,7 +29,8 @@ its colocate mode needs a CUDA device) the failure is reported, not hidden.
 
     python benchmarks/bench_train_vs_trl.py [--model tiny|smollm2-135m|DIR] [--steps 4]
         [--prompts 2] [--group 4] [--max-tokens 16] [--threads 1] [--gradient-checkpointing on|off]
-        [--dsdr-engine hf|vllm] [--trl-engine hf|vllm-colocate|vllm-server] [--json out.json]
+        [--dsdr-engine hf|vllm] [--trl-engine hf|vllm-colocate|vllm-server] [--before-tree DIR]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -178,12 +179,15 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def launch(name: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--worker", name, "--model", args.model, "--steps", str(args.steps),
+    """One trainer in its own subprocess; ``dsdr_before`` is dsdr-train imported from --before-tree."""
+    cmd = [sys.executable, __file__, "--worker", "dsdr" if name == "dsdr_before" else name, "--model", args.model, "--steps", str(args.steps),
            "--prompts", str(args.prompts), "--group", str(args.group), "--max-tokens", str(args.max_tokens),
            "--lr", str(args.lr), "--threads", str(args.threads), "--gradient-checkpointing", args.gradient_checkpointing,
            "--dsdr-engine", args.dsdr_engine, "--trl-engine", args.trl_engine]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    if name == "dsdr_before":
+        env["PYTHONPATH"] = str(Path(args.before_tree).resolve())
     print(f"[{time.strftime('%H:%M:%S')}] running {name} ...", file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
@@ -220,6 +224,8 @@ def main() -> None:
     p.add_argument("--trl-engine", choices=("hf", "vllm-colocate", "vllm-server"), default="hf",
                    help="TRL GRPOTrainer generation: transformers, or its vLLM modes (use_vllm=True)")
     p.add_argument("--only", choices=("dsdr", "trl"), default=None, help="run one side (no ratio)")
+    p.add_argument("--before-tree", default=None,
+                   help="also run dsdr-train from this older checkout (e.g. a git worktree of main), same settings")
     p.add_argument("--allow-failure", action="store_true", help="report a side that fails instead of stopping")
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--worker", choices=("dsdr", "trl"), help=argparse.SUPPRESS)
@@ -239,6 +245,8 @@ def main() -> None:
         args.model = str(smollm2_hf_dir())
     load = os.getloadavg()
     names = (args.only,) if args.only else ("dsdr", "trl")
+    if args.before_tree:
+        names = ("dsdr_before", *names)
     results = {name: launch(name, args) for name in names}
     summary = {name: summarise(r) for name, r in results.items()}
     import importlib.metadata as md
@@ -246,19 +254,23 @@ def main() -> None:
     report = {"setting": {k: v for k, v in vars(args).items() if k != "worker"}, "results": summary,
               "load_average": {"start": [round(x, 2) for x in load], "end": [round(x, 2) for x in os.getloadavg()]},
               "versions": {n: md.version(n) for n in ("torch", "transformers", "trl")}}
-    ok = [n for n in names if "failed" not in summary[n]]
-    if len(ok) == 2:
+    if all(n in summary and "failed" not in summary[n] for n in ("dsdr", "trl")):
         report["ratios"] = {"time": summary["dsdr"]["median_step_s"] / summary["trl"]["median_step_s"],
                             "memory": summary["dsdr"]["peak_rss_mib"] / summary["trl"]["peak_rss_mib"]}
     print(json.dumps(report, indent=2))
     for name in names:
         s = summary[name]
-        engine = args.dsdr_engine if name == "dsdr" else args.trl_engine
+        engine = args.trl_engine if name == "trl" else args.dsdr_engine
         if "failed" in s:
             print(f"{name:4s} [{engine}] did not run: {s['failed']}")
             continue
         split = ", ".join(f"{k} {v:.2f}s" for k, v in s["median_split_s"].items())
         print(f"{name:4s} [{engine}] median step {s['median_step_s']:.2f}s ({split}); peak RSS {s['peak_rss_mib']:.0f} MiB")
+    if "dsdr_before" in summary and "failed" not in summary["dsdr_before"] and "ratios" in report:
+        report["ratios"]["time_before"] = summary["dsdr_before"]["median_step_s"] / summary["trl"]["median_step_s"]
+        report["ratios"]["memory_before"] = summary["dsdr_before"]["peak_rss_mib"] / summary["trl"]["peak_rss_mib"]
+        print(f"dsdr-train before ({args.before_tree}) / TRL: time {report['ratios']['time_before']:.2f}x, "
+              f"peak RSS {report['ratios']['memory_before']:.2f}x")
     if "ratios" in report:
         ratios = report["ratios"]
         print(f"dsdr-train [{args.dsdr_engine}] / TRL GRPOTrainer [{args.trl_engine}]: time {ratios['time']:.2f}x "
