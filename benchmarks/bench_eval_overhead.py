@@ -43,6 +43,8 @@ def run_once(backend: str, args: argparse.Namespace, out: Path) -> dict:
             "--data-dir", args.data_dir, "--out", str(out), "--no-progress"]
     if args.no_diversity:
         argv.append("--no-diversity")
+    if args.enforce_eager and backend == "vllm":
+        argv.append("--enforce-eager")
     if backend == "openai":
         argv += ["--base-url", args.base_url]
     parser = argparse.ArgumentParser()
@@ -67,6 +69,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--data-dir", default=os.environ.get("DSDR_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared/data/benchmarks")))
     parser.add_argument("--no-diversity", action="store_true")
+    parser.add_argument("--enforce-eager", action="store_true", help="vllm: no torch.compile / CUDA graphs")
     args = parser.parse_args()
     print(f"fixed run: {args.benchmark} x {args.limit} problems, protocol quick (pass1 T=0.1 + {args.n} x T=0.7, "
           f"top-p 0.9), max_tokens {args.max_tokens}, seed 0, template qwen-boxed (chat), model {args.model}")
