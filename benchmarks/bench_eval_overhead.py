@@ -1,10 +1,12 @@
 """How much of `dsdr-eval run`'s wall time is not generation (target: <= 5 %).
 
 Runs one fixed small evaluation per backend through the real code path (run_cli.run_from_args)
-and splits its wall time into: load (model/engine start, benchmark loading, config), plan
+and splits its wall time into: load (model/engine start incl. vLLM's torch.compile, benchmark
+loading, config), plan
 (prompt rendering), generation (inside the backend, minus the time spent writing samples),
 write (building + appending + fsyncing sample lines), scoring (grading + metrics) and
-diversity. Prints one line per backend and the overhead share with and without the one-off
+diversity (the sentence encoder loads in the background during generation, so what is left
+here is embedding + the metrics). Prints one line per backend and the overhead share with and without the one-off
 model/engine load.
 
     python benchmarks/bench_eval_overhead.py                       # hf, SmolLM2, 8 math500 problems
@@ -41,6 +43,8 @@ def run_once(backend: str, args: argparse.Namespace, out: Path) -> dict:
             "--data-dir", args.data_dir, "--out", str(out), "--no-progress"]
     if args.no_diversity:
         argv.append("--no-diversity")
+    if args.enforce_eager and backend == "vllm":
+        argv.append("--enforce-eager")
     if backend == "openai":
         argv += ["--base-url", args.base_url]
     parser = argparse.ArgumentParser()
@@ -65,6 +69,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--data-dir", default=os.environ.get("DSDR_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared/data/benchmarks")))
     parser.add_argument("--no-diversity", action="store_true")
+    parser.add_argument("--enforce-eager", action="store_true", help="vllm: no torch.compile / CUDA graphs")
     args = parser.parse_args()
     print(f"fixed run: {args.benchmark} x {args.limit} problems, protocol quick (pass1 T=0.1 + {args.n} x T=0.7, "
           f"top-p 0.9), max_tokens {args.max_tokens}, seed 0, template qwen-boxed (chat), model {args.model}")
@@ -82,6 +87,8 @@ def main() -> int:
               f"generation {pure_generation:.1f}s | write {t['write_s']:.3f}s | score {t['score_s']:.1f}s | "
               f"diversity {t.get('diversity_s', 0):.1f}s | {t['n_samples']} samples, "
               f"{t['n_completion_tokens']} completion tokens")
+        print(f"[{backend}] outside generation: {other:.1f}s of {total:.1f}s (load average {os.getloadavg()[0]:.2f}, "
+              f"2 cores)")
         print(f"[{backend}] non-generation share: {100 * other / total:.1f}% of wall time "
               f"(excluding the one-off model/engine load: {100 * other_no_load / (total - t['load_s']):.1f}%) "
               f"-- target <= 5%")

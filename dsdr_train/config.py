@@ -59,8 +59,9 @@ class TrainConfig:
     prompt_mode: str = _f("auto", "auto (chat template when the tokenizer has one) | chat | raw", choices=("auto", "chat", "raw"))
     max_prompt_length: int = _f(1024, "prompts longer than this many tokens are skipped (counted in the log)")
     # --- rollout ---------------------------------------------------------------------------
-    rollout_engine: str = _f("hf", "hf (transformers generate) | vllm (in-process engine, weights synced every step)",
-                             choices=("hf", "vllm"))
+    rollout_engine: str = _f("auto", "auto (vllm when importable and, on CPU, when the run generates enough to pay "
+                             "for the engine start; choice + reason in config.json) | hf (transformers generate) | "
+                             "vllm (in-process engine, weights synced after each update)", choices=("auto", "hf", "vllm"))
     group_size: int = _f(8, "G: rollouts per prompt (§3.5: 8)")
     prompts_per_step: int = _f(256, "prompts per rollout batch (§3.5: 256); split evenly over DDP ranks")
     mini_batch_prompts: int = _f(16, "prompts per PPO mini-batch = per optimizer update (§3.5: 16)")

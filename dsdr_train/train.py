@@ -31,7 +31,7 @@ from dsdr_train.config import TrainConfig
 from dsdr_train.data import PromptSampler, load_train_problems
 from dsdr_train.distributed import setup_distributed
 from dsdr_train.modeling import build_optimizer, load_policy, load_reference, pick_device, pick_dtype
-from dsdr_train.rollout import HFRollout, RolloutBatch, VLLMRollout
+from dsdr_train.rollout import HFRollout, RolloutBatch, VLLMRollout, choose_rollout_engine
 from dsdr_train.stats import RewardStats, Summary, UpdateStats, step_metrics
 from dsdr_train.update import UpdateContext, ppo_update
 
@@ -121,12 +121,21 @@ class Trainer:
         return int(state["step"])
 
     def _build_engine(self, init_path: str, dtype: torch.dtype) -> Any:
+        """The rollout engine ``rollout_engine`` names, or ``auto``'s choice (``choose_rollout_engine``,
+        recorded in config.json with its reason). ``weights_version`` counts optimizer updates: the
+        vLLM engine syncs only when it lags behind."""
         cfg = self.cfg
-        if cfg.rollout_engine == "vllm":
+        self.weights_version = 0
+        self.engine_choice = choose_rollout_engine(
+            cfg.rollout_engine, total_steps=cfg.total_steps, prompts_per_step=cfg.prompts_per_step,
+            group_size=cfg.group_size, max_response_length=cfg.max_response_length,
+            cuda_available=self.device.type == "cuda")
+        if self.engine_choice.chosen == "vllm":
             return VLLMRollout(init_path, self.tokenizer, seed=cfg.seed + self.dist.rank,
                                max_model_len=cfg.max_prompt_length + cfg.max_response_length,
                                dtype=str(dtype).replace("torch.", ""),
-                               gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
+                               gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                               record_log_probs=cfg.check_on_policy)
         return HFRollout(self.tokenizer, batch_size=cfg.generation_batch_size, record_log_probs=cfg.check_on_policy)
 
     def _build_diversity(self) -> tuple[Any, Any]:
@@ -159,6 +168,7 @@ class Trainer:
 
         save_config(self.run_dir, dict(
             config_record, template={"name": self.template.name, "text": self.template.text, "chat": self.chat},
+            rollout_engine=self.engine_choice.to_config(),
             encoder=self.encoder.settings() if self.encoder is not None else None,
             formula_extraction=EXTRACTION_RULES[self.cfg.formula_rules],
             objective_notes={**algos.COMMON_NOTES, **algos.ALGO_NOTES.get(self.cfg.algo, {})}))
@@ -167,7 +177,8 @@ class Trainer:
     def _generate(self, prompt_ids: list[list[int]], group_ids: list[int], problem_idx: list[int], *, n: int,
                   temperature: float, top_p: float, max_tokens: int) -> RolloutBatch:
         return self.engine.generate(self.policy, prompt_ids, n=n, temperature=temperature, top_p=top_p,
-                                    max_new_tokens=max_tokens, group_ids=group_ids, problem_idx=problem_idx)
+                                    max_new_tokens=max_tokens, group_ids=group_ids, problem_idx=problem_idx,
+                                    weights_version=self.weights_version)
 
     def collect(self) -> Collected:
         """Rollouts + grading with DAPO's dynamic sampling (see :mod:`dsdr_train.collect`)."""
@@ -206,7 +217,9 @@ class Trainer:
 
     def update(self, batch: RolloutBatch, shaped: algos.ShapedRewards) -> UpdateStats:
         """PPO mini-batch updates on ``batch`` (see :mod:`dsdr_train.update`); this rank's stats."""
-        return ppo_update(self.update_context(), batch, shaped, self.step)
+        stats = ppo_update(self.update_context(), batch, shaped, self.step)
+        self.weights_version += 1  # the vLLM engine now lags behind the policy
+        return stats
 
     # -- validation ------------------------------------------------------------------------
     def _load_val(self) -> list[Problem]:
@@ -269,6 +282,7 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         """One step: collect, shape, update; its metrics reduced over ranks (one all-reduce)."""
         t0 = time.perf_counter()
+        synced_s = getattr(self.engine, "sync_s", None)  # vLLM: seconds of weight syncs so far
         try:
             collected = self.collect()
         except DapoExhausted:
@@ -279,6 +293,8 @@ class Trainer:
         update_stats = self.update(collected.batch, shaped)
         m: dict[str, Any] = {"step": self.step + 1, **step_metrics(self.dist, collected.stats, reward_stats, update_stats)}
         m["time/reward_s"] = collected.stats.grade_s + reward_stats.reward_s
+        if synced_s is not None:  # part of time/generate_s
+            m["time/weight_sync_s"] = self.engine.sync_s - synced_s
         self.step += 1
         cfg = self.cfg
         if cfg.val_data and ((cfg.val_every and self.step % cfg.val_every == 0) or self.step == cfg.total_steps):

@@ -20,7 +20,7 @@ import torch
 from dsdr_train import core_algos as algos
 from dsdr_train.config import TrainConfig
 from dsdr_train.distributed import Dist, all_reduce_values
-from dsdr_train.modeling import eval_mode, pad_rollouts, response_logits, token_log_probs
+from dsdr_train.modeling import eval_mode, rollout_logits, token_log_probs
 from dsdr_train.rollout import RolloutBatch, sampler_ratio_deviation
 from dsdr_train.scoring import groups_of
 from dsdr_train.stats import UpdateStats
@@ -52,13 +52,14 @@ def micro_batches(rows: list[int], size: int) -> list[list[int]]:
 def log_probs_of(ctx: UpdateContext, model: torch.nn.Module, batch: RolloutBatch, rows: list[int]
                  ) -> dict[int, torch.Tensor]:
     """Detached log-probs (old policy, reference) in eval mode: the rollouts were sampled in
-    eval mode, so dropout here would make log pi_old a noisy sample of another distribution."""
+    eval mode, so dropout here would make log pi_old a noisy sample of another distribution.
+    No gradient flows here, so the bare policy runs even under DDP (each prompt prefilled once)."""
     out: dict[int, torch.Tensor] = {}
-    with eval_mode(model):
+    bare = ctx.policy if model is ctx.model else model
+    with eval_mode(bare):
         for micro in micro_batches(rows, ctx.cfg.micro_batch_size):
-            t = pad_rollouts(batch, micro, ctx.pad_id, ctx.device)
-            lp = token_log_probs(response_logits(model, t), t["input_ids"][:, int(t["prompt_width"]):],
-                                 ctx.cfg.temperature)
+            logits, labels, _ = rollout_logits(bare, batch, micro, ctx.pad_id, ctx.device, share_prompts=True)
+            lp = token_log_probs(logits, labels, ctx.cfg.temperature)
             for r, i in enumerate(micro):
                 out[i] = lp[r, :len(batch.response_ids[i])].cpu()
     return out
@@ -127,12 +128,11 @@ def _update_mini_batch(ctx: UpdateContext, batch: RolloutBatch, rows: list[int],
     acc: dict[str, float] = dict.fromkeys(("loss/pg", "loss/local", "loss/kl", "entropy/mean", *_STAT_KEYS), 0.0)
     ctx.optimizer.zero_grad(set_to_none=True)
     for k, micro in enumerate(micros):
-        t = pad_rollouts(batch, micro, ctx.pad_id, ctx.device)
-        mask = t["response_mask"]
         sync = nullcontext() if (k == len(micros) - 1 or ctx.dist.world == 1) else ctx.model.no_sync()
         with sync:
-            logits = response_logits(ctx.model, t)
-            log_probs = token_log_probs(logits, t["input_ids"][:, int(t["prompt_width"]):], cfg.temperature)
+            # One prompt forward per group (modeling.shared_prompt_logits) where it applies.
+            logits, labels, mask = rollout_logits(ctx.model, batch, micro, ctx.pad_id, ctx.device, share_prompts=True)
+            log_probs = token_log_probs(logits, labels, cfg.temperature)
             old_lp = _stack(old, micro, mask.shape[1], ctx.device) if old is not None else log_probs.detach()
             pg_loss, stats = algos.policy_loss(objective, log_probs, old_lp, shaped.advantages[micro].to(ctx.device),
                                                mask, **divisors)

