@@ -1,0 +1,1 @@
+"""Engine integrations: the dsdr objectives on existing distributed RL engines."""
