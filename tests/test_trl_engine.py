@@ -25,8 +25,8 @@ def _config(algo: str, model_dir, train_file, out, **extra):
     values = dict(algo=algo, model=str(model_dir), train_data=str(train_file), out=str(out), group_size=4,
                   prompts_per_step=4, mini_batch_prompts=2, micro_batch_size=4, max_response_length=16,
                   max_prompt_length=512, max_train_examples=4, temperature=0.8, max_grad_norm=0.0, progress=False,
-                  save_every=0, lr=1e-3, **LAYOUT.get(algo, {}))
-    values.update(extra)
+                  save_every=0, lr=1e-3)
+    values.update(LAYOUT.get(algo, {}), **extra)
     return resolve_config(values)
 
 

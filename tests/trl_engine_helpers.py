@@ -28,12 +28,15 @@ def completion_texts(answer: str, pattern: tuple[bool, ...]) -> list[str]:
 
 
 class FixedRollouts:
-    """``_generate_single_turn`` replacement: problem ``pi``'s k-th request gets its k-th fixed
-    completion (token ids of the text, EOS appended on even k, cut at ``max_len``)."""
+    """``_generate_single_turn`` replacement: the rollout at position k of its group gets problem
+    ``pi``'s k-th fixed completion (token ids of the text, EOS appended on even k, cut at
+    ``max_len``). TRL's layout puts group g at global rows g*G..g*G+G-1 (process-major), so the
+    position is (row_offset + local row) % G, with row_offset = process index * rows per process."""
 
     def __init__(self, tokenizer: Any, answers: list[str], prompt_to_problem: dict[tuple[int, ...], int],
-                 max_len: int) -> None:
+                 max_len: int, group_size: int, row_offset: int = 0) -> None:
         self.tokenizer, self.prompt_to_problem = tokenizer, prompt_to_problem
+        self.group_size, self.row_offset = group_size, row_offset
         self.ids: dict[int, list[list[int]]] = {}
         for pi, answer in enumerate(answers):
             out = []
@@ -43,15 +46,12 @@ class FixedRollouts:
                     ids = ids + [tokenizer.eos_token_id]
                 out.append(ids[:max_len])
             self.ids[pi] = out
-        self.served: dict[int, int] = {}
 
     def __call__(self, prompt_ids: list[list[int]], *_: Any, **__: Any) -> tuple[list[list[int]], None]:
         out = []
-        for p in prompt_ids:
-            pi = self.prompt_to_problem[tuple(p)]
-            k = self.served.get(pi, 0)
-            self.served[pi] = k + 1
-            out.append(list(self.ids[pi][k % len(self.ids[pi])]))
+        for i, p in enumerate(prompt_ids):
+            k = (self.row_offset + i) % self.group_size
+            out.append(list(self.ids[self.prompt_to_problem[tuple(p)]][k]))
         return out, None
 
 
@@ -59,7 +59,8 @@ def inject(trainer: Any) -> FixedRollouts:
     setup = trainer.setup
     fixed = FixedRollouts(trainer.processing_class, [p.answer for p in setup.problems],
                           {tuple(ids): int(i) for i, ids in enumerate(setup.prompt_ids.values())},
-                          setup.cfg.max_response_length)
+                          setup.cfg.max_response_length, setup.cfg.group_size,
+                          trainer.accelerator.process_index * setup.geometry.rows_per_process)
     trainer._generate_single_turn = fixed
     return fixed
 
