@@ -66,7 +66,9 @@ def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path
     from dsdr_train.train import Trainer
 
     _check_supported(cfg)
-    state = PartialState()
+    # cpu=True without a GPU: processes started by torchrun / accelerate launch then join a gloo
+    # group (MULTI_CPU) instead of running as independent single processes.
+    state = PartialState(cpu=cfg.device == "cpu" or not torch.cuda.is_available())
     device = pick_device(cfg) if cfg.device != "auto" else state.device
     geo = geometry(cfg, state.num_processes)
     tokenizer = AutoTokenizer.from_pretrained(init_path or model_path)
