@@ -38,14 +38,14 @@ def _by_rollout(rows: list[dict]) -> dict:
     return {(r["problem"], tuple(r["completion"])): (r["advantage"], r["weight"]) for r in rows}
 
 
-@pytest.mark.slow
 def test_group_split_across_two_processes(tiny_model_dir, train_data_dir, tmp_path):
     train = str(train_data_dir / "gsm8k_train.jsonl")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
-    subprocess.run([sys.executable, str(WORKER), str(tiny_model_dir), train, str(one)], env=env, check=True,
-                   timeout=300)
+    from tests.trl_group_worker import main as one_process
+
+    one_process(str(tiny_model_dir), train, str(one))  # the reference: one process, in this one
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC),
               "--main_process_port", str(_free_port()), str(WORKER), str(tiny_model_dir), train, str(two)]
     subprocess.run(launch, env=env, check=True, timeout=300)

@@ -45,10 +45,12 @@ def _check_supported(cfg: TrainConfig) -> None:
 
 
 def _last_trl_checkpoint(run_dir: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
+    """The newest COMPLETE ``checkpoints/checkpoint-N`` (trainer_state.json is written last: a run
+    killed while saving leaves a folder without it, which is skipped and later overwritten)."""
     folder = run_dir / "checkpoints"
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    found = [(int(p.name.split("-")[1]), p) for p in folder.glob("checkpoint-*")
+             if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").exists()] if folder.is_dir() else []
+    return str(max(found)[1]) if found else None
 
 
 def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path: str | None = None) -> Any:
