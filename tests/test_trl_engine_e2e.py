@@ -106,3 +106,24 @@ def test_bad_layout_is_a_one_line_error(tiny_model_dir, train_data_dir, tmp_path
                  "micro_batch_size=3"])
     err = capsys.readouterr().err
     assert code == 2 and "micro_batch_size" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_trl_run_on_smollm2_then_evaluated(smollm2_dir, train_data_dir, data_dir, tmp_path):
+    """The real 135M policy through the TRL engine (1 step, 2 prompts x G=2, 4 tokens), its
+    final/ evaluated by `dsdr-eval run`."""
+    out, ev = tmp_path / "run", tmp_path / "eval"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, "-m", "dsdr_train.cli", "--engine", "trl", "--algo", "dsdr", "--model",
+                           str(smollm2_dir), "--train-data", str(train_data_dir / "gsm8k_train.jsonl"), "--out",
+                           str(out), "total_steps=1", "save_every=1", "max_train_examples=8", *TINY,
+                           "max_response_length=4"], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["step"] for r in _metrics(out)] == [1]
+    proc = subprocess.run([sys.executable, "-m", "dsdr_eval.cli", "run", "--model", str(out / "final"),
+                           "--benchmarks", "math500", "--data-dir", str(data_dir), "--limit", "1",
+                           "--protocol", "quick", "--n", "1", "--max-tokens", "4", "--backend", "hf",
+                           "--out", str(ev), "--no-progress", "--no-diversity"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((ev / "metrics.json").read_text())["benchmarks"]["math500"]["n_problems"] == 1

@@ -74,6 +74,8 @@ def grpo_config_kwargs(cfg: TrainConfig, geo: Geometry, run_dir: Path, *, device
     (top_k 0, no penalties), as the compact trainer samples; TRL's vLLM importance-sampling
     correction is off, so the loss is the spec's (log pi_old from the trained model)."""
     report_to = [] if cfg.report_to.strip().lower() in ("", "none") else [s.strip() for s in cfg.report_to.split(",")]
+    if cfg.tensorboard and "tensorboard" not in report_to:  # the compact trainer's RUN/tensorboard
+        report_to.append("tensorboard")
     save_steps = cfg.save_every * geo.updates_per_step
     kwargs: dict[str, Any] = dict(
         output_dir=str(run_dir / "checkpoints"), seed=cfg.seed, max_steps=cfg.total_steps * geo.updates_per_step,

@@ -16,6 +16,7 @@ Launch on several GPUs / nodes with accelerate (README "Training on TRL (multi-G
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -85,6 +86,8 @@ def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path
     dataset = Dataset.from_dict({"prompt": texts, "problem_idx": list(range(len(texts)))})
     setup = DsdrSetup(cfg=cfg, problems=pool.problems, prompt_ids=dict(zip(texts, pool.prompt_ids)), geometry=geo,
                       encoder=ctx.encoder, equivalence=ctx.equivalence)
+    if cfg.tensorboard:  # transformers' TensorBoardCallback reads its directory from the environment
+        os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir / "tensorboard"))
     args = GRPOConfig(**grpo_config_kwargs(cfg, geo, run_dir, device_type=torch.device(device).type))
     model = load_policy(init_path or model_path, pick_dtype(cfg, torch.device(device)),
                         disable_dropout=cfg.disable_dropout)

@@ -120,7 +120,8 @@ class DsdrGRPOTrainer(GRPOTrainer):
         if self._step % generate_every == 0 or self._buffered_inputs is None:
             batch = self._generate_and_score_completions(generation_batch)
             cfg = self.setup.cfg
-            order = group_order(batch["dsdr_group_ids"], cfg.seed, self._step // generate_every)
+            step = self.state.global_step // self.setup.geometry.updates_per_step  # the compact step index
+            order = group_order(batch["dsdr_group_ids"], cfg.seed, step)
             self._buffered_inputs = mini_batch_chunks(
                 batch, order, micro=cfg.micro_batch_size, grad_accum=self.setup.geometry.grad_accum,
                 objective=cfg.objective, norm_constant=cfg.loss_norm_constant, gather_object=gather_object)
