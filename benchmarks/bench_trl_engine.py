@@ -11,7 +11,8 @@ lengths, seed, side by side in one run; prints step times, peak memory and their
 * ``compact-dsdr``: ``dsdr-train --engine compact --algo dsdr``.
 
 Each variant runs in its own process (peak RSS = that process's ``ru_maxrss``; grading workers not
-included). Step time = median over the steps after the first (warm-up). The DSDR additions are
+included). Step time = median over the steps after the first (warm-up); min and every step are printed too
+(on a shared machine the min is the least disturbed estimate). The DSDR additions are
 ``time/reward_s`` of trl-dsdr (grading + diversity + shaping) plus its loss-time difference to
 trl-grpo; the target is <= 10 % of the step time.
 """
@@ -156,7 +157,8 @@ def main() -> None:
         steady = r["step_s"][1:] or r["step_s"]
         med[name] = statistics.median(steady)
         extra = "".join(f"  {k} {statistics.median(v[1:] or v):.2f} s" for k, v in r["phases"].items())
-        print(f"  {name:<13} step {med[name]:7.2f} s   peak RSS {r['peak_mib']:7.0f} MiB{extra}")
+        print(f"  {name:<13} step {med[name]:7.2f} s (min {min(steady):.2f}; all: "
+              f"{', '.join(f'{t:.1f}' for t in r['step_s'])})   peak RSS {r['peak_mib']:7.0f} MiB{extra}")
     rewards = results["trl-dsdr"]["phases"]["reward"]
     reward = statistics.median(rewards[1:] or rewards)
     print(f"  trl-dsdr / trl-grpo step time      {med['trl-dsdr'] / med['trl-grpo']:.3f}   "
