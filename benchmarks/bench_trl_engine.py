@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -126,6 +127,7 @@ def child(variant: str, args: argparse.Namespace) -> None:
         assert main(argv) == 0
         times, phases = _dsdr_metrics(out / "run")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB (Linux: KiB)
+    shutil.rmtree(out, ignore_errors=True)
     print("RESULT " + json.dumps({"variant": variant, "step_s": times, "phases": phases, "peak_mib": peak}))
 
 
