@@ -27,6 +27,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--model", help="policy: HF dir, hub id or alias (smollm2-135m)")
     p.add_argument("--train-data", help="JSONL with problem/answer, or a hub dataset id")
     p.add_argument("--out", help="run directory")
+    p.add_argument("--engine", choices=("compact", "trl"),
+                   help="training engine: compact (default) | trl (TRL GRPOTrainer under accelerate launch)")
     p.add_argument("--config", help="YAML file of config keys (see dsdr_train/configs/)")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN_DIR from its last checkpoint (config read from RUN_DIR/config.json; "
@@ -45,7 +47,8 @@ def run(argv: list[str]) -> int:
         print(C.help_text())
         return 0
     overrides = C.parse_overrides(args.overrides)
-    cli = {"algo": args.algo, "model": args.model, "train_data": args.train_data, "out": args.out}
+    cli = {"algo": args.algo, "model": args.model, "train_data": args.train_data, "out": args.out,
+           "engine": args.engine}
     resume_from = None
     if args.resume:
         if not args.out:
@@ -80,6 +83,10 @@ def run(argv: list[str]) -> int:
     else:
         record = {"kind": "train", "algo": cfg.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
                   "model": resolved.to_config()}
+    if cfg.engine == "trl":  # TRL's GRPOTrainer with the same objectives, data and run directory
+        from dsdr_train.integrations.trl.run import run_trl
+
+        return run_trl(cfg, model_path=resolved.path, run_dir=run_dir, resume=args.resume, config_record=record)
     # The trainer reads the checkpoint's trainer_state.pt (optimizer state included) once, and
     # knows the step it resumes at; only then are the metrics past that step dropped.
     trainer = Trainer(cfg, model_path=resolved.path, run_dir=run_dir, resume_from=resume_from, config_record=record)

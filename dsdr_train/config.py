@@ -48,6 +48,9 @@ class TrainConfig:
     dtype: str = _f("auto", "float32 | bfloat16 | auto (bf16 on GPU, fp32 on CPU)",
                     choices=("auto", "float32", "bfloat16", "float16"))
     total_steps: int = _f(100, "number of optimizer steps (rollout batches) to train")
+    engine: str = _f("compact", "training engine: compact (this package's reference loop, torchrun DDP) | trl (TRL's "
+                     "GRPOTrainer under accelerate: DeepSpeed ZeRO-2/3, FSDP, multi-node; same objectives)",
+                     choices=("compact", "trl"))
     time_limit_s: float | None = _f(None, "stop after the first step that ends past this many seconds of this process's training (final/ is still written)")
     # --- data ------------------------------------------------------------------------------
     dataset_config: str | None = _f(None, "hub dataset config name (e.g. 'all' for open-r1/DAPO-Math-17K-Processed)")
@@ -74,6 +77,10 @@ class TrainConfig:
     check_on_policy: bool = _f(False, "hf engine: keep the sampler's log-probs of every token and log "
                                "rollout/ratio_dev_max = max |pi_old/q - 1| (costs the scores of every step)")
     vllm_gpu_memory_utilization: float = _f(0.4, "vllm engine: fraction of GPU memory for weights + KV cache")
+    vllm_mode: str = _f("colocate", "engine=trl with rollout_engine=vllm: colocate (vLLM in each training process) | "
+                        "server (a separate `trl vllm-serve`)", choices=("colocate", "server"))
+    vllm_server_base_url: str | None = _f(None, "engine=trl, vllm_mode=server: the `trl vllm-serve` URL "
+                                          "(None = TRL's default host/port)")
     # --- optimisation ----------------------------------------------------------------------
     lr: float = _f(1e-6, "AdamW learning rate (§3.5: 1e-6)")
     weight_decay: float = _f(0.0, "AdamW weight decay")
@@ -119,6 +126,8 @@ class TrainConfig:
     save_every: int = _f(50, "write checkpoints/step_XXXXXX every N steps (0 = only final/)")
     keep_last: int = _f(2, "keep only the newest N step checkpoints (0 = keep all)")
     tensorboard: bool = _f(False, "also write TensorBoard events to RUN_DIR/tensorboard")
+    report_to: str = _f("none", "engine=trl: TRL/transformers reporting backends, comma-separated "
+                        "(tensorboard, wandb, trackio, ...; none = metrics.jsonl only)")
     log_diversity: bool = _f(True, "compute DSDR diversity for logging even when the objective does not use it")
     progress: bool = _f(True, "show progress bars")
 

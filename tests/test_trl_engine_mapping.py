@@ -1,0 +1,57 @@
+"""TrainConfig -> GRPOConfig: the compact trainer's batch geometry on TRL (paper scale on 8 and 7
+processes), the passthrough keys, and one-line errors for layouts TRL cannot express."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsdr_eval.errors import DsdrError
+from dsdr_train.config import load_yaml, resolve_config
+from dsdr_train.integrations.trl.mapping import geometry, grpo_config_kwargs
+
+PAPER = Path(__file__).resolve().parents[1] / "dsdr_train" / "configs" / "paper_dsdr.yaml"
+
+
+def _paper(**changes):
+    return resolve_config({**load_yaml(PAPER), "out": "runs/x", "val_data": None, "micro_batch_size": 4,
+                           "engine": "trl", **changes})
+
+
+def test_paper_scale_geometry_on_8_processes():
+    cfg = _paper(rollout_engine="vllm", vllm_mode="server", vllm_server_base_url="http://h:8000",
+                 report_to="wandb,tensorboard")
+    geo = geometry(cfg, 8)
+    # 256 prompts x 8 = 2048 rollouts, 256 per GPU; 16 prompts x 8 / 8 GPUs = 16 per update = 4 x 4
+    assert (geo.rows_per_process, geo.steps_per_generation, geo.grad_accum, geo.updates_per_step) == (256, 64, 4, 16)
+    kw = grpo_config_kwargs(cfg, geo, Path("runs/x"), device_type="cuda")
+    assert kw["num_generations"] == 8 and kw["per_device_train_batch_size"] == 4
+    assert (kw["epsilon"], kw["epsilon_high"], kw["beta"]) == (0.2, 0.28, 0.0)
+    assert (kw["temperature"], kw["top_p"], kw["top_k"], kw["learning_rate"]) == (1.0, 1.0, 0, 1e-6)
+    assert kw["max_completion_length"] == 4096 and kw["max_steps"] == 500 * 16 and kw["save_steps"] == 50 * 16
+    assert kw["use_vllm"] and kw["vllm_mode"] == "server" and kw["vllm_server_base_url"] == "http://h:8000"
+    assert kw["vllm_importance_sampling_correction"] is False and kw["bf16"] is True
+    assert kw["report_to"] == ["wandb", "tensorboard"] and kw["gradient_checkpointing"] is True
+    assert kw["output_dir"] == str(Path("runs/x") / "checkpoints")
+
+
+def test_grpo_config_accepts_the_mapping():
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    cfg = _paper(total_steps=2, prompts_per_step=16, dtype="float32")
+    geo = geometry(cfg, 1)
+    args = GRPOConfig(**grpo_config_kwargs(cfg, geo, Path("/nonexistent-run"), device_type="cpu"))
+    assert (args.generation_batch_size, args.steps_per_generation, args.gradient_accumulation_steps) == (128, 32, 32)
+    assert (args.epsilon, args.epsilon_high, args.num_generations, args.max_steps) == (0.2, 0.28, 8, 2)
+
+
+@pytest.mark.parametrize("changes, world, key", [
+    ({"micro_batch_size": 3}, 8, "micro_batch_size"),
+    ({"mini_batch_prompts": 12, "prompts_per_step": 240}, 8, "mini_batch_prompts"),  # 12 prompts on 8 GPUs
+    ({"prompts_per_step": 255, "mini_batch_prompts": 255, "group_size": 2}, 4, "prompts_per_step"),
+])
+def test_layouts_trl_cannot_express_name_the_key(changes, world, key):
+    with pytest.raises(DsdrError, match=key):
+        geometry(_paper(**changes), world)
