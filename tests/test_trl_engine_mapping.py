@@ -55,3 +55,18 @@ def test_grpo_config_accepts_the_mapping():
 def test_layouts_trl_cannot_express_name_the_key(changes, world, key):
     with pytest.raises(DsdrError, match=key):
         geometry(_paper(**changes), world)
+
+
+def test_rollout_engine_auto_on_trl_is_vllm_only_with_a_gpu():
+    from dsdr_train.integrations.trl.mapping import rollout_choice
+
+    cfg = _paper(rollout_engine="auto", vllm_mode="colocate")
+    gpu = rollout_choice(cfg, cuda_available=True, vllm_ok=True)
+    assert gpu.chosen == "vllm" and "colocate" in gpu.reason and gpu.inputs["engine"] == "trl"
+    cpu = rollout_choice(cfg, cuda_available=False, vllm_ok=True)
+    assert cpu.chosen == "hf" and "no CUDA GPU" in cpu.reason and "cpu_vllm_min_token_budget" not in cpu.inputs
+    assert rollout_choice(cfg, cuda_available=True, vllm_ok=False).chosen == "hf"
+    assert rollout_choice(_paper(rollout_engine="vllm"), cuda_available=False, vllm_ok=False).chosen == "vllm"
+    # the GRPOConfig follows the choice: auto on a CPU machine generates with transformers
+    assert grpo_config_kwargs(_paper(rollout_engine="auto"), geometry(cfg, 8), Path("runs/x"),
+                              device_type="cpu")["use_vllm"] is False

