@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+import time
 
 import pytest
 
@@ -51,6 +52,7 @@ def test_encoder_loads_during_generation_only_when_diversity_runs(tmp_path, data
     def fake_load(path, device):
         loads.append((path, device))
         started.set()
+        time.sleep(0.5)  # still loading when generation ends: the run must wait for it
         return object()
 
     monkeypatch.setattr(semantic, "_load_sentence_transformer", fake_load)
@@ -63,6 +65,9 @@ def test_encoder_loads_during_generation_only_when_diversity_runs(tmp_path, data
             "--n", "2", "--max-tokens", "8", "--data-dir", str(data_dir), "--out", str(tmp_path / "run"), "--no-progress"]
     with pytest.raises(_Stop):
         run_cli.run_from_args(parser.parse_args(argv + (["--no-diversity"] if no_diversity else [])))
+    # no load outlives the run (a background import racing the next caller's transformers import
+    # failed with "cannot import name 'AutoTokenizer'" in a fresh environment)
+    assert not [t for t in threading.enumerate() if t.name == "dsdr-encoder-preload" and t.is_alive()]
     if no_diversity:
         assert loads == [] and backend.seen_during_generation is False
     else:

@@ -271,6 +271,7 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
     from dsdr_eval import rundir, runner
 
     backend = _make_backend(backend_name, args, model, protocol.seed, openai_options)
+    preload = None
     try:
         t0 = time.perf_counter()
         plan = runner.plan_requests(benchmarks, protocol, backend, template)
@@ -290,10 +291,12 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
         if not args.no_diversity:  # the encoder loads while the backend generates, not after it
             from dsdr_eval.diversity.semantic import preload_encoder
 
-            preload_encoder()
+            preload = preload_encoder()
         outcome = runner.generate_missing(out, plan, backend, samples=samples, progress=progress)
     finally:
         backend.close()
+        if preload is not None:  # usually done by now; never left loading after the run returns
+            preload.join()
     if continuation is not None and old_config is not None:
         continuation["n_generated"] = outcome.n_written  # lines first_line .. first_line + n_generated - 1
         rundir.save_config(out, old_config)

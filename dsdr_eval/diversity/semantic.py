@@ -171,7 +171,14 @@ def load_encoder(name_or_path: str | None = None, device: str = "cpu", *, chunke
 def preload_encoder(name_or_path: str | None = None, device: str = "cpu") -> threading.Thread:
     """Start loading the encoder in a background thread (``dsdr-eval run`` does this while the
     backend generates): the later ``load_encoder`` of the same (path, device) finds it cached or
-    waits on the load lock for the rest. A failure here is left for that later call to report."""
+    waits on the load lock for the rest. A failure here is left for that later call to report.
+    The caller joins the thread before it returns (no load outlives the run that started it).
+
+    sentence-transformers (and the transformers modules it pulls in) is imported here, in the
+    calling thread: transformers resolves its names lazily, and a module import racing that
+    resolution in another thread fails with "cannot import name 'AutoTokenizer'"."""
+    import sentence_transformers  # noqa: F401 - imported before the thread starts (docstring)
+
     def load() -> None:
         try:
             _, path = resolve_encoder_path(name_or_path)
