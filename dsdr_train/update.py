@@ -89,7 +89,7 @@ def ppo_update(ctx: UpdateContext, batch: RolloutBatch, shaped: algos.ShapedRewa
                                             batch)
     ref = log_probs_of(ctx, ctx.ref, batch, everything) if ctx.ref is not None else None
     sums: dict[str, float] = {}
-    gen = torch.Generator().manual_seed(cfg.seed * 100003 + step)
+    gen = shuffle_generator(cfg.seed, step)
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(len(groups), generator=gen).tolist()  # shuffle whole groups
         for start in range(0, len(groups), mini_groups):
@@ -113,9 +113,25 @@ def _mini_batch_divisors(ctx: UpdateContext, batch: RolloutBatch, rows: list[int
     with_correct = sum(float(weights[[rows[j] for j in js]].sum()) > 0 for js in members.values())
     tokens, sequences, prompts, correct_prompts = all_reduce_values(
         [float(sum(lengths)), float(sum(n > 0 for n in lengths)), float(len(members)), float(with_correct)], ctx.dist)
+    return mini_batch_divisors(objective, tokens=tokens, sequences=sequences, prompts=prompts,
+                               correct_prompts=correct_prompts, norm_constant=ctx.cfg.loss_norm_constant)
+
+
+def shuffle_generator(seed: int, step: int) -> torch.Generator:
+    """The generator that orders step ``step``'s groups into mini-batches (every engine shuffles
+    with this one, so the compact and TRL engines see the same mini-batches)."""
+    return torch.Generator().manual_seed(seed * 100003 + step)
+
+
+def mini_batch_divisors(objective: Any, *, tokens: float, sequences: float, prompts: float, correct_prompts: float,
+                        norm_constant: float | None) -> tuple[dict[str, float], float, float]:
+    """From a whole mini-batch's counts (all micro-batches, all processes): the ``agg_loss`` keyword
+    of ``loss_agg_mode``, the J_local divisor of ``local_norm`` (at least 1) and the token count
+    (at least 1)."""
     divisors = algos.agg_divisors(objective.loss_agg_mode, num_tokens=tokens, num_sequences=sequences,
-                                  norm_constant=ctx.cfg.loss_norm_constant)
-    local_divisor = {"prompts": prompts, "correct_prompts": max(correct_prompts, 1.0), "none": 1.0}[objective.local_norm]
+                                  norm_constant=norm_constant)
+    local_divisor = {"prompts": max(prompts, 1.0), "correct_prompts": max(correct_prompts, 1.0),
+                     "none": 1.0}[objective.local_norm]
     return divisors, local_divisor, max(tokens, 1.0)
 
 

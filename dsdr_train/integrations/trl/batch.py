@@ -22,6 +22,7 @@ import torch
 
 from dsdr_train import core_algos as algos
 from dsdr_train.rollout import RolloutBatch
+from dsdr_train.update import mini_batch_divisors, shuffle_generator
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def group_order(group_ids: list[int], seed: int, step: int) -> list[int]:
     for i, g in enumerate(group_ids):
         groups.setdefault(g, []).append(i)
     members = list(groups.values())
-    perm = torch.randperm(len(members), generator=torch.Generator().manual_seed(seed * 100003 + step)).tolist()
+    perm = torch.randperm(len(members), generator=shuffle_generator(seed, step)).tolist()
     return [i for gi in perm for i in members[gi]]
 
 
@@ -119,10 +120,9 @@ def mini_batch_chunks(batch: dict[str, Any], order: list[int], *, micro: int, gr
         sequences = sum(p[m][1] for p in everyone)
         prompts = float(len(set().union(*(p[m][2] for p in everyone))))
         correct_prompts = float(len(set().union(*(p[m][3] for p in everyone))))
-        divisors = algos.agg_divisors(objective.loss_agg_mode, num_tokens=tokens, num_sequences=sequences,
-                                      norm_constant=norm_constant)
-        local_divisor = {"prompts": max(prompts, 1.0), "correct_prompts": max(correct_prompts, 1.0),
-                         "none": 1.0}[objective.local_norm]
+        divisors, local_divisor, token_divisor = mini_batch_divisors(
+            objective, tokens=tokens, sequences=sequences, prompts=prompts, correct_prompts=correct_prompts,
+            norm_constant=norm_constant)
         for c in parts:
-            c["dsdr_divisors"] = {"agg": divisors, "local": local_divisor, "tokens": max(tokens, 1.0)}
+            c["dsdr_divisors"] = {"agg": divisors, "local": local_divisor, "tokens": token_divisor}
     return chunks
