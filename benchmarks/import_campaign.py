@@ -110,7 +110,7 @@ def _(tmp: Path) -> str:
     put(path, items)
     code, out, err = run("--from", "lm-eval", path, "--out", tmp / "r")
     s = samples(tmp / "r")
-    return f"{code} | gold={s[0]['gold'] if s else None!r:.40}"
+    return f"{code} | gold={s[0].get('source_gold', s[0]['gold']) if s else None!r:.40}"
 
 
 @case("lm-eval 0.4.0: no filter/metrics keys, arguments a list")
@@ -178,7 +178,7 @@ def _numeric(tmp: Path, tool: str, literal: str) -> str:
         path.write_text("\n".join(text) + "\n")
     code, out, err = run("--from", tool, path, "--out", tmp / "r")
     s = samples(tmp / "r")
-    return f"{code} | gold={s[0]['gold'] if s else None!r} | {first_err(err)}"
+    return f"{code} | gold={s[0].get('source_gold', s[0]['gold']) if s else None!r} | {first_err(err)}"
 
 
 for _tool in ("jsonl", "lm-eval", "verl"):
@@ -258,28 +258,30 @@ def _(tmp: Path) -> str:
     return f"{code} | completions of line 1: {[x['completion'][:10] for x in s[:2]]} | {first_err(err)}"
 
 
-@case("kill -9 between samples.jsonl and config.json, then re-import")
-def _(tmp: Path) -> str:
+def _kill(tmp: Path, at: int) -> str:
+    """kill -9 the import at its ``at``-th os.replace (each file's temp -> final, each move into place)."""
     import subprocess
 
     path = src.write_qwen_math(tmp / "o", DATA)
     script = ("import os, signal, sys\n"
-              "from pathlib import Path\n"
-              "import dsdr_eval.jsonl as j\n"
               "real = os.replace\n"
               "calls = []\n"
               "def replace(a, b):\n"
-              "    real(a, b); calls.append(b)\n"
-              "    if len(calls) == 1: os.kill(os.getpid(), signal.SIGKILL)\n"
+              f"    if len(calls) == {at - 1}: os.kill(os.getpid(), signal.SIGKILL)\n"
+              "    calls.append(b); real(a, b)\n"
               "os.replace = replace\n"
               "from dsdr_eval.cli import main\n"
               "sys.exit(main(sys.argv[1:]))\n")
-    subprocess.run([sys.executable, "-c", script, "import", "--from", "qwen-math", str(path), "--out",
-                    str(tmp / "r")], capture_output=True)
+    done = subprocess.run([sys.executable, "-c", script, "import", "--from", "qwen-math", str(path), "--out",
+                           str(tmp / "r")], capture_output=True)
     left = sorted(p.name for p in (tmp / "r").iterdir()) if (tmp / "r").exists() else []
     code, out, err = run("--from", "qwen-math", path, "--out", tmp / "r")
     after = sorted(p.name for p in (tmp / "r").iterdir())
-    return f"after kill: {left} | re-import {code} {first_err(err)[:50]} | then {after}"
+    return f"rc {done.returncode}, left {left} | re-import {code} {first_err(err)[:40]} | then {after}"
+
+
+for _at in (1, 2, 3, 4):
+    CASES.append((f"kill -9 at the import's write #{_at}, then re-import", lambda tmp, a=_at: _kill(tmp, a)))
 
 
 def main_() -> None:

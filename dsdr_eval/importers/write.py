@@ -12,49 +12,116 @@ where it differs.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.importers import IMPORTERS
+from dsdr_eval.importers import IMPORTERS, detect, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.jsonl import write_jsonl
 from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
 from dsdr_eval.tasks import BENCHMARKS, load_benchmark
 
 UNKNOWN = "unknown"
+DEFAULT_EXTRACTION = "boxed"  # TODO(merge i21-grading): dsdr_eval.extraction.DEFAULT_EXTRACTION
+MATCH_WARN_BELOW = 0.9  # matched fraction of a benchmark's source problems below which import warns
+_STAGING_PREFIX = ".import-"  # RUN_DIR/.import-XXXX/: both files are written here, then moved into place
+# a tool's own name of a data set (separators dropped, lower case) -> the registered benchmark it is
+_REGISTRY_NAMES = {"math500": "math500", "hendrycksmath500": "math500", "minervamath500": "math500",
+                   "aime24": "aime24", "aime2024": "aime24", "aime25": "aime25", "aime2025": "aime25",
+                   "amc23": "amc23", "amc2023": "amc23", "olympiadbench": "olympiadbench"}
+# Qwen2.5-Math's data/minerva_math is Minerva's OCWCourses set (lm-eval's minerva_math is MATH: not here)
+_TOOL_REGISTRY_NAMES = {qwen_math.TOOL: {"minervamath": "minerva"}}
 
 
 class Imported(NamedTuple):
     """What ``import_run`` wrote."""
 
-    source: SourceRun
-    benchmark: str
+    source: SourceRun  # the first file's (a directory: one per benchmark, all in ``config["source"]["files"]``)
+    benchmark: str  # the benchmarks, comma-separated
     n_problems: int
     n_samples: int
     n_labels: int
     config: dict[str, Any]
+    matching: list[dict[str, Any]]  # per benchmark matched to a registry: name, n_matched, n_problems
+
+
+class _Part(NamedTuple):
+    """One source file read and turned into samples."""
+
+    source: SourceRun
+    path: Path
+    benchmark: str
+    samples: list[Sample]
+    registry: ProblemMatcher | None
+    matched: set[str]
+    inferred: str | None  # why the benchmark was inferred (no --benchmark), None when given or not inferred
 
 
 def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: str | None = None,
                label: str | None = None, command: list[str] | None = None, data_dir: str | Path | None = None,
-               **options: Any) -> Imported:
-    """Read ``path`` as ``tool``'s format and write the run directory ``out_dir`` (which must not hold samples)."""
+               strict: bool = False, extraction: str | None = None, **options: Any) -> Imported:
+    """Read ``path`` (a file, or a tool's output directory: each result file one benchmark) as ``tool``'s
+    format (``auto``: detected) and write the run directory ``out_dir`` (which must not hold samples).
+
+    A record whose gold is unusable is skipped with one warning (``strict``: DsdrError). The run
+    directory is written completely or not at all (``_commit``)."""
     out_dir, path = Path(out_dir), Path(path)
     if (out_dir / rundir.SAMPLES).exists():
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
-    registry, name = _registry(benchmark, data_dir)
-    source = IMPORTERS[tool](path, problems=registry, **options)  # a source without golds needs them
-    path = source.file or path
-    name = name or source.benchmark or DEFAULT_BENCHMARK
-    samples, matched = _samples(source, path, name, registry)
-    config = _config(source, path, name, samples, label, command, registry, matched)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / rundir.SAMPLES, (sample.to_json() for sample in samples))
-    rundir.save_config(out_dir, config)
+    tool = detect.resolve(tool, path)
+    files = _source_files(tool, path)
+    if benchmark is not None and len(files) > 1:
+        raise DsdrError(f"{path}: {len(files)} result files (one benchmark each); --benchmark names one: give "
+                        "one file, or import the directory without --benchmark")
+    parts = [_part(tool, file, benchmark, data_dir, strict, options) for file in files]
+    names = [part.benchmark for part in parts]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise DsdrError(f"{path}: several result files for benchmark {twice[0]!r}: import them one by one")
+    samples = [sample for part in parts for sample in part.samples]
+    config = _config(parts, path, label, command, extraction)
+    _commit(out_dir, samples, config)
     n_labels = sum("source_correct" in sample.extra for sample in samples)
-    return Imported(source, name, len({s.problem_id for s in samples}), len(samples), n_labels, config)
+    matching = [{"benchmark": part.benchmark, "n_matched": len(part.matched),
+                 "n_problems": len({s.problem_id for s in part.samples}), "inferred": part.inferred}
+                for part in parts if part.registry is not None]
+    return Imported(parts[0].source, ", ".join(names), sum(len({s.problem_id for s in p.samples}) for p in parts),
+                    len(samples), n_labels, config, matching)
+
+
+def _source_files(tool: str, path: Path) -> list[Path]:
+    """The files to import: PATH itself, or the result files of the directory PATH (verl: its reader
+    picks one step's dump; the others: every result file of that tool, one benchmark each)."""
+    if not path.is_dir() or tool == "verl":
+        return [path]
+    files = detect.directory_files(path).get(tool, [])
+    if not files:
+        raise DsdrError(f"{path}: no {tool} result files in this directory")
+    return files
+
+
+def _part(tool: str, file: Path, benchmark: str | None, data_dir: str | Path | None, strict: bool,
+          options: dict[str, Any]) -> _Part:
+    registry, name = _registry(benchmark, data_dir)
+    source = IMPORTERS[tool](file, problems=registry, **options)  # a source without golds needs them
+    file = source.file or file
+    inferred = None
+    if benchmark is None:
+        registry, name, inferred = _inferred_registry(tool, source, data_dir)
+    if source.skipped:
+        first, more = source.skipped[0], len(source.skipped) - 1
+        if strict:
+            raise DsdrError(f"{first} (--strict: a record with an unusable gold stops the import)")
+        warn(f"{file}: skipped {len(source.skipped)} record{'s' if len(source.skipped) > 1 else ''} with an unusable "
+             f"gold answer (first: {first}{f'; {more} more in config.json' if more else ''}); --strict stops instead")
+    name = name or source.benchmark or DEFAULT_BENCHMARK
+    samples, matched = _samples(source, file, name, registry)
+    return _Part(source, file, name, samples, registry, matched, inferred)
 
 
 def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[ProblemMatcher | None, str | None]:
@@ -66,6 +133,32 @@ def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[Probl
         return None, benchmark
     problems = load_benchmark(benchmark, data_dir=data_dir)
     return ProblemMatcher(problems), problems[0].benchmark
+
+
+def registry_name(tool: str, name: str | None) -> str | None:
+    """The registered benchmark a tool's own data set / task name stands for (lm-eval ``aime25``,
+    lighteval ``lighteval|math_500|0``, Qwen's data directory ``minerva_math``); None when none does."""
+    if not name:
+        return None
+    parts = [part for part in name.split("|") if part and not part.isdigit()]  # lighteval suite|task|fewshot
+    key = "".join(ch for ch in (parts[-1] if parts else name).lower() if ch.isalnum())
+    return _TOOL_REGISTRY_NAMES.get(tool, {}).get(key) or _REGISTRY_NAMES.get(key)
+
+
+def _inferred_registry(tool: str, source: SourceRun, data_dir: str | Path | None
+                       ) -> tuple[ProblemMatcher | None, str | None, str | None]:
+    """Without --benchmark: the registered benchmark the source's task / data set name stands for, its
+    problems and why; (None, None, None) when the name stands for none or its data cannot be loaded."""
+    name = registry_name(tool, source.benchmark)
+    if name is None:
+        return None, None, None
+    try:
+        problems = load_benchmark(name, data_dir=data_dir)
+    except DsdrError as exc:
+        source.notes.append(f"the source's {source.benchmark!r} is benchmark {name!r}, whose problems could not be "
+                            f"loaded ({exc}): problems not matched")
+        return None, None, None
+    return ProblemMatcher(problems), name, f"{tool} names the data set {source.benchmark!r}"
 
 
 def _samples(source: SourceRun, path: Path, benchmark: str,
@@ -97,8 +190,44 @@ def _samples(source: SourceRun, path: Path, benchmark: str,
     for name, count in replaced.items():
         warn(f"{path}: {name}: lone surrogate(s) (not valid Unicode) replaced by U+FFFD in {count} samples")
     if not samples:
-        raise DsdrError(f"{path}: no completions to import")
+        skipped = f" ({len(source.skipped)} records skipped for their gold answer)" if source.skipped else ""
+        raise DsdrError(f"{path}: no completions to import{skipped}")
     return samples, matched
+
+
+def _commit(out_dir: Path, samples: list[Sample], config: dict[str, Any]) -> None:
+    """Write samples.jsonl and config.json so that RUN_DIR holds both or neither after any failure.
+
+    Both are written in full into RUN_DIR/.import-XXXX/, then config.json and last samples.jsonl (the
+    file whose presence makes RUN_DIR a run) are moved into place. An exception undoes the move of
+    config.json; a kill -9 can leave the staging directory, or config.json without samples.jsonl
+    (not a run: ``import`` into it again is allowed): both are removed by the next import."""
+    created = not out_dir.exists()
+    config_path = out_dir / rundir.CONFIG
+    staging: Path | None = None
+    moved = False
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in out_dir.glob(f"{_STAGING_PREFIX}*"):  # a killed import's (samples.jsonl is absent: checked)
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=out_dir))
+        write_jsonl(staging / rundir.SAMPLES, (sample.to_json() for sample in samples))
+        rundir.save_config(staging, config)
+        os.replace(staging / rundir.CONFIG, config_path)
+        moved = True
+        os.replace(staging / rundir.SAMPLES, out_dir / rundir.SAMPLES)
+    except BaseException as exc:
+        if moved and not (out_dir / rundir.SAMPLES).exists():
+            config_path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full disk, a read-only or unreadable directory: one line, nothing written
+            raise DsdrError(f"{out_dir}: cannot write the run directory ({exc.strerror or exc}); nothing was "
+                            "written") from None
+        raise
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
 
 
 def _identity(record: SourceRecord, benchmark: str, registry: ProblemMatcher | None,
@@ -132,31 +261,83 @@ def _source_fields(record: SourceRecord, j: int) -> dict[str, Any]:
     return out
 
 
-def _config(source: SourceRun, path: Path, benchmark: str, samples: list[Sample], label: str | None,
-            command: list[str] | None, registry: ProblemMatcher | None, matched: set[str]) -> dict[str, Any]:
+def _config(parts: list[_Part], path: Path, label: str | None, command: list[str] | None,
+            extraction: str | None) -> dict[str, Any]:
     """config.json of an imported run: the source (tool, version, file, sha256, every recorded
-    setting, unknown ones as "unknown") and the protocol the samples were generated with."""
-    per_problem: dict[str, int] = {}
+    setting, unknown ones as "unknown", records skipped), the protocol the samples were generated
+    with, the benchmarks (problems matched to the registry) and the answer extraction to grade with."""
+    blocks = [_source_block(part) for part in parts]
+    samples = [sample for part in parts for sample in part.samples]
+    per_problem: dict[tuple[str, str], int] = {}
     for sample in samples:
-        per_problem[sample.problem_id] = per_problem.get(sample.problem_id, 0) + 1
+        key = (sample.benchmark, sample.problem_id)
+        per_problem[key] = per_problem.get(key, 0) + 1
     ns = set(per_problem.values())
-    notes = list(source.notes) + ([f"completions per problem vary ({min(ns)}..{max(ns)})"] if len(ns) > 1 else [])
-    bench: dict[str, Any] = {"name": benchmark, "n_problems": len(per_problem)}
-    if registry is not None:
-        bench["registry"] = {"n_matched": len(matched), "n_unmatched": len(per_problem) - len(matched),
-                             "n_registry_problems": len(registry)}
-    sampling = source.sampling
+    first = parts[0].source
+    if len(parts) == 1:
+        source = blocks[0]
+        sampling = first.sampling
+    else:  # a directory: one block per file; a setting is the run's when every file records the same
+        sampling = {name: first.sampling.get(name) if all(part.source.sampling.get(name) == first.sampling.get(name)
+                                                          for part in parts) else None for name in SAMPLING_SETTINGS}
+        versions = {part.source.version for part in parts}
+        source = {"tool": first.tool, "version": first.version if len(versions) == 1 else None, "file": str(path),
+                  "sha256": None, "n_records": sum(block["n_records"] for block in blocks), "benchmark": None,
+                  "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name]
+                               for name in SAMPLING_SETTINGS},
+                  "details": {}, "notes": [f"{len(parts)} result files of the directory, one benchmark each: "
+                                           "see files"], "skipped": _skipped([s for part in parts
+                                                                              for s in part.source.skipped]),
+                  "files": blocks}
+    if len(ns) > 1:
+        source["notes"] = [*source["notes"], f"completions per problem vary ({min(ns)}..{max(ns)})"]
+    profiles = {part.benchmark: _profile(part, extraction) for part in parts}
     return {
         "kind": "import", "label": label, "command": command,
-        "source": {"tool": source.tool, "version": source.version, "file": str(path), "sha256": source.sha256,
-                   "n_records": len(source.records), "benchmark": source.benchmark,
-                   "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name]
-                                for name in SAMPLING_SETTINGS},
-                   "details": source.details, "notes": notes},
-        "backend": {"name": f"{source.tool} (imported)", "version": source.version},
-        "protocol": {"name": f"import:{source.tool}",
+        "source": source,
+        "backend": {"name": f"{first.tool} (imported)", "version": source["version"]},
+        "protocol": {"name": f"import:{first.tool}",
                      "phases": [{"phase": SAMPLING, "n": max(ns), "temperature": sampling.get("temperature"),
                                  "top_p": sampling.get("top_p")}],
                      "max_tokens": sampling.get("max_tokens"), "seed": sampling.get("seed")},
-        "benchmarks": [bench],
+        "benchmarks": [_benchmark_block(part, profiles[part.benchmark]) for part in parts],
+        "extraction": _run_extraction(profiles, extraction),
     }
+
+
+def _source_block(part: _Part) -> dict[str, Any]:
+    source, sampling = part.source, part.source.sampling
+    return {"tool": source.tool, "version": source.version, "file": str(part.path), "sha256": source.sha256,
+            "n_records": len(source.records) + len(source.skipped), "benchmark": source.benchmark,
+            "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name] for name in SAMPLING_SETTINGS},
+            "details": source.details, "notes": list(source.notes), "skipped": _skipped(source.skipped),
+            "verdict_field": source.verdict_field}
+
+
+def _skipped(messages: list[str]) -> dict[str, Any]:
+    """Records left out for an unusable gold: how many, and each one's ``FILE:LINE:FIELD: message``."""
+    return {"n": len(messages), "records": messages}
+
+
+def _benchmark_block(part: _Part, profile: dict[str, str]) -> dict[str, Any]:
+    n_problems = len({sample.problem_id for sample in part.samples})
+    bench: dict[str, Any] = {"name": part.benchmark, "n_problems": n_problems, "extraction": profile["profile"]}
+    if part.registry is not None:
+        bench["registry"] = {"n_matched": len(part.matched), "n_unmatched": n_problems - len(part.matched),
+                             "n_registry_problems": len(part.registry), "inferred": part.inferred}
+    return bench
+
+
+def _profile(part: _Part, override: str | None) -> dict[str, str]:
+    """The extraction profile for a part's samples and why: --extraction, else the source tool's."""
+    if override is not None:
+        return {"profile": override, "reason": "--extraction"}
+    if part.source.extraction is not None:
+        return {"profile": part.source.extraction[0], "reason": part.source.extraction[1]}
+    return {"profile": DEFAULT_EXTRACTION, "reason": "the source records no answer convention: the default"}
+
+
+def _run_extraction(profiles: dict[str, dict[str, str]], override: str | None) -> str:
+    """config.json's top-level "extraction": the one profile of the run."""
+    names = {profile["profile"] for profile in profiles.values()}
+    return override or names.pop() if len(names) == 1 or override else DEFAULT_EXTRACTION
