@@ -153,7 +153,8 @@ def test_bad_input_names_file_line_field_and_exits_2(tmp_path, data_dir, capsys,
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     mutate(rows[0])
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    code, _, err = _import(capsys, "--from", tool, path, "--out", tmp_path / "run", "--strict")
+    # --benchmark names a label only (no registry gold to fall back on); --strict: a bad gold stops the import
+    code, _, err = _import(capsys, "--from", tool, path, "--out", tmp_path / "run", "--strict", "--benchmark", "mine")
     assert code == 2
     assert err.startswith(f"error: {path}{expected}") and "Traceback" not in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run" / "samples.jsonl").exists()

@@ -80,13 +80,8 @@ def _mapping(value: Any, where: str, name: str) -> dict[str, Any]:
 
 def read(path: Path, **_: Any) -> SourceRun:
     rows, sha256 = _rows(path)
-    records, skipped = [], []
-    for n, row in enumerate(rows, start=1):
-        try:
-            records.append(_record(row, n, f"{path}:{n}"))
-        except GoldError as exc:
-            skipped.append(str(exc))
-    if not rows:
+    records = [_record(row, n, f"{path}:{n}") for n, row in enumerate(rows, start=1)]
+    if not records:
         raise DsdrError(f"{path}: no samples")
     match = _FILE_NAME.match(path.name)
     notes: list[str] = []
@@ -104,7 +99,7 @@ def read(path: Path, **_: Any) -> SourceRun:
     details = {"row_label": "parquet row number (counted from 1) in place of a line number"}
     has_metric = any(row.get("metric") for row in rows)
     return SourceRun(TOOL, version, match["task"] if match else None, records, sampling, details, notes, sha256,
-                     skipped=skipped, verdict_field="metric" if has_metric else None, extraction=EXTRACTION)
+                     verdict_field="metric" if has_metric else None, extraction=EXTRACTION)
 
 
 def _record(row: dict[str, Any], n: int, where: str) -> SourceRecord:
@@ -121,7 +116,10 @@ def _record(row: dict[str, Any], n: int, where: str) -> SourceRecord:
     if not isinstance(gold_index, int) or not 0 <= gold_index < len(choices):
         raise DsdrError(f"{where}:doc.gold_index: {gold_index!r} is not an index of doc.choices "
                         f"({len(choices)} choices)")
-    gold = gold_text(choices[gold_index], where, f"doc.choices.{gold_index}")
+    try:
+        gold, error = gold_text(choices[gold_index], where, f"doc.choices.{gold_index}"), None
+    except GoldError as exc:
+        gold, error = None, str(exc)
     metric = _mapping(row.get("metric"), where, "metric")
     correct: tuple[bool | None, ...] = ()
     extracted: tuple[str | None, ...] = ()
@@ -135,7 +133,7 @@ def _record(row: dict[str, Any], n: int, where: str) -> SourceRecord:
     prompt = response.get("input") if isinstance(response.get("input"), str) else doc.get("query")
     problem_id = doc.get("id") if isinstance(doc.get("id"), str) and doc.get("id") else n - 1
     return SourceRecord(n, problem_id, gold, problem, prompt if isinstance(prompt, str) else None,
-                        completions, correct, extracted)
+                        completions, correct, extracted, error)
 
 
 def _results_file(path: Path, date: str | None, notes: list[str]) -> tuple[str | None, dict[str, Any]]:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.importers.source import (GoldError, SourceRecord, SourceRun, answers, first_gold, get_path,
-                                        numbered_rows, read_source, require, setting, string_list)
+from dsdr_eval.importers.source import (SourceRecord, SourceRun, answers, checked_gold, get_path, numbered_rows,
+                                        read_source, require, setting, string_list)
 from dsdr_eval.jsonl import read_json
 
 TOOL = "lm-eval"
@@ -70,7 +70,6 @@ def read(path: Path, *, filter_name: str | None = None, **_: Any) -> SourceRun:
     records: list[SourceRecord] = []
     kwargs_seen: list[dict[str, Any]] = []
     skipped: dict[str, int] = {}
-    bad_golds: list[str] = []
     seen_docs: set[Any] = set()
     repeats, from_rationale, fallback, verdicts = 0, 0, 0, set()
     has_filter = None
@@ -89,18 +88,14 @@ def read(path: Path, *, filter_name: str | None = None, **_: Any) -> SourceRun:
             repeats += 1
             continue
         seen_docs.add(doc_id)
-        try:
-            record, field, verdict = _record(row, lineno, where, doc_id)
-        except GoldError as exc:
-            bad_golds.append(str(exc))
-            continue
+        record, field, verdict = _record(row, lineno, where, doc_id)
         records.append(record)
         kwargs_seen.append(_gen_kwargs(row))
-        from_rationale += "####" in str(get_path(row, field))
-        fallback += field != GOLD_FIELDS[0]
+        from_rationale += field is not None and "####" in str(get_path(row, field))
+        fallback += field not in (None, GOLD_FIELDS[0])
         if verdict:
             verdicts.add(verdict)
-    if not records and not bad_golds:
+    if not records:
         raise DsdrError(f"{path}: no lines with filter {filter_name!r}" if filter_name else f"{path}: no samples")
     match = FILE_NAME.match(path.name)
     task = match["task"] if match else None
@@ -121,12 +116,13 @@ def read(path: Path, *, filter_name: str | None = None, **_: Any) -> SourceRun:
     same = sampling.pop("_same")
     details.update(filter=filter_name if has_filter else None,
                    generation_kwargs=kwargs_seen[0] if kwargs_seen and same else None)
-    return SourceRun(TOOL, version, task, records, sampling, details, notes, sha256, skipped=bad_golds,
+    return SourceRun(TOOL, version, task, records, sampling, details, notes, sha256,
                      verdict_field=", ".join(sorted(verdicts)) or None,
                      extraction=extraction(task, filter_name if has_filter else None))
 
 
-def _record(row: dict[str, Any], lineno: int, where: str, doc_id: Any) -> tuple[SourceRecord, str, str | None]:
+def _record(row: dict[str, Any], lineno: int, where: str,
+            doc_id: Any) -> tuple[SourceRecord, str | None, str | None]:
     doc = require(row, "doc", where, dict, "an object")
     resps = require(row, "resps", where, list, "a list (one entry per request)")
     if resps and all(isinstance(item, str) for item in resps):
@@ -135,7 +131,7 @@ def _record(row: dict[str, Any], lineno: int, where: str, doc_id: Any) -> tuple[
         raise DsdrError(f"{where}:resps: {len(resps)} requests for one document: a loglikelihood "
                         "(multiple-choice) task; only generate_until tasks have completions to import")
     completions = string_list(resps[0], where, "resps.0")
-    gold, field = first_gold(row, where, GOLD_FIELDS, transform=gsm8k_gold)
+    gold, field, error = checked_gold(row, where, GOLD_FIELDS, transform=gsm8k_gold)
     filtered = row.get("filtered_resps")
     extracted: tuple[str | None, ...] = ()
     correct: tuple[bool | None, ...] = ()
@@ -145,7 +141,8 @@ def _record(row: dict[str, Any], lineno: int, where: str, doc_id: Any) -> tuple[
                             else filtered[0][0], 1)  # one generation: the filter's output and verdict are its own
         correct = () if verdict is None else (verdict,)
     problem = next((doc[k] for k in ("problem", "question", "Question") if isinstance(doc.get(k), str)), None)
-    return SourceRecord(lineno, doc_id, gold, problem, _prompt(row), completions, correct, extracted), field, name
+    record = SourceRecord(lineno, doc_id, gold, problem, _prompt(row), completions, correct, extracted, error)
+    return record, field, name
 
 
 def _request(row: dict[str, Any]) -> list[Any]:

@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.importers.source import (GoldError, SourceRecord, SourceRun, answers, first_gold, labels,
-                                        numbered_rows, read_source, require, string_list)
+from dsdr_eval.importers.source import (SourceRecord, SourceRun, answers, checked_gold, labels, numbered_rows,
+                                        read_source, require, string_list)
 
 TOOL = "qwen-math"
 EXTRACTION = ("flexible", "math_eval.py extract_answer: boxed, then 'the answer is', then the last number")
@@ -60,16 +60,11 @@ def file_settings(name: str) -> dict[str, Any]:
 
 def read(path: Path, **_: Any) -> SourceRun:
     raw, sha256 = read_source(path)
-    records, skipped, fallback, has_score = [], [], 0, False
+    records, fallback, has_score = [], 0, False
     for lineno, row in numbered_rows(raw, path, GOLD_FIELDS):
-        where = f"{path}:{lineno}"
-        try:
-            record, field = _record(row, lineno, where)
-        except GoldError as exc:
-            skipped.append(str(exc))
-            continue
+        record, field = _record(row, lineno, f"{path}:{lineno}")
         records.append(record)
-        fallback += field != GOLD_FIELDS[0]
+        fallback += field not in (None, GOLD_FIELDS[0])
         has_score = has_score or row.get("score") is not None
     settings = file_settings(path.name)
     notes = []
@@ -84,16 +79,16 @@ def read(path: Path, **_: Any) -> SourceRun:
         notes.append(f"gold from the data set's 'answer' field where 'gt' is empty or missing ({fallback} lines)")
     details = {k: v for k, v in settings.items() if k not in sampling}
     benchmark = path.resolve().parent.name or None  # math_eval.py writes into <output_dir>/<data_name>/
-    return SourceRun(TOOL, None, benchmark, records, sampling, details, notes, sha256, skipped=skipped,
+    return SourceRun(TOOL, None, benchmark, records, sampling, details, notes, sha256,
                      verdict_field="score" if has_score else None, extraction=EXTRACTION)
 
 
-def _record(row: dict[str, Any], lineno: int, where: str) -> tuple[SourceRecord, str]:
+def _record(row: dict[str, Any], lineno: int, where: str) -> tuple[SourceRecord, str | None]:
     idx = require(row, "idx", where, (int, str), "an integer")
     question = require(row, "question", where, str, "a string")
     completions = string_list(require(row, "code", where, list, "a list of completions"), where, "code")
-    gold, field = first_gold(row, where, GOLD_FIELDS)
+    gold, field, error = checked_gold(row, where, GOLD_FIELDS)
     n = len(completions)
     correct = labels(row["score"], n, where, "score") if row.get("score") is not None else ()
     extracted = answers(row.get("pred"), n) if row.get("pred") is not None else ()
-    return SourceRecord(lineno, idx, gold, question, None, completions, correct, extracted), field
+    return SourceRecord(lineno, idx, gold, question, None, completions, correct, extracted, error), field

@@ -45,12 +45,13 @@ class SourceRecord:
     completions: tuple[str, ...]
     source_correct: tuple[bool | None, ...] = ()
     source_extracted: tuple[str | None, ...] = ()
+    gold_error: str | None = None  # why ``gold`` is None: the GoldError of an unusable gold (the record may
+    # still be imported with the gold of the benchmark problem it matches; else it is skipped)
 
 
 @dataclass(frozen=True)
 class SourceRun:
-    """A whole source file, read and checked. ``skipped``: one ``FILE:LINE:FIELD: message`` per record
-    left out for an unusable gold (GoldError); ``verdict_field``: the source field that holds its
+    """A whole source file, read and checked. ``verdict_field``: the source field that holds its
     grader's verdict, None when the format or file has none."""
 
     tool: str
@@ -62,7 +63,6 @@ class SourceRun:
     notes: list[str] = field(default_factory=list)  # what was skipped or inferred, and why
     sha256: str = ""  # of the source file's bytes, as read
     file: Path | None = None  # the file read, when PATH was a directory (verl)
-    skipped: list[str] = field(default_factory=list)
     verdict_field: str | None = None
     extraction: tuple[str, str] | None = None  # (profile, why): the answer extraction the source tool used
 
@@ -116,6 +116,15 @@ def first_gold(row: dict[str, Any], where: str, names: tuple[str, ...],
             first = first or exc
     assert first is not None
     raise first
+
+
+def checked_gold(row: dict[str, Any], where: str, names: tuple[str, ...],
+                 transform: Any = None) -> tuple[str | None, str | None, str | None]:
+    """``first_gold`` as (gold, field, None), or (None, None, the GoldError's message)."""
+    try:
+        return (*first_gold(row, where, names, transform), None)
+    except GoldError as exc:
+        return None, None, str(exc)
 
 
 def setting(value: Any, kind: type = float) -> Any:

@@ -47,7 +47,7 @@ def read(path: Path, *, step: int | None = None, **_: Any) -> SourceRun:
     ids: dict[str, int] = {}
     use_score = all(isinstance(r.get("score"), (int, float)) and r.get("score") in (0, 1) for _, r in rows)
     steps: set[int] = set()
-    records, skipped = [], []
+    records = []
     for lineno, row in rows:
         where = f"{path}:{lineno}"
         prompt = require(row, "input", where, str, "a string")
@@ -60,12 +60,12 @@ def read(path: Path, *, step: int | None = None, **_: Any) -> SourceRun:
         pred = row.get("pred")
         problem_id = ids.setdefault(prompt, len(ids))
         try:
-            gold = _gold(row, where)
+            gold, error = _gold(row, where), None
         except GoldError as exc:
-            skipped.append(str(exc))
-            continue
+            gold, error = None, str(exc)
         records.append(SourceRecord(lineno, problem_id, gold, None, prompt, (output,),
-                                    () if label is None else (label,), (pred if isinstance(pred, str) else None,)))
+                                    () if label is None else (label,), (pred if isinstance(pred, str) else None,),
+                                    error))
     if not rows:
         raise DsdrError(f"{path}: no samples")
     has_acc = any(row.get("acc") is not None for _, row in rows)
@@ -77,7 +77,7 @@ def read(path: Path, *, step: int | None = None, **_: Any) -> SourceRun:
     extraction = (("gsm8k", "verl gsm8k data: the answer after '####'") if gsm8k
                   else ("boxed", "verl math reward: the last \\boxed{}"))
     return SourceRun(TOOL, None, None, records, dict.fromkeys(("temperature", "top_p", "max_tokens", "seed")),
-                     details, notes, sha256, path, skipped=skipped,
+                     details, notes, sha256, path,
                      verdict_field="acc" if has_acc else "score" if use_score else None, extraction=extraction)
 
 

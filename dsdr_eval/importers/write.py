@@ -60,6 +60,7 @@ class _Part(NamedTuple):
     registry: ProblemMatcher | None
     matched: set[str]
     inferred: str | None  # why the benchmark was inferred (no --benchmark), None when given or not inferred
+    skipped: list[str]  # FILE:LINE:FIELD: message of each record left out for its unusable gold
 
 
 def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: str | None = None,
@@ -113,15 +114,14 @@ def _part(tool: str, file: Path, benchmark: str | None, data_dir: str | Path | N
     inferred = None
     if benchmark is None:
         registry, name, inferred = _inferred_registry(tool, source, data_dir)
-    if source.skipped:
-        first, more = source.skipped[0], len(source.skipped) - 1
-        if strict:
-            raise DsdrError(f"{first} (--strict: a record with an unusable gold stops the import)")
-        warn(f"{file}: skipped {len(source.skipped)} record{'s' if len(source.skipped) > 1 else ''} with an unusable "
-             f"gold answer (first: {first}{f'; {more} more in config.json' if more else ''}); --strict stops instead")
     name = name or source.benchmark or DEFAULT_BENCHMARK
-    samples, matched = _samples(source, file, name, registry)
-    return _Part(source, file, name, samples, registry, matched, inferred)
+    samples, matched, skipped = _samples(source, file, name, registry, strict)
+    if skipped:
+        first, more = skipped[0], len(skipped) - 1
+        warn(f"{file}: skipped {len(skipped)} record{'s' if len(skipped) > 1 else ''} with an unusable gold answer "
+             f"(first: {first}{f'; {more} more' if more else ''}; listed in config.json source.skipped); --strict "
+             "stops instead")
+    return _Part(source, file, name, samples, registry, matched, inferred, skipped)
 
 
 def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[ProblemMatcher | None, str | None]:
@@ -161,10 +161,13 @@ def _inferred_registry(tool: str, source: SourceRun, data_dir: str | Path | None
     return ProblemMatcher(problems), name, f"{tool} names the data set {source.benchmark!r}"
 
 
-def _samples(source: SourceRun, path: Path, benchmark: str,
-             registry: ProblemMatcher | None) -> tuple[list[Sample], set[str]]:
-    """Every completion as a validated Sample; the ids of problems matched to the registry."""
+def _samples(source: SourceRun, path: Path, benchmark: str, registry: ProblemMatcher | None,
+             strict: bool) -> tuple[list[Sample], set[str], list[str]]:
+    """Every completion as a validated Sample; the ids of problems matched to the registry; the
+    records skipped for an unusable gold (a record matched to the registry takes its gold instead).
+    ``strict``: the first such record is a DsdrError."""
     samples: list[Sample] = []
+    skipped: list[str] = []
     next_idx: dict[str, int] = {}
     golds: dict[str, tuple[str, int]] = {}
     matched: set[str] = set()
@@ -172,6 +175,11 @@ def _samples(source: SourceRun, path: Path, benchmark: str,
     for record in source.records:
         where = f"{path}:{record.line}"
         row = _identity(record, benchmark, registry, where)
+        if row["gold"] is None:
+            if strict:
+                raise DsdrError(f"{record.gold_error} (--strict: a record with an unusable gold stops the import)")
+            skipped.append(record.gold_error or f"{where}: no gold answer")
+            continue
         if "answer_meta" in row:
             matched.add(row["problem_id"])
         first = golds.setdefault(row["problem_id"], (str(row["gold"]), record.line))
@@ -190,9 +198,9 @@ def _samples(source: SourceRun, path: Path, benchmark: str,
     for name, count in replaced.items():
         warn(f"{path}: {name}: lone surrogate(s) (not valid Unicode) replaced by U+FFFD in {count} samples")
     if not samples:
-        skipped = f" ({len(source.skipped)} records skipped for their gold answer)" if source.skipped else ""
-        raise DsdrError(f"{path}: no completions to import{skipped}")
-    return samples, matched
+        why = f" ({len(skipped)} records skipped for their gold answer, first: {skipped[0]})" if skipped else ""
+        raise DsdrError(f"{path}: no completions to import{why}")
+    return samples, matched, skipped
 
 
 def _commit(out_dir: Path, samples: list[Sample], config: dict[str, Any]) -> None:
@@ -243,7 +251,7 @@ def _identity(record: SourceRecord, benchmark: str, registry: ProblemMatcher | N
     if known is not None:
         row.update(problem_id=known.id, gold=known.answer, problem=known.problem, answer_meta=known.answer_meta,
                    source_id=record.problem_id)
-        if str(record.gold) != known.answer:
+        if record.gold is not None and record.gold != known.answer:
             row["source_gold"] = record.gold
     return row
 
@@ -286,8 +294,7 @@ def _config(parts: list[_Part], path: Path, label: str | None, command: list[str
                   "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name]
                                for name in SAMPLING_SETTINGS},
                   "details": {}, "notes": [f"{len(parts)} result files of the directory, one benchmark each: "
-                                           "see files"], "skipped": _skipped([s for part in parts
-                                                                              for s in part.source.skipped]),
+                                           "see files"], "skipped": _skipped([s for part in parts for s in part.skipped]),
                   "files": blocks}
     if len(ns) > 1:
         source["notes"] = [*source["notes"], f"completions per problem vary ({min(ns)}..{max(ns)})"]
@@ -308,9 +315,9 @@ def _config(parts: list[_Part], path: Path, label: str | None, command: list[str
 def _source_block(part: _Part) -> dict[str, Any]:
     source, sampling = part.source, part.source.sampling
     return {"tool": source.tool, "version": source.version, "file": str(part.path), "sha256": source.sha256,
-            "n_records": len(source.records) + len(source.skipped), "benchmark": source.benchmark,
+            "n_records": len(source.records), "benchmark": source.benchmark,
             "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name] for name in SAMPLING_SETTINGS},
-            "details": source.details, "notes": list(source.notes), "skipped": _skipped(source.skipped),
+            "details": source.details, "notes": list(source.notes), "skipped": _skipped(part.skipped),
             "verdict_field": source.verdict_field}
 
 
