@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, get_profile
 from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.jsonl import write_jsonl
 from dsdr_eval.metrics import compute_metrics
@@ -32,15 +33,19 @@ class ScoredRun(NamedTuple):
 def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   options: GradingOptions | None = None, seed: int = 0,
-                  samples: SamplesFile | None = None) -> ScoredRun:
+                  samples: SamplesFile | None = None, extraction: str | None = None) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
     The whole file is validated before any grading (``dsdr_eval.samples``); both outputs are written
     (atomically) only after grading and metrics succeeded, so a failure leaves the previous ones
     untouched. ``samples``: the file already read in this process (``dsdr-eval run``), not read again.
     Returns the graded records with the metrics, so a later stage of the same process (diversity)
-    need not read graded.jsonl back."""
+    need not read graded.jsonl back. ``extraction``: the answer convention (a profile of
+    ``dsdr_eval.extraction.EXTRACTION_PROFILES``); None: the run directory's config.json
+    ``"extraction"`` (written by ``run`` / ``import``), else the default ``boxed``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
+    extraction = extraction if extraction is not None else run_extraction(samples_path.parent)
+    get_profile(extraction)  # an unknown profile is refused before the samples are read
     if samples is None:
         samples = SamplesFile.open(samples_path)
     records = samples.samples
@@ -48,13 +53,13 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         raise DsdrError(f"{samples_path}: no samples")
     started = time.perf_counter()
     rows = grade_samples([sample.to_json() for sample in records], timeout_s=timeout_s, workers=workers,
-                         progress=progress, options=options)
+                         progress=progress, options=options, extraction=extraction)
     graded = [graded_from_grader(sample, row) for sample, row in zip(records, rows)]
     grading_wall_s = time.perf_counter() - started
 
     metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
     provenance = metrics["provenance"]
-    provenance["grading"] = grader_provenance(timeout_s, workers, options)
+    provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction)
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
     provenance.update({
         "samples_file": str(samples_path.resolve()),
@@ -104,16 +109,29 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any)
 
 def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, bootstrap: int = 1000, seed: int = 0,
-                  samples: SamplesFile | None = None) -> dict[str, Any]:
+                  samples: SamplesFile | None = None, extraction: str | None = None) -> dict[str, Any]:
     """Score ``RUN_DIR/samples.jsonl`` in place (graded.jsonl + metrics.json next to it)."""
     return score_run_records(run_dir, timeout_s=timeout_s, workers=workers, progress=progress,
-                             bootstrap=bootstrap, seed=seed, samples=samples).metrics
+                             bootstrap=bootstrap, seed=seed, samples=samples, extraction=extraction).metrics
 
 
 def score_run_records(run_dir: str | Path, **options: Any) -> ScoredRun:
     """``score_run_dir`` returning the graded records too (``dsdr-eval run`` hands them to diversity)."""
     run_dir = rundir.require_run_dir(run_dir, rundir.SAMPLES)
     return score_records(run_dir / rundir.SAMPLES, run_dir, **options)
+
+
+def run_extraction(run_dir: Path) -> str:
+    """The extraction profile recorded in ``run_dir``'s config.json (top-level ``"extraction"``),
+    else ``DEFAULT_EXTRACTION``; a recorded value that is not a profile is a one-line error."""
+    if not (run_dir / rundir.CONFIG).is_file():
+        return DEFAULT_EXTRACTION
+    config = rundir.load_config(run_dir)
+    name = config.get("extraction", DEFAULT_EXTRACTION)
+    if not isinstance(name, str) or name not in EXTRACTION_PROFILES:
+        raise DsdrError(f"{run_dir / rundir.CONFIG}:extraction: unknown extraction profile {name!r} "
+                        f"(known: {', '.join(EXTRACTION_PROFILES)})")
+    return name
 
 
 def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:
