@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.extraction import DEFAULT_EXTRACTION, get_profile
 from dsdr_eval.importers import IMPORTERS, detect, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.jsonl import write_jsonl
@@ -27,7 +28,6 @@ from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
 from dsdr_eval.tasks import BENCHMARKS, load_benchmark
 
 UNKNOWN = "unknown"
-DEFAULT_EXTRACTION = "boxed"  # TODO(merge i21-grading): dsdr_eval.extraction.DEFAULT_EXTRACTION
 MATCH_WARN_BELOW = 0.9  # matched fraction of a benchmark's source problems below which import warns
 _STAGING_PREFIX = ".import-"  # RUN_DIR/.import-XXXX/: both files are written here, then moved into place
 # a tool's own name of a data set (separators dropped, lower case) -> the registered benchmark it is
@@ -74,6 +74,8 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
     out_dir, path = Path(out_dir), Path(path)
     if (out_dir / rundir.SAMPLES).exists():
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
+    if extraction is not None:
+        get_profile(extraction)  # an unknown profile is refused before anything is read
     tool = detect.resolve(tool, path)
     files = _source_files(tool, path)
     if benchmark is not None and len(files) > 1:
@@ -328,7 +330,8 @@ def _skipped(messages: list[str]) -> dict[str, Any]:
 
 def _benchmark_block(part: _Part, profile: dict[str, str]) -> dict[str, Any]:
     n_problems = len({sample.problem_id for sample in part.samples})
-    bench: dict[str, Any] = {"name": part.benchmark, "n_problems": n_problems, "extraction": profile["profile"]}
+    bench: dict[str, Any] = {"name": part.benchmark, "n_problems": n_problems, "extraction": profile["profile"],
+                             "extraction_reason": profile["reason"]}
     if part.registry is not None:
         bench["registry"] = {"n_matched": len(part.matched), "n_unmatched": n_problems - len(part.matched),
                              "n_registry_problems": len(part.registry), "inferred": part.inferred}
@@ -345,6 +348,14 @@ def _profile(part: _Part, override: str | None) -> dict[str, str]:
 
 
 def _run_extraction(profiles: dict[str, dict[str, str]], override: str | None) -> str:
-    """config.json's top-level "extraction": the one profile of the run."""
-    names = {profile["profile"] for profile in profiles.values()}
-    return override or names.pop() if len(names) == 1 or override else DEFAULT_EXTRACTION
+    """config.json's top-level "extraction": the one profile ``score`` grades the whole run with.
+    Files whose tools used different conventions (an lm-eval directory with gsm8k and aime25) are
+    refused rather than graded with a convention one of them did not use (a silent 0 %)."""
+    if override is not None:
+        return override
+    names = sorted({profile["profile"] for profile in profiles.values()})
+    if len(names) > 1:
+        used = ", ".join(f"{name}: {profile['profile']}" for name, profile in profiles.items())
+        raise DsdrError(f"these result files use different answer conventions ({used}); a run is graded with one "
+                        "extraction profile: import them one by one, or choose one with --extraction")
+    return names[0]
