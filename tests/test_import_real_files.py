@@ -315,9 +315,10 @@ def test_a_directory_of_files_with_different_conventions_needs_extraction(tmp_pa
 
 def _every_format(tmp_path: Path, data_dir: Path) -> dict[str, Path]:
     inputs, outputs = src.write_openai_batch(tmp_path / "batch", data_dir)
-    return {"lm-eval": src.write_lm_eval(tmp_path / "lm", data_dir), "qwen-math": src.write_qwen_math(tmp_path / "q",
-                                                                                                     data_dir),
-            "verl": src.write_verl(tmp_path / "v", data_dir), "lighteval": src.write_lighteval(tmp_path / "le", data_dir),
+    return {"lm-eval": src.write_lm_eval(tmp_path / "lm", data_dir),
+            "qwen-math": src.write_qwen_math(tmp_path / "q", data_dir),
+            "verl": src.write_verl(tmp_path / "v", data_dir),
+            "lighteval": src.write_lighteval(tmp_path / "le", data_dir),
             "openai-batch": outputs}
 
 
@@ -522,3 +523,20 @@ def test_an_os_error_while_writing_is_one_line_and_leaves_the_directory_as_it_wa
     (tmp_path / "kept" / "notes.txt").write_text("mine")
     code, _, err = _import(capsys, path, "--out", tmp_path / "kept")
     assert code == 2 and sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("column", ["doc", "metric", "model_response"])
+def test_any_parquet_type_in_a_lighteval_column_is_imported_or_one_line_error(tmp_path, data_dir, capsys, column):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = src.write_lighteval(tmp_path / "le", data_dir)
+    original = pq.read_table(path)
+    for i, values in enumerate([pa.array([None] * 3, type=pa.null()), pa.array([1, 2, 3]), pa.array(["a"] * 3),
+                                pa.array([[1]] * 3), pa.array([{"x": 1}] * 3), pa.array([b"x"] * 3),
+                                pa.array([[("k", 1.0)]] * 3, type=pa.map_(pa.string(), pa.float64()))]):
+        pq.write_table(original.set_column(original.schema.get_field_index(column), column, values), path)
+        code, _, err = _import(capsys, path, "--out", tmp_path / f"run{i}")
+        assert code in (0, 2), (values.type, err)
+        if code == 2:
+            assert len(err.strip().splitlines()) == 1 and err.startswith(f"error: {path}:1:{column}"), err

@@ -73,6 +73,8 @@ def resolve(tool: str, path: Path) -> str:
     nothing fits, or when ``tool`` is explicit and the content is another tool's."""
     if not path.exists():
         raise DsdrError(f"{path}: file not found")
+    if not path.is_dir() and not path.is_file():  # a FIFO would block the read, /dev/zero never end
+        raise DsdrError(f"{path}: not a regular file or a directory")
     if path.is_dir():
         found = directory_files(path)
         if tool != AUTO:
