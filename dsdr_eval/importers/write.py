@@ -295,7 +295,7 @@ def _config(parts: list[_Part], path: Path, label: str | None, command: list[str
                   "sha256": None, "n_records": sum(block["n_records"] for block in blocks), "benchmark": None,
                   "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name]
                                for name in SAMPLING_SETTINGS},
-                  "details": {}, "notes": [f"{len(parts)} result files of the directory, one benchmark each: see files"],
+                  "details": {}, "notes": [f"{len(parts)} result files, one benchmark each: see files"],
                   "skipped": _skipped([message for part in parts for message in part.skipped]), "files": blocks}
     if len(ns) > 1:
         source["notes"] = [*source["notes"], f"completions per problem vary ({min(ns)}..{max(ns)})"]
