@@ -540,3 +540,18 @@ def test_any_parquet_type_in_a_lighteval_column_is_imported_or_one_line_error(tm
         assert code in (0, 2), (values.type, err)
         if code == 2:
             assert len(err.strip().splitlines()) == 1 and err.startswith(f"error: {path}:1:{column}"), err
+
+
+def test_a_task_evaluated_twice_in_one_directory_imports_the_latest(tmp_path, data_dir, capsys):
+    model = tmp_path / "lm" / "org__model"
+    src.write_lm_eval_gsm8k(model, date="2026-11-01T10-00-00.000001")
+    src.write_lm_eval_gsm8k(model)  # LM_EVAL_DATE: later
+    code, _, err = _import(capsys, tmp_path / "lm", "--out", tmp_path / "run")
+    assert code == 0, err
+    assert "1 earlier result file of a task evaluated again" in err and "2026-11-01T10-00-00" in err
+    assert _config(tmp_path / "run")["source"]["file"].endswith(f"samples_gsm8k_{src.LM_EVAL_DATE}.jsonl")
+    src.write_lm_eval_gsm8k(tmp_path / "lm" / "org__other")  # another model's gsm8k: not one benchmark
+    code, _, err = _import(capsys, tmp_path / "lm", "--out", tmp_path / "run2")
+    assert code == 2 and err.splitlines()[-1].startswith(f"error: {tmp_path / 'lm'}: several result files for "
+                                                         "benchmark 'gsm8k'") and "Traceback" not in err
+    assert not (tmp_path / "run2").exists()

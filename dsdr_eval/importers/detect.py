@@ -60,12 +60,26 @@ def directory_files(path: Path) -> dict[str, list[Path]]:
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         name = file.name
         tool = (lm_eval.TOOL if lm_eval.FILE_NAME.match(name) else
-                lighteval.TOOL if name.startswith("details_") and name.endswith(".parquet") else
+                lighteval.TOOL if lighteval.FILE_NAME.match(name) else
                 verl.TOOL if verl.STEP_FILE.match(name) else
                 qwen_math.TOOL if name.endswith(".jsonl") and qwen_math.file_settings(name) else None)
         if tool is not None:
             found.setdefault(tool, []).append(file)
     return found
+
+
+def latest_runs(files: list[Path], tool: str) -> tuple[list[Path], list[Path]]:
+    """(files kept, files left out): of several lm-eval / lighteval files of one task in one directory
+    (the same model evaluated again), the latest date; every other file is kept."""
+    pattern = {lm_eval.TOOL: lm_eval.FILE_NAME, lighteval.TOOL: lighteval.FILE_NAME}.get(tool)
+    latest: dict[tuple[Path, str], Path] = {}
+    for file in files:
+        match = pattern.match(file.name) if pattern else None
+        key = (file.parent, match["task"]) if match else (file, "")
+        if key not in latest or (match and file.name > latest[key].name):  # the date sorts as text
+            latest[key] = file
+    kept = sorted(latest.values())
+    return kept, [file for file in files if file not in kept]
 
 
 def resolve(tool: str, path: Path) -> str:

@@ -23,7 +23,7 @@ from dsdr_eval.importers.source import (GoldError, SourceRecord, SourceRun, answ
 from dsdr_eval.jsonl import json_type, read_bytes, read_json
 
 TOOL = "lighteval"
-_FILE_NAME = re.compile(r"^details_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.parquet$")
+FILE_NAME = re.compile(r"^details_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.parquet$")
 # lighteval's math metrics (extractive_match / math-verify) read the last \boxed{} or final LaTeX / number
 EXTRACTION = ("flexible", "lighteval extractive match: boxed, then the final expression or number")
 _PARAMETERS = {"temperature": "temperature", "top_p": "top_p", "max_new_tokens": "max_tokens", "seed": "seed"}
@@ -83,7 +83,7 @@ def read(path: Path, **_: Any) -> SourceRun:
     records = [_record(row, n, f"{path}:{n}") for n, row in enumerate(rows, start=1)]
     if not records:
         raise DsdrError(f"{path}: no samples")
-    match = _FILE_NAME.match(path.name)
+    match = FILE_NAME.match(path.name)
     notes: list[str] = []
     version, parameters = _results_file(path, match["date"] if match else None, notes)
     sampling = {ours: setting(parameters.get(theirs), int if ours in ("max_tokens", "seed") else float)

@@ -84,6 +84,9 @@ def read(path: Path, *, filter_name: str | None = None, **_: Any) -> SourceRun:
             if name != filter_name:
                 skipped[name] = skipped.get(name, 0) + 1
                 continue
+        elif filter_name is not None:
+            raise DsdrError(f"{where}:filter: missing: this file (lm-eval 0.4.0-0.4.2) names no filters, so "
+                            "--lm-eval-filter cannot choose one (its first line per document is imported without it)")
         elif doc_id in seen_docs:  # an old file: a document's next line is the next filter's
             repeats += 1
             continue

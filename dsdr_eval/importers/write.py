@@ -85,7 +85,9 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
     names = [part.benchmark for part in parts]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
-        raise DsdrError(f"{path}: several result files for benchmark {twice[0]!r}: import them one by one")
+        same = [str(part.path) for part in parts if part.benchmark == twice[0]]
+        raise DsdrError(f"{path}: several result files for benchmark {twice[0]!r} ({', '.join(same)}): import them "
+                        "one by one")
     samples = [sample for part in parts for sample in part.samples]
     config = _config(parts, path, label, command, extraction)
     _commit(out_dir, samples, config)
@@ -102,9 +104,12 @@ def _source_files(tool: str, path: Path) -> list[Path]:
     picks one step's dump; the others: every result file of that tool, one benchmark each)."""
     if not path.is_dir() or tool == "verl":
         return [path]
-    files = detect.directory_files(path).get(tool, [])
+    files, older = detect.latest_runs(detect.directory_files(path).get(tool, []), tool)
     if not files:
         raise DsdrError(f"{path}: no {tool} result files in this directory")
+    if older:
+        warn(f"{path}: {len(older)} earlier result file{'s' if len(older) > 1 else ''} of a task evaluated again in "
+             f"the same directory left out (first: {older[0].name}); the latest of each is imported")
     return files
 
 
