@@ -555,3 +555,19 @@ def test_a_task_evaluated_twice_in_one_directory_imports_the_latest(tmp_path, da
     assert code == 2 and err.splitlines()[-1].startswith(f"error: {tmp_path / 'lm'}: several result files for "
                                                          "benchmark 'gsm8k'") and "Traceback" not in err
     assert not (tmp_path / "run2").exists()
+
+
+def test_a_filter_cannot_be_chosen_in_a_file_without_filter_names(tmp_path, data_dir, capsys):
+    path = src.write_lm_eval_old(tmp_path / "lm", data_dir)
+    code, _, err = _import(capsys, path, "--out", tmp_path / "run", "--lm-eval-filter", "strict-match")
+    _one_line_error(code, err, f"{path}:1:filter: missing: this file (lm-eval 0.4.0-0.4.2) names no filters")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_a_fifo_as_path_is_refused_without_reading_it(tmp_path):
+    fifo = tmp_path / "samples.jsonl"
+    os.mkfifo(fifo)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "dsdr_eval.cli", "import", str(fifo), "--out", str(tmp_path / "run")],
+                          env=env, capture_output=True, text=True, timeout=60)  # a read would block: TimeoutExpired
+    assert done.returncode == 2 and done.stderr == f"error: {fifo}: not a regular file or a directory\n"
