@@ -571,3 +571,15 @@ def test_a_fifo_as_path_is_refused_without_reading_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "dsdr_eval.cli", "import", str(fifo), "--out", str(tmp_path / "run")],
                           env=env, capture_output=True, text=True, timeout=60)  # a read would block: TimeoutExpired
     assert done.returncode == 2 and done.stderr == f"error: {fifo}: not a regular file or a directory\n"
+
+
+def test_an_unreadable_source_is_one_line(tmp_path, data_dir, capsys, monkeypatch):
+    import dsdr_eval.importers.source as source
+
+    path = src.write_qwen_math(tmp_path / "out", data_dir)
+
+    def denied(_path, **_):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(source, "read_bytes", denied)  # running as root, chmod 000 would still be readable
+    code, _, err = _import(capsys, "--from", "qwen-math", path, "--out", tmp_path / "run")
+    _one_line_error(code, err, f"{path}: cannot read (Permission denied)")

@@ -12,15 +12,14 @@ the token limit falls back to the documents' ``generation_size``. Reading parque
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.importers.source import (GoldError, SourceRecord, SourceRun, answers, gold_text, require, setting,
-                                        string_list)
-from dsdr_eval.jsonl import json_type, read_bytes, read_json
+from dsdr_eval.importers.source import (GoldError, SourceRecord, SourceRun, answers, gold_text, read_source, require,
+                                        setting, string_list)
+from dsdr_eval.jsonl import json_type, read_json
 
 TOOL = "lighteval"
 FILE_NAME = re.compile(r"^details_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.parquet$")
@@ -30,21 +29,19 @@ _PARAMETERS = {"temperature": "temperature", "top_p": "top_p", "max_new_tokens":
 
 
 def _rows(path: Path) -> tuple[list[dict[str, Any]], str]:
-    if not path.is_file():
-        raise DsdrError(f"{path}: file not found")
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise DsdrError(f"{path}: reading lighteval parquet details needs pyarrow (pip install pyarrow)") from None
-    raw = read_bytes(path)
+    raw, sha256 = read_source(path)
     try:
         table = pq.read_table(pa.BufferReader(raw))  # the bytes hashed are the bytes read
     except Exception as exc:  # noqa: BLE001 -- any pyarrow failure means "not a readable parquet file"
         raise DsdrError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
     columns = {name: _column(table.column(name), path, name) for name in table.column_names}
     rows = [{name: values[i] for name, values in columns.items()} for i in range(table.num_rows)]
-    return rows, hashlib.sha256(raw).hexdigest()
+    return rows, sha256
 
 
 # what pyarrow raises for a value Python cannot hold (ArrowInvalid is a ValueError, ArrowTypeError a
@@ -145,7 +142,7 @@ def _results_file(path: Path, date: str | None, notes: list[str]) -> tuple[str |
         return None, {}
     try:
         content = read_json(results)
-    except DsdrError as exc:
+    except (DsdrError, OSError) as exc:  # a results file we cannot read only loses the version
         notes.append(f"results file not readable ({exc}): version and generation parameters unknown")
         return None, {}
     general = content.get("config_general") if isinstance(content, dict) else None

@@ -210,7 +210,7 @@ def _results_file(path: Path, date: str | None, notes: list[str]) -> tuple[str |
         return None, {}
     try:
         content = read_json(results)
-    except DsdrError as exc:
+    except (DsdrError, OSError) as exc:  # a results file we cannot read only loses the version
         notes.append(f"results file not readable ({exc}): lm-eval version unknown")
         return None, {}
     content = content if isinstance(content, dict) else {}

@@ -68,10 +68,13 @@ class SourceRun:
 
 
 def read_source(path: Path) -> tuple[bytes, str]:
-    """The file's bytes (read once) and their sha256."""
+    """The file's bytes (read once) and their sha256; an unreadable file is a one-line DsdrError."""
     if not path.is_file():
-        raise DsdrError(f"{path}: file not found")
-    raw = read_bytes(path)
+        raise DsdrError(f"{path}: file not found" if not path.exists() else f"{path}: not a regular file")
+    try:
+        raw = read_bytes(path)
+    except OSError as exc:  # permission denied, an I/O error: one line, not a traceback
+        raise DsdrError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return raw, hashlib.sha256(raw).hexdigest()
 
 
