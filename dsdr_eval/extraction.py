@@ -102,6 +102,21 @@ def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "
     return Extraction(None, None)
 
 
+def choose_extraction(override: str | None, protocol_profile: str, task_profiles: Mapping[str, str | None]) -> str:
+    """The profile of a run: ``override`` (``--extraction``), else the one every task names (a task
+    naming none takes the protocol's), else the protocol's. Tasks of one run that name different
+    profiles need ``--extraction`` (or separate runs): one run is graded with one convention."""
+    if override is not None:
+        return get_profile(override).name
+    chosen = {name: profile or protocol_profile for name, profile in task_profiles.items()}
+    distinct = sorted(set(chosen.values()))
+    if len(distinct) > 1:
+        listed = ", ".join(f"{name} ({profile})" for name, profile in chosen.items())
+        raise DsdrError(f"--benchmarks: the benchmarks name different extraction profiles: {listed}; "
+                        "run them separately or pass --extraction PROFILE")
+    return get_profile(distinct[0] if distinct else protocol_profile).name
+
+
 def get_profile(name: str) -> ExtractionProfile:
     """The profile called ``name``; a DsdrError naming the known ones otherwise."""
     try:
