@@ -3,11 +3,14 @@
 Each completion is one sample in phase "sampling" (``sample_idx`` 0..n-1 per problem, in source
 order), built and validated by ``dsdr_eval.samples.parse_sample`` like any samples.jsonl line, with
 the source's verdict kept as ``source_correct`` and its extracted answer as ``source_extracted``.
-With ``--benchmark`` naming a registered benchmark (or a benchmark JSONL), problems are matched to
-it by their text (a source with only the prompt: the problem text found in it); a matched problem
-takes the registry's id, gold answer (gold fixes included) and grading metadata, so the run
-compares with ``dsdr-eval run`` runs of that benchmark; the source's gold is kept as ``source_gold``
-where it differs.
+With ``--benchmark`` naming a registered benchmark (or a benchmark JSONL), or without it when the
+source's own task / data set name stands for one (``registry_name``), problems are matched to it by
+their text (``source.match_key``; a source with only the prompt: the problem text found in it); a
+matched problem takes the registry's id, gold answer (gold fixes included) and grading metadata, so
+the run compares with ``dsdr-eval run`` runs of that benchmark; the source's gold is kept as
+``source_gold`` where it differs. A record whose own gold is unusable and that matches no registry
+problem is skipped (one warning; config.json ``source.skipped``; ``strict``: an error). config.json
+records the answer extraction the source tool used (``"extraction"``, what ``score`` grades with).
 """
 
 from __future__ import annotations
