@@ -1,51 +1,128 @@
-"""Final-answer extraction from a completion, in linear time on any input.
+"""Final-answer extraction from a completion, in linear time and bounded memory on any input.
 
 The same code grades evaluation samples (``dsdr-eval score``) and computes RL rewards, in the
 parent process where no grading deadline can stop it, so every path is linear in the length of
 the completion -- a hostile or degenerate output (1 MB of whitespace after "Answer", 10^5
-unclosed ``\\boxed{``) costs milliseconds, never minutes:
+unclosed ``\\boxed{``) costs milliseconds, never minutes -- and holds O(1) memory beside the
+text and the answer it returns (a 20 MB completion must not cost a gigabyte):
 
-* boxes: one regex pass for ``\\boxed``/``\\fbox`` and one stack pass of brace matching;
+* boxes: one regex pass for ``\\boxed``/``\\fbox`` merged with one pass over the braces that keeps
+  a depth counter and at most two open boxes (an open box that already holds a ``\\boxed`` can
+  never lose to an older one, see ``_last_boxed``), never a table of every brace;
 * answer lines: regexes in which no quantified run can be re-scanned (``_atomic``), so a failed
-  match costs the length of the whitespace after its keyword, once;
+  match costs the length of the whitespace after its keyword, once; matches are consumed as they
+  come (the best so far is kept), never collected;
 * the inline-math span of an answer line: one ``str.find`` per delimiter kind (the equivalent
   lazy regex re-scans the rest of the line from every unclosed opening).
 
-Rules (version ``EXTRACTION_RULES_VERSION``): the last ``\\boxed{...}`` / ``\\boxed x`` /
-``\\fbox{...}`` with real brace matching whose content is not empty; otherwise the last
-"Answer: ..." / "final answer: ..." line or "the/final answer is ..." phrase, cut to its first
-inline-math span or else its first sentence.
+Extraction profiles (``EXTRACTION_PROFILES``, chosen by a protocol, a task or ``--extraction``):
+each is an ordered list of extractors (``EXTRACTORS``); the first that finds an answer wins, and
+each extractor returns the *last* answer of its kind in the text.
+
+* ``boxed`` (default; the papers' protocol): box, then answer line -- the rules of version 1;
+* ``minerva``: the Minerva / lm-eval ``minerva_math`` line "Final Answer: The final answer is X.
+  I hope it is correct.", then box, then answer line;
+* ``gsm8k``: GSM8K's ``#### N`` line, then the last number (lm-eval gsm8k strict / flexible match);
+* ``answer-tag``: the R1 / RLVR ``<answer>...</answer>`` tag (a box or "the answer is" inside the
+  tag is unwrapped);
+* ``flexible``: answer tag, box, answer line, ``####``, the last inline-math span of the last
+  line, then the last number (lm-eval's flexible-extract, Qwen2.5-Math's / ToRA's fallbacks).
+
+Extractors (the ``method`` recorded per sample):
+
+* ``boxed`` / ``fbox``: the last ``\\boxed{...}`` / ``\\boxed x`` / ``\\fbox{...}`` with real brace
+  matching whose content is not empty;
+* ``answer_line`` / ``answer_is``: the last "Answer: ..." / "final answer: ..." line or
+  "the/final answer is ..." phrase, cut to its first inline-math span or else its first sentence;
+* ``minerva``: the last "final answer is" phrase, up to ". I hope it is correct" on its line
+  (else cut like an answer line);
+* ``gsm8k``: the last ``####`` mark: the first number after it on its line (thousands commas and
+  a currency sign dropped), else its first sentence;
+* ``answer_tag``: the last non-empty ``<answer>...</answer>``: its box, else its "answer is"
+  phrase, else its whole (stripped) content;
+* ``last_math``: the last ``$..$`` / ``$$..$$`` / ``\\(..\\)`` / ``\\[..\\]`` span of the last
+  non-empty line (its last ``_LAST_LINE_CHARS`` characters);
+* ``last_number``: the last number of the text (``-1,234.5``, ``60%``), thousands commas dropped.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from dsdr_eval.errors import DsdrError
 
 MAX_ANSWER_CHARS = 1000  # longest gold answer in the six benchmarks is 210 characters
-EXTRACTION_RULES_VERSION = "1"
+EXTRACTION_RULES_VERSION = "2"  # 2: profiles (boxed = the rules of version 1) and bounded memory
 _FALLBACK_TAIL_CHARS = 4 * MAX_ANSWER_CHARS
 _LAST_LINES_CHARS = 8192
+_LAST_LINE_CHARS = 2 * MAX_ANSWER_CHARS
 
 
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None
-    method: str | None  # "boxed" | "fbox" | "answer_line" | "answer_is" | None
+    # "boxed" | "fbox" | "answer_line" | "answer_is" | "minerva" | "gsm8k" | "answer_tag" | "last_math"
+    # | "last_number" | None
+    method: str | None
 
 
-def extract_answer(text: str) -> str | None:
+Extractor = Callable[[str], "Extraction | None"]
+
+
+@dataclass(frozen=True)
+class ExtractionProfile:
+    """A named answer convention: ``extractors`` (names in ``EXTRACTORS``) tried in order."""
+
+    name: str
+    extractors: tuple[str, ...]
+    description: str
+
+    def provenance(self) -> dict[str, object]:
+        return {"profile": self.name, "extractors": list(self.extractors), "description": self.description}
+
+
+def extract_answer(text: str, profile: "str | ExtractionProfile" = "boxed") -> str | None:
     """The final answer of a completion (see ``extract_answer_with_method``), or None."""
-    return extract_answer_with_method(text).answer
+    return extract_answer_with_method(text, profile).answer
 
 
-def extract_answer_with_method(text: str) -> Extraction:
+def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "boxed") -> Extraction:
+    """The answer of the first extractor of ``profile`` (a name in ``EXTRACTION_PROFILES``) that
+    finds one, with that extractor's method; ``Extraction(None, None)`` when none does."""
+    chosen = profile if isinstance(profile, ExtractionProfile) else get_profile(profile)
     if not isinstance(text, str) or not text:
         return Extraction(None, None)
-    boxed = _last_boxed(text)
-    if boxed is not None:
-        return boxed
-    return _last_answer_line(text)
+    for name in chosen.extractors:
+        found = EXTRACTORS[name](text)
+        if found is not None and found.answer:
+            return found
+    return Extraction(None, None)
+
+
+def choose_extraction(override: str | None, protocol_profile: str, task_profiles: Mapping[str, str | None]) -> str:
+    """The profile of a run: ``override`` (``--extraction``), else the one every task names (a task
+    naming none takes the protocol's), else the protocol's. Tasks of one run that name different
+    profiles need ``--extraction`` (or separate runs): one run is graded with one convention."""
+    if override is not None:
+        return get_profile(override).name
+    chosen = {name: profile or protocol_profile for name, profile in task_profiles.items()}
+    distinct = sorted(set(chosen.values()))
+    if len(distinct) > 1:
+        listed = ", ".join(f"{name} ({profile})" for name, profile in chosen.items())
+        raise DsdrError(f"--benchmarks: the benchmarks name different extraction profiles: {listed}; "
+                        "run them separately or pass --extraction PROFILE")
+    return get_profile(distinct[0] if distinct else protocol_profile).name
+
+
+def get_profile(name: str) -> ExtractionProfile:
+    """The profile called ``name``; a DsdrError naming the known ones otherwise."""
+    try:
+        return EXTRACTION_PROFILES[name]
+    except (KeyError, TypeError):
+        raise DsdrError(f"unknown extraction profile {name!r} (known: {', '.join(EXTRACTION_PROFILES)})") from None
 
 
 # --- boxes ----------------------------------------------------------------------------------
@@ -53,39 +130,58 @@ def extract_answer_with_method(text: str) -> Extraction:
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _BRACE_TOKEN_RE = re.compile(r"\\[\\{}]|[{}]")  # escaped braces/backslashes are skipped as a unit
 _BARE_BOX_TOKEN_RE = re.compile(r"[^\s$]{1,%d}" % (MAX_ANSWER_CHARS + 1))
+_NON_SPACE_RE = re.compile(r"\S")
 
 
 def _last_boxed(text: str) -> Extraction | None:
-    starts = list(_BOX_RE.finditer(text))
-    if not starts:
+    """The box with the largest start whose content is not empty (brace-matched), or None.
+
+    One pass over the braces after the first box, in step with the box matches. Memory is O(1):
+    a depth counter and at most two open boxes. An open box whose opening brace is followed by
+    a newer box is closed, if ever, with that box inside it -- never empty -- and every older open
+    box encloses it, so closes later, with a smaller start: it can no longer win and is dropped.
+    (The previous implementation kept a position for every brace: 36-51 bytes per input byte.)"""
+    boxes = _BOX_RE.finditer(text)
+    box = next(boxes, None)
+    if box is None:
         return None
-    # One linear pass of brace matching from the first box; a stack, so 10^5 nested braces are
-    # as cheap as flat ones and an unclosed brace (truncated output) simply has no partner.
-    partner: dict[int, int] = {}
-    stack: list[int] = []
-    for token in _BRACE_TOKEN_RE.finditer(text, starts[0].end()):
+    best: tuple[int, Extraction] | None = None  # (start of the winning box, its extraction)
+    open_boxes: list[tuple[int, int, int, str]] = []  # (depth outside it, box start, content start, method)
+    pending: tuple[int, int, str] | None = None  # (brace position, box start, method) of the last box seen
+    depth = 0
+
+    def take_boxes_before(position: int) -> None:
+        nonlocal box, best, pending
+        while box is not None and box.start() < position:
+            method = "fbox" if box.group().endswith("fbox") else "boxed"
+            pos = box.end()
+            while pos < len(text) and text[pos] in " \t":  # runs after distinct boxes are disjoint
+                pos += 1
+            if pos < len(text) and text[pos] == "{":
+                pending = (pos, box.start(), method)
+            elif pos > box.end():  # "\boxed 5": the token after the space, up to whitespace or $
+                token = _BARE_BOX_TOKEN_RE.match(text, pos)
+                if token and (best is None or box.start() > best[0]):
+                    best = (box.start(), Extraction(token.group(), method))
+            box = next(boxes, None)
+
+    for token in _BRACE_TOKEN_RE.finditer(text, box.end()):
+        take_boxes_before(token.start())
         char = token.group()
         if char == "{":
-            stack.append(token.start())
-        elif char == "}" and stack:
-            partner[stack.pop()] = token.start()
-    for match in reversed(starts):  # the last box that yields something wins
-        method = "fbox" if match.group().endswith("fbox") else "boxed"
-        pos = match.end()
-        while pos < len(text) and text[pos] in " \t":  # runs after distinct boxes are disjoint
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            close = partner.get(pos)
-            if close is None:
-                continue
-            content = text[pos + 1:close].strip()
-            if content:
-                return Extraction(content, method)
-        elif pos > match.end():  # "\boxed 5": the token after the space, up to whitespace or $
-            token = _BARE_BOX_TOKEN_RE.match(text, pos)
-            if token:
-                return Extraction(token.group(), method)
-    return None
+            if pending is not None and pending[0] == token.start():
+                del open_boxes[:-1]  # older open boxes can no longer win (see the docstring)
+                open_boxes.append((depth, pending[1], token.end(), pending[2]))
+                pending = None
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+            if open_boxes and open_boxes[-1][0] == depth:
+                _, start, content_start, method = open_boxes.pop()
+                if (best is None or start > best[0]) and _NON_SPACE_RE.search(text, content_start, token.start()):
+                    best = (start, Extraction(text[content_start:token.start()].strip(), method))
+    take_boxes_before(len(text) + 1)
+    return None if best is None else best[1]
 
 
 # --- answer lines ---------------------------------------------------------------------------
@@ -107,18 +203,30 @@ _ANSWER_IS_RE = re.compile(
     + _atomic("w2", r"\s+") + r"is\s*[:：]?[ \t]*(?P<tail>[^\n]*)")
 
 
-def _last_answer_line(text: str) -> Extraction:
+def _tail(text: str, match: re.Match, group: str = "tail") -> str:
+    """The first ``_FALLBACK_TAIL_CHARS`` of a match's tail, without copying the rest of the line."""
+    start = match.start(group)
+    return text[start:min(match.end(group), start + _FALLBACK_TAIL_CHARS)]
+
+
+def _last_answer_line(text: str) -> Extraction | None:
     # Both patterns are line-local, so when the last whole lines (~8 KB) hold a usable match it is
-    # the last one in the text: scan those first, the whole text only if they hold none.
+    # the last one in the text: scan those first, the whole text only if they hold none. Matches
+    # are consumed as they come (at most one per line and pattern; each costs at most its tail).
     cut = text.rfind("\n", 0, max(0, len(text) - _LAST_LINES_CHARS)) + 1
-    for region in ((text[cut:], text) if cut > 0 else (text,)):
-        candidates = [(m.start(), "answer_line", m.group("tail")) for m in _ANSWER_LINE_RE.finditer(region)]
-        candidates += [(m.start(), "answer_is", m.group("tail")) for m in _ANSWER_IS_RE.finditer(region)]
-        for _, method, tail in sorted(candidates, reverse=True):
-            answer = _clean_answer_tail(tail[:_FALLBACK_TAIL_CHARS])
-            if answer:
-                return Extraction(answer, method)
-    return Extraction(None, None)
+    for region_start in ((cut, 0) if cut > 0 else (0,)):
+        best: tuple[tuple[int, str], str] | None = None  # ((start, method), answer)
+        for method, pattern in (("answer_line", _ANSWER_LINE_RE), ("answer_is", _ANSWER_IS_RE)):
+            for match in pattern.finditer(text, region_start):
+                key = (match.start(), method)
+                if best is not None and key < best[0]:
+                    continue
+                answer = _clean_answer_tail(_tail(text, match))
+                if answer:
+                    best = (key, answer)
+        if best is not None:
+            return Extraction(best[1], best[0][1])
+    return None
 
 
 def _clean_answer_tail(tail: str) -> str | None:
@@ -135,7 +243,7 @@ _SENTENCE_END_RE = re.compile(r"\.\s|\.$")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
 
-def _first_inline_math(line: str) -> str | None:
+def _first_inline_math(line: str, start: int = 0) -> str | None:
     """The content of the leftmost ``$$..$$`` / ``$..$`` / ``\\(..\\)`` / ``\\[..\\]`` span of a
     line without newlines (shortest content, at least one character; ``$$`` before ``$`` at the
     same opening), or None -- what ``re.search`` with the lazy alternation above returns, but in
@@ -144,16 +252,131 @@ def _first_inline_math(line: str) -> str | None:
     Per delimiter only its first opening can be the leftmost match: a later opening of the same
     kind is closed only if the first one is (a closing after the later one is also after the
     first), so the match of a kind exists iff its last closing lies far enough right."""
-    best: tuple[int, str] | None = None  # (position, content); earlier kinds win ties
+    span = _first_inline_math_span(line, start)
+    return None if span is None else line[span[0]:span[1]]
+
+
+def _first_inline_math_span(line: str, start: int = 0) -> tuple[int, int, int] | None:
+    """(content start, content end, end of the closing delimiter) of the leftmost span from ``start``."""
+    best: tuple[int, int, int, int] | None = None  # (opening position, content start, content end, span end)
     for opening, closing in _MATH_DELIMITERS:
-        position = line.find(opening)
+        position = line.find(opening, start)
         if position < 0 or (best is not None and position >= best[0]):
             continue
         content_start = position + len(opening)
         close = line.find(closing, content_start + 1)
         if close >= 0:
-            best = (position, line[content_start:close])
-    return None if best is None else best[1]
+            best = (position, content_start, close, close + len(closing))
+    return None if best is None else best[1:]
+
+
+# --- other conventions ----------------------------------------------------------------------
+
+_MINERVA_RE = re.compile(r"(?i)final answer is[ \t]*[:：]?[ \t]*(?P<tail>[^\n]*)")
+_MINERVA_END_RE = re.compile(r"(?i)\.?\s*I hope it is correct")
+_GSM8K_RE = re.compile(r"####[ \t]*(?P<tail>[^\n]*)")
+# a number: optional sign (not a binary minus), thousands groups or digits, decimals, a percent sign
+_NUMBER_RE = re.compile(r"(?:(?<![\w)}\]])-)?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?(?:[ \t]?\\?%)?"
+                        r"|(?:(?<![\w)}\]])-)?\.\d+(?:[ \t]?\\?%)?")
+_ANSWER_OPEN, _ANSWER_CLOSE = "<answer>", "</answer>"
+
+
+def _last_match(pattern: re.Pattern, text: str, start: int = 0, end: int | None = None) -> re.Match | None:
+    """The last non-overlapping match, keeping one match object at a time (O(1) memory)."""
+    last = None
+    for last in pattern.finditer(text, start, len(text) if end is None else end):
+        pass
+    return last
+
+
+def _minerva(text: str) -> Extraction | None:
+    match = _last_match(_MINERVA_RE, text)
+    if match is None:
+        return None
+    tail = _tail(text, match)
+    end = _MINERVA_END_RE.search(tail)
+    if end is None:
+        answer = _clean_answer_tail(tail)
+    else:  # lm-eval's minerva_math: everything between "is" and ". I hope it is correct"
+        answer = tail[:end.start()].strip().rstrip(".").strip() or None
+    return Extraction(answer, "minerva") if answer else None
+
+
+def _plain_number(token: str) -> str:
+    return token.replace(",", "")
+
+
+def _gsm8k(text: str) -> Extraction | None:
+    match = _last_match(_GSM8K_RE, text)
+    if match is None:
+        return None
+    tail = _tail(text, match)
+    number = _NUMBER_RE.search(tail.lstrip("$\\ \t"))  # "#### $1,230" is 1230
+    answer = _plain_number(number.group()) if number else _clean_answer_tail(tail)
+    return Extraction(answer, "gsm8k") if answer else None
+
+
+def _answer_tag(text: str) -> Extraction | None:
+    close = len(text)
+    while True:  # the last tag with something in it; each step searches a disjoint stretch
+        close = text.rfind(_ANSWER_CLOSE, 0, close)
+        if close < 0:
+            return None
+        opening = text.rfind(_ANSWER_OPEN, 0, close)
+        if opening < 0:
+            return None
+        content = text[opening + len(_ANSWER_OPEN):close]
+        inner = _last_boxed(content) or _last_answer_line(content)
+        answer = inner.answer if inner is not None else content.strip().rstrip(".").strip()
+        if answer:
+            return Extraction(answer, "answer_tag")
+        close = opening
+
+
+def _last_line(text: str) -> str:
+    end = len(text)
+    while end > 0 and text[end - 1].isspace():  # the trailing whitespace, once
+        end -= 1
+    start = max(text.rfind("\n", 0, end) + 1, end - _LAST_LINE_CHARS)
+    return text[start:end]
+
+
+def _last_math(text: str) -> Extraction | None:
+    line, last, position = _last_line(text), None, 0
+    while True:  # spans left to right on a line of at most _LAST_LINE_CHARS characters
+        span = _first_inline_math_span(line, position)
+        if span is None:
+            break
+        last, position = span, span[2]
+    answer = None if last is None else line[last[0]:last[1]].strip().rstrip(".,;").strip()
+    return Extraction(answer, "last_math") if answer else None
+
+
+def _last_number(text: str) -> Extraction | None:
+    match = _last_match(_NUMBER_RE, text)
+    return None if match is None else Extraction(_plain_number(match.group()), "last_number")
+
+
+EXTRACTORS: Mapping[str, Extractor] = MappingProxyType({
+    "boxed": _last_boxed, "answer_line": _last_answer_line, "minerva": _minerva, "gsm8k": _gsm8k,
+    "answer_tag": _answer_tag, "last_math": _last_math, "last_number": _last_number,
+})
+
+DEFAULT_EXTRACTION = "boxed"
+EXTRACTION_PROFILES: Mapping[str, ExtractionProfile] = MappingProxyType({profile.name: profile for profile in (
+    ExtractionProfile("boxed", ("boxed", "answer_line"),
+                      "last \\boxed{}/\\fbox{} (brace-matched), else last 'Answer:'/'final answer is' line"),
+    ExtractionProfile("minerva", ("minerva", "boxed", "answer_line"),
+                      "last 'The final answer is X. I hope it is correct.' (Minerva / lm-eval minerva_math), "
+                      "else the boxed profile"),
+    ExtractionProfile("gsm8k", ("gsm8k", "last_number"),
+                      "last '#### N' (GSM8K), else the last number (lm-eval gsm8k strict-match, flexible-extract)"),
+    ExtractionProfile("answer-tag", ("answer_tag",),
+                      "last non-empty <answer>...</answer> (R1 / RLVR format); a box inside it is unwrapped"),
+    ExtractionProfile("flexible", ("answer_tag", "boxed", "answer_line", "gsm8k", "last_math", "last_number"),
+                      "answer tag, box, 'answer is' line, '####', last math span of the last line, else the last "
+                      "number (lm-eval flexible-extract, Qwen2.5-Math / ToRA fallbacks)"),
+)})
 
 
 # --- cheap string normalisation (answer classes only) ---------------------------------------

@@ -131,11 +131,21 @@ class _Decoder:
             self.suspect = False
             return self._exact.decode(text)
         if self.exact_fields and isinstance(record, dict) and any(
-                isinstance(record.get(name), (int, float)) and not isinstance(record.get(name), bool)
-                for name in self.exact_fields):
+                _holds_number(record.get(name)) for name in self.exact_fields):
             self.suspect = False
             record = self._exact.decode(text)
         return record
+
+
+def _holds_number(value: Any) -> bool:
+    """A number (not a bool) anywhere in ``value``: an exact field may nest its number (verl ``gts: [1e400]``)."""
+    stack = [value]  # iterative: a line nested as deep as the decoder allows must not overflow here
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
+            return True
+        stack.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+    return False
 
 
 def _find_problem(value: Any, path: str = "", exact_number_fields: Iterable[str] = ()) -> tuple[str, str] | None:

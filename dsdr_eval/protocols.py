@@ -20,6 +20,12 @@ without code::
       - {phase: sampling, n: 32, temperature: 0.8, top_p: 0.95}
     max_tokens: 4096
     seed: 0                      # optional (default 0)
+    extraction: boxed            # optional: the answer convention (dsdr_eval.extraction profiles)
+
+A protocol names its extraction profile (how the final answer is read from a completion,
+``dsdr_eval.extraction.EXTRACTION_PROFILES``); every built-in one reads the papers' ``\\boxed{}``
+(``boxed``). It is recorded as config.json's top-level ``extraction`` and is not part of the run
+identity (``to_config``): it changes no generated sample, only how they are graded.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
 from dsdr_eval.samples import PASS1 as PHASE_PASS1  # the phase names are defined in the sample schema
 from dsdr_eval.samples import PHASES
 from dsdr_eval.samples import SAMPLING as PHASE_SAMPLING
@@ -61,8 +68,12 @@ class Protocol:
     phases: tuple[Phase, ...]
     max_tokens: int
     seed: int = 0
+    extraction: str = DEFAULT_EXTRACTION  # answer convention (not in to_config: grading only)
 
     def __post_init__(self) -> None:
+        if self.extraction not in EXTRACTION_PROFILES:
+            raise DsdrError(f"protocol {self.name}: unknown extraction profile {self.extraction!r} "
+                            f"(known: {', '.join(EXTRACTION_PROFILES)})")
         if not self.phases:
             raise DsdrError(f"protocol {self.name}: no phases")
         names = [p.phase for p in self.phases]
@@ -122,7 +133,7 @@ def protocol_file_record(path: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- protocol files
 
-_TOP_FIELDS = {"name": True, "phases": True, "max_tokens": True, "seed": False}  # field -> required
+_TOP_FIELDS = {"name": True, "phases": True, "max_tokens": True, "seed": False, "extraction": False}  # -> required
 _PHASE_FIELDS = ("phase", "n", "temperature", "top_p")
 
 
@@ -160,7 +171,11 @@ def load_protocol_file(path: Path) -> Protocol:
         seen.add(phase.phase)
     max_tokens = _integer(data["max_tokens"], f"{where}:max_tokens", minimum=1)
     seed = _integer(data.get("seed", 0), f"{where}:seed", minimum=0)
-    protocol = Protocol(name.strip(), phases, max_tokens=max_tokens, seed=seed)
+    extraction = data.get("extraction", DEFAULT_EXTRACTION)
+    if not isinstance(extraction, str) or extraction not in EXTRACTION_PROFILES:
+        raise DsdrError(f"{where}:extraction: unknown extraction profile ({_type_name(extraction)}; "
+                        f"known: {', '.join(EXTRACTION_PROFILES)})")
+    protocol = Protocol(name.strip(), phases, max_tokens=max_tokens, seed=seed, extraction=extraction)
     builtin = PROTOCOLS.get(protocol.name)
     if builtin is not None and builtin != protocol:
         raise DsdrError(f"{where}:name: {protocol.name!r} is a built-in protocol with other settings "

@@ -15,11 +15,16 @@ from typing import Any, NamedTuple
 
 from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, extract_answer, get_profile
 from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.jsonl import write_jsonl
 from dsdr_eval.metrics import compute_metrics
 from dsdr_eval.samples import GradedSample, SamplesFile, graded_from_grader
+
+
+DISAGREEMENTS = "disagreements.jsonl"  # every sample where our verdict differs from the source tool's
+NO_ANSWER_WARN_FRACTION = 0.2  # above this share of no_answer in a benchmark, the profile is probably wrong
 
 
 class ScoredRun(NamedTuple):
@@ -32,15 +37,19 @@ class ScoredRun(NamedTuple):
 def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   options: GradingOptions | None = None, seed: int = 0,
-                  samples: SamplesFile | None = None) -> ScoredRun:
+                  samples: SamplesFile | None = None, extraction: str | None = None) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
     The whole file is validated before any grading (``dsdr_eval.samples``); both outputs are written
     (atomically) only after grading and metrics succeeded, so a failure leaves the previous ones
     untouched. ``samples``: the file already read in this process (``dsdr-eval run``), not read again.
     Returns the graded records with the metrics, so a later stage of the same process (diversity)
-    need not read graded.jsonl back."""
+    need not read graded.jsonl back. ``extraction``: the answer convention (a profile of
+    ``dsdr_eval.extraction.EXTRACTION_PROFILES``); None: the run directory's config.json
+    ``"extraction"`` (written by ``run`` / ``import``), else the default ``boxed``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
+    extraction = extraction if extraction is not None else run_extraction(samples_path.parent)
+    get_profile(extraction)  # an unknown profile is refused before the samples are read
     if samples is None:
         samples = SamplesFile.open(samples_path)
     records = samples.samples
@@ -48,13 +57,15 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         raise DsdrError(f"{samples_path}: no samples")
     started = time.perf_counter()
     rows = grade_samples([sample.to_json() for sample in records], timeout_s=timeout_s, workers=workers,
-                         progress=progress, options=options)
+                         progress=progress, options=options, extraction=extraction)
     graded = [graded_from_grader(sample, row) for sample, row in zip(records, rows)]
     grading_wall_s = time.perf_counter() - started
 
+    for message in no_answer_warnings(graded, extraction):
+        warn(message)
     metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
     provenance = metrics["provenance"]
-    provenance["grading"] = grader_provenance(timeout_s, workers, options)
+    provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction)
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
     provenance.update({
         "samples_file": str(samples_path.resolve()),
@@ -66,11 +77,17 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     agreement = source_agreement(graded)
     if agreement is not None:  # an imported run: our grader beside the source tool's
         provenance["source_agreement"] = agreement
+        if agreement["n_disagree"]:
+            agreement["disagreements_file"] = DISAGREEMENTS
     run_config = _run_config_summary(samples_path.parent)
     if run_config:
         provenance["run_config"] = run_config
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(out_dir / rundir.GRADED, (record.to_json() for record in graded))
+    if agreement is not None and agreement["n_disagree"]:
+        write_jsonl(out_dir / DISAGREEMENTS, disagreement_records(graded))
+    elif (out_dir / DISAGREEMENTS).is_file():  # an earlier scoring's list no longer describes graded.jsonl
+        (out_dir / DISAGREEMENTS).unlink()
     # the scores' section of metrics.json; diversity / judge blocks already there are kept
     return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
                                                    summary=metrics))
@@ -97,6 +114,50 @@ def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str
                               for record, theirs in differ[:shown]]}
 
 
+def disagreement_records(graded: list[GradedSample]) -> list[dict[str, Any]]:
+    """Every sample whose verdict differs from the source tool's, whole (``DISAGREEMENTS``)."""
+    return [{"key": list(record.key), "line": record.line, "gold": record.sample.gold, "ours": record.correct,
+             "status": record.status, "extraction": record.extraction, "extracted": record.extracted,
+             "source": record.sample.extra["source_correct"],
+             "source_extracted": record.sample.extra.get("source_extracted"), "completion": record.sample.completion}
+            for record in graded if isinstance(record.sample.extra.get("source_correct"), bool)
+            and record.correct != record.sample.extra["source_correct"]]
+
+
+def no_answer_warnings(graded: list[GradedSample], extraction: str,
+                       threshold: float = NO_ANSWER_WARN_FRACTION) -> list[str]:
+    """One line per benchmark where more than ``threshold`` of the samples have no answer under
+    ``extraction``: the share, the profile, the end of one such completion and the profiles that
+    do find an answer in it -- a wrong answer convention must never be a silent 0 %."""
+    per_benchmark: dict[str, list[GradedSample]] = {}
+    for record in graded:
+        per_benchmark.setdefault(record.sample.benchmark, []).append(record)
+    messages = []
+    for benchmark, records in per_benchmark.items():
+        missing = [record for record in records if record.status == "no_answer"]
+        if len(missing) <= threshold * len(records):
+            continue
+        example = missing[0]
+        others = [name for name in EXTRACTION_PROFILES
+                  if name != extraction and extract_answer(example.sample.completion, name) is not None]
+        hint = (f"; profiles that find an answer in it: {', '.join(others)} (--extraction)" if others
+                else "; no profile finds an answer in it")
+        messages.append(f"{benchmark}: {len(missing)} of {len(records)} samples ({100 * len(missing) / len(records):.0f}%) "
+                        f"have no answer under extraction profile '{extraction}', e.g. problem "
+                        f"{example.sample.problem_id} sample {example.sample.sample_idx} ends "
+                        f"{clip(example.sample.completion, 80, tail=True)}{hint}")
+    return messages
+
+
+def clip(text: Any, width: int, *, tail: bool = False) -> str:
+    """``text`` as a one-line repr of at most about ``width`` characters (its end when ``tail``)."""
+    if not isinstance(text, str):
+        return repr(text)
+    if len(text) > width:
+        text = "..." + text[-width:] if tail else text[:width] + "..."
+    return repr(text)
+
+
 def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any) -> dict[str, Any]:
     """``score_records`` for callers that need only metrics.json's content (``dsdr-eval score``)."""
     return score_records(samples_path, out_dir, **options).metrics
@@ -104,16 +165,29 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any)
 
 def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, bootstrap: int = 1000, seed: int = 0,
-                  samples: SamplesFile | None = None) -> dict[str, Any]:
+                  samples: SamplesFile | None = None, extraction: str | None = None) -> dict[str, Any]:
     """Score ``RUN_DIR/samples.jsonl`` in place (graded.jsonl + metrics.json next to it)."""
     return score_run_records(run_dir, timeout_s=timeout_s, workers=workers, progress=progress,
-                             bootstrap=bootstrap, seed=seed, samples=samples).metrics
+                             bootstrap=bootstrap, seed=seed, samples=samples, extraction=extraction).metrics
 
 
 def score_run_records(run_dir: str | Path, **options: Any) -> ScoredRun:
     """``score_run_dir`` returning the graded records too (``dsdr-eval run`` hands them to diversity)."""
     run_dir = rundir.require_run_dir(run_dir, rundir.SAMPLES)
     return score_records(run_dir / rundir.SAMPLES, run_dir, **options)
+
+
+def run_extraction(run_dir: Path) -> str:
+    """The extraction profile recorded in ``run_dir``'s config.json (top-level ``"extraction"``),
+    else ``DEFAULT_EXTRACTION``; a recorded value that is not a profile is a one-line error."""
+    if not (run_dir / rundir.CONFIG).is_file():
+        return DEFAULT_EXTRACTION
+    config = rundir.load_config(run_dir)
+    name = config.get("extraction", DEFAULT_EXTRACTION)
+    if not isinstance(name, str) or name not in EXTRACTION_PROFILES:
+        raise DsdrError(f"{run_dir / rundir.CONFIG}:extraction: unknown extraction profile {name!r} "
+                        f"(known: {', '.join(EXTRACTION_PROFILES)})")
+    return name
 
 
 def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:

@@ -64,6 +64,9 @@ class BenchmarkSpec:
     problem_fields: tuple[str, ...] = ("problem", "question")
     answer_fields: tuple[str, ...] = ("answer",)
     answer_from_solution: bool = False  # the chosen answer column is a full solution: take its last \boxed{}
+    # the answer convention its prompts ask for (a dsdr_eval.extraction profile); None: the protocol's.
+    # The six paper benchmarks are prompted for \boxed{} (the protocol's `boxed`).
+    extraction: str | None = None
 
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {
@@ -85,6 +88,12 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
 
 def list_benchmarks() -> list[str]:
     return list(BENCHMARKS)
+
+
+def benchmark_extraction(name: str) -> str | None:
+    """The extraction profile a registered benchmark names (None: a file benchmark, or the protocol's)."""
+    spec = BENCHMARKS.get(name)
+    return spec.extraction if spec is not None else None
 
 
 def load_benchmark(name_or_path: str, *, data_dir: str | Path | None = None, limit: int | None = None,

@@ -153,3 +153,101 @@ def write_openai_batch(directory: Path, data_dir: Path) -> tuple[Path, Path]:
                             for j, t in enumerate(texts)],
                 "usage": {"prompt_tokens": 50, "completion_tokens": 40, "total_tokens": 90}}}})
     return _write(directory / "batch_input.jsonl", inputs), _write(directory / "batch_output.jsonl", outputs)
+
+
+# ----------------------------------------------------------------------------- real-file cases (issue 21)
+# Each mirrors a case hit on a real output file; the layout is the tool's own writer's:
+# - lm-eval 0.4.x gsm8k (``lm_eval/tasks/gsm8k/gsm8k.yaml``: doc_to_target "{{answer}}" is the whole
+#   rationale ending "#### N"; filters strict-match and flexible-extract; ``exact_match``) as written by
+#   ``EvaluationTracker.save_results_samples`` (arguments as gen_args_0/arg_0/arg_1, target str());
+# - lm-eval 0.4.0-0.4.2 (``evaluator.evaluate``: example = doc_id, doc, target, arguments
+#   [req.args ...], resps, filtered_resps, + metrics; no filter/metrics keys, no hashes; each document
+#   logged once per filter);
+# - lm-eval aime25 docs with the problem typed ``17_b`` where the registry has ``17_{b}``;
+# - a Qwen2.5-Math fork's name ``test_qwen25-math-cot_-1_seed0_t0.0_top_k8_enable_thinkingFalse_s0_e-1.jsonl``
+#   (Qwen3-30B-A3B outputs) whose line has ``gt: ''`` and the data set's ``answer``;
+# - a ToRA ``math_eval`` output (no ``score``: written before evaluate.py adds it).
+GSM8K_DOCS = [  # two GSM8K test rows (openai/gsm8k, main, test), as lm-eval's doc
+    {"question": "Janet\u2019s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins "
+                 "for her friends every day with four. She sells the remainder at the farmers' market daily for $2 "
+                 "per fresh duck egg. How much in dollars does she make every day at the farmers' market?",
+     "answer": "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18 every day "
+               "at the farmer\u2019s market.\n#### 18"},
+    {"question": "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it "
+                 "take?",
+     "answer": "It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total amount of fabric is 2+1=<<2+1=3>>3 bolts "
+               "of fabric\n#### 3"},
+]
+QWEN_FORK_NAME = "test_qwen25-math-cot_-1_seed0_t0.0_top_k8_enable_thinkingFalse_s0_e-1.jsonl"
+
+
+def write_lm_eval_gsm8k(directory: Path, *, date: str = LM_EVAL_DATE, task: str = "gsm8k") -> Path:
+    """samples_gsm8k_<date>.jsonl: one greedy generation per document, filters strict-match + flexible-extract."""
+    rows = []
+    for flt in ("strict-match", "flexible-extract"):
+        for doc_id, doc in enumerate(GSM8K_DOCS):
+            value = doc["answer"].rsplit("#### ", 1)[1]
+            text = f"She has 16 - 3 - 4 = 9 eggs left. 9 * 2 = 18.\n#### {value}" if doc_id == 0 else \
+                f"The total is {value} bolts."
+            extracted = value if doc_id == 0 or flt == "flexible-extract" else "[invalid]"
+            rows.append({"doc_id": doc_id, "doc": doc, "target": doc["answer"],
+                         "arguments": {"gen_args_0": {"arg_0": f"Question: {doc['question']}\nAnswer:", "arg_1": {
+                             "until": ["Question:", "</s>", "<|im_end|>"], "do_sample": False, "temperature": 0.0}}},
+                         "resps": [[text]], "filtered_resps": [extracted], "filter": flt, "metrics": ["exact_match"],
+                         "doc_hash": "3" * 64, "prompt_hash": "4" * 64, "target_hash": "5" * 64,
+                         "exact_match": 1.0 if extracted == value else 0.0})
+    (directory / f"results_{date}.json").parent.mkdir(parents=True, exist_ok=True)
+    (directory / f"results_{date}.json").write_text(json.dumps({"lm_eval_version": "0.4.9", "git_hash": "abc1234",
+                                                                "model_name": "fixture-model"}), encoding="utf-8")
+    return _write(directory / f"samples_{task}_{date}.jsonl", rows)
+
+
+def write_lm_eval_old(directory: Path, data_dir: Path) -> Path:
+    """An lm-eval 0.4.0 samples file: no filter/metrics keys, arguments [[prompt, kwargs]], two filters
+    (every document logged twice), the metric exact_match among the line's keys."""
+    rows = []
+    for _ in ("strict-match", "flexible-extract"):
+        for doc_id, doc in enumerate(math500(data_dir)):
+            rows.append({"doc_id": doc_id, "doc": doc, "target": doc["answer"],
+                         "arguments": [[f"Problem: {doc['problem']}\nAnswer:", {"until": ["Problem:"],
+                                                                                 "do_sample": False}]],
+                         "resps": [[completions(doc["answer"])[0 if doc_id != 1 else 1]]],
+                         "filtered_resps": [doc["answer"] if doc_id != 1 else "7919"],
+                         "exact_match": 1.0 if doc_id != 1 else 0.0})
+    return _write(directory / f"samples_hendrycks_math500_{LM_EVAL_DATE}.jsonl", rows)
+
+
+def write_lm_eval_aime25(directory: Path, data_dir: Path, *, n: int = 3) -> Path:
+    """samples_aime25_<date>.jsonl whose problems are typed as another copy of AIME 2025 types them
+    (``17_b`` for the registry's ``17_{b}``, other spacing)."""
+    with (Path(data_dir) / "aime25.jsonl").open(encoding="utf-8") as fh:
+        docs = [json.loads(line) for _, line in zip(range(n), fh)]
+    rows = []
+    for doc_id, doc in enumerate(docs):
+        problem = doc["problem"].replace("_{b}", "_b").replace("$b>9$", "$b > 9$")
+        rows.append({"doc_id": doc_id, "doc": {"id": doc["id"], "problem": problem, "answer": doc["answer"]},
+                     "target": doc["answer"], "arguments": {"gen_args_0": {"arg_0": problem, "arg_1": {
+                         "until": [], "do_sample": True, "temperature": 0.6, "max_gen_toks": 32768}}},
+                     "resps": [[f"\\boxed{{{doc['answer']}}}"]], "filtered_resps": [doc["answer"]], "filter": "none",
+                     "metrics": ["exact_match"], "exact_match": 1.0})
+    return _write(directory / f"samples_aime25_{LM_EVAL_DATE}.jsonl", rows)
+
+
+def write_qwen_fork(directory: Path, data_dir: Path, *, data_name: str = "math500") -> Path:
+    """A Qwen2.5-Math fork's output (settings tokens in the name) with one ``gt: ''`` line that has the
+    data set's ``answer``, and one with neither."""
+    rows = []
+    for idx, doc in enumerate(math500(data_dir)):
+        rows.append({"idx": idx, "question": doc["problem"], "gt_cot": doc["solution"],
+                     "gt": doc["answer"] if idx == 0 else "", "answer": doc["answer"] if idx == 1 else "",
+                     "code": completions(doc["answer"])[:1], "pred": [doc["answer"]], "report": [None],
+                     "score": [True]})
+    return _write(directory / data_name / QWEN_FORK_NAME, rows)
+
+
+def write_tora(directory: Path, data_dir: Path) -> Path:
+    """ToRA's math_eval output: idx, question, gt_cot, gt, code, pred, report; no ``score``."""
+    rows = [{"idx": idx, "question": doc["problem"], "gt_cot": doc["solution"], "gt": doc["answer"],
+             "code": completions(doc["answer"])[:2], "pred": [doc["answer"], "7919"], "report": [None, None]}
+            for idx, doc in enumerate(math500(data_dir))]
+    return _write(directory / "math" / "test_tora_-1_seed0_t0.0_s0_e-1.jsonl", rows)

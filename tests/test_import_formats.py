@@ -32,15 +32,17 @@ def test_lm_eval_samples_become_a_run(tmp_path, data_dir, capsys):
     samples = read_samples(run / "samples.jsonl")
     docs = src.math500(data_dir)
     assert len(samples) == 9  # 3 docs x 3 repeats; the second filter's lines (same generations) are skipped
-    assert [(s.problem_id, s.sample_idx) for s in samples] == [(str(d), i) for d in range(3) for i in range(3)]
-    assert {s.benchmark for s in samples} == {"hendrycks_math500"} and {s.phase for s in samples} == {"sampling"}
+    # no --benchmark: the task hendrycks_math500 is the registered math500, matched by text (its ids)
+    assert [(s.problem_id, s.sample_idx) for s in samples] == [(d["id"], i) for d in docs for i in range(3)]
+    assert [s.extra["source_id"] for s in samples[::3]] == [0, 1, 2]
+    assert {s.benchmark for s in samples} == {"math500"} and {s.phase for s in samples} == {"sampling"}
     assert [s.gold for s in samples[::3]] == [d["answer"] for d in docs]
     assert samples[0].prompt.startswith("Problem: ") and samples[0].problem == docs[0]["problem"]
     assert {(s.temperature, s.top_p, s.max_tokens, s.seed) for s in samples} == {(0.6, 0.95, 1024, None)}
     # the per-doc metric judges the filter's output (first generation? majority vote?), not each completion
     assert all("source_correct" not in s.extra for s in samples)
     for sample in samples:  # the same keys as `run` writes, plus the source's fields
-        assert set(sample.to_json()) - {"source_correct", "source_extracted"} <= set(SCHEMA_FIELDS)
+        assert set(sample.to_json()) - {"source_correct", "source_extracted", "source_id"} <= set(SCHEMA_FIELDS)
     config = _config(run)
     assert config["kind"] == "import"
     assert config["source"]["tool"] == "lm-eval" and config["source"]["version"] == "0.4.9"
@@ -49,6 +51,9 @@ def test_lm_eval_samples_become_a_run(tmp_path, data_dir, capsys):
     assert config["source"]["details"]["filter"] == "strict-match"
     assert config["protocol"]["phases"] == [{"phase": "sampling", "n": 3, "temperature": 0.6, "top_p": 0.95}]
     assert "flexible-extract" in out and "seed" in out
+    assert "benchmark math500 (inferred: lm-eval names the data set 'hendrycks_math500'): 3 of 3 source problems " \
+           "matched" in out and "warning" not in err
+    assert config["benchmarks"][0]["registry"]["inferred"] == "lm-eval names the data set 'hendrycks_math500'"
 
     other = tmp_path / "run2"
     assert _import(capsys, "--from", "lm-eval", path, "--out", other, "--lm-eval-filter", "flexible-extract")[0] == 0
@@ -134,11 +139,11 @@ def test_benchmark_registry_gives_ids_gold_and_metadata(tmp_path, data_dir, caps
     ("lm-eval", lambda r: r.pop("resps"), ":1:resps: missing required field 'resps'"),
     ("lm-eval", lambda r: r.update(resps=[["a"], ["b"]]), ":1:resps: 2 requests for one document"),
     ("lm-eval", lambda r: r.update(resps=[["a", 3]]), ":1:resps.0.1: must be a string (got number)"),
-    ("lm-eval", lambda r: r.update(target=""), ":1:gold: empty gold answer"),
+    ("lm-eval", lambda r: r.update(target="", doc={**r["doc"], "answer": " "}), ":1:target: empty gold answer"),
     ("qwen-math", lambda r: r.update(code="text"), ":1:code: must be a list of completions (got string)"),
     ("qwen-math", lambda r: r.update(score=[True]), ":1:score: must be a list of 3 labels"),
-    ("qwen-math", lambda r: r.pop("gt"), ":1:gt: missing required field 'gt'"),
-    ("verl", lambda r: r.pop("gts"), ":1:gts: missing required field 'gts'"),
+    ("qwen-math", lambda r: r.pop("gt"), ":1:gt: missing gold answer"),
+    ("verl", lambda r: r.pop("gts"), ":1:gts: missing gold answer 'gts'"),
     ("verl", lambda r: r.update(output=None), ":1:output: missing required field 'output'"),
     ("verl", lambda r: r.update(acc="yes"), ":1:acc: must be true/false or 0/1"),
 ])
@@ -148,7 +153,8 @@ def test_bad_input_names_file_line_field_and_exits_2(tmp_path, data_dir, capsys,
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     mutate(rows[0])
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    code, _, err = _import(capsys, "--from", tool, path, "--out", tmp_path / "run")
+    # --benchmark names a label only (no registry gold to fall back on); --strict: a bad gold stops the import
+    code, _, err = _import(capsys, "--from", tool, path, "--out", tmp_path / "run", "--strict", "--benchmark", "mine")
     assert code == 2
     assert err.startswith(f"error: {path}{expected}") and "Traceback" not in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run" / "samples.jsonl").exists()
@@ -171,8 +177,8 @@ def test_lighteval_details_become_a_run(tmp_path, data_dir, capsys):
     assert code == 0, err
     samples = read_samples(tmp_path / "run" / "samples.jsonl")
     docs = src.math500(data_dir)
-    assert [(s.benchmark, s.problem_id, s.gold) for s in samples] == [
-        ("lighteval|math_500|0", str(i), d["answer"]) for i, d in enumerate(docs)]
+    assert [(s.benchmark, s.problem_id, s.gold, s.extra["source_id"]) for s in samples] == [
+        ("math500", d["id"], d["answer"], str(i)) for i, d in enumerate(docs)]  # lighteval|math_500|0 is math500
     assert [s.extra["source_correct"] for s in samples] == [True, False, True]
     assert samples[0].problem == docs[0]["problem"] and samples[0].prompt.startswith("<|user|>Solve:")
     config = _config(tmp_path / "run")

@@ -98,6 +98,17 @@ def output_dir(text: str) -> str:
     return text
 
 
+def add_extraction_argument(parser: argparse.ArgumentParser | Any, default_help: str) -> None:
+    """``--extraction PROFILE``: the answer convention (dsdr_eval.extraction profiles); default None,
+    resolved by the command (``default_help`` says how)."""
+    from dsdr_eval.extraction import EXTRACTION_PROFILES
+
+    listed = "; ".join(f"{p.name}: {p.description}" for p in EXTRACTION_PROFILES.values())
+    parser.add_argument("--extraction", choices=list(EXTRACTION_PROFILES), default=None, metavar="PROFILE",
+                        help=f"how the final answer is read from a completion ({default_help}). "
+                             f"Profiles: {listed}".replace("%", "%%"))
+
+
 def nonempty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")

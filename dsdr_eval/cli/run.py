@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.cli.args import MODEL_ENDPOINT, add_openai_arguments, endpoint_config, integer, number, output_dir
+from dsdr_eval.cli.args import (MODEL_ENDPOINT, add_extraction_argument, add_openai_arguments, endpoint_config, integer,
+                                number, output_dir)
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -54,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     proto.add_argument("--phases", type=_csv, default=None, help="keep only these phases (e.g. sampling)")
     proto.add_argument("--max-tokens", type=integer(1), default=None, help="max response tokens (paper: 4096; Qwen3 runs: 8192)")
     proto.add_argument("--seed", type=integer(0), default=None, help="run seed; per-request seeds derive from it")
+    add_extraction_argument(proto, "default: the one the benchmarks name, else the protocol's (built-in: boxed); "
+                                   "recorded in config.json")
 
     prompt = parser.add_argument_group("prompting")
     prompt.add_argument("--template", default=None,
@@ -187,6 +190,11 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
     openai_options = _openai_options(args) if args.backend == "openai" else None
     benchmarks = runner.load_benchmarks(args.benchmarks, data_dir=args.data_dir, limit=args.limit,
                                         subset_seed=args.subset_seed)
+    from dsdr_eval.extraction import choose_extraction
+    from dsdr_eval.tasks import benchmark_extraction
+
+    extraction = choose_extraction(args.extraction, protocol.extraction,
+                                   {b.name: benchmark_extraction(b.name) for b in benchmarks})
     auto = _auto_choice(args.backend, benchmarks, protocol)
     backend_name = auto.chosen if auto is not None else args.backend
     model = _resolve_model(args, backend_name)
@@ -203,6 +211,7 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
         "benchmarks": [b.to_config() for b in benchmarks],
         "subset": {"limit": args.limit, "subset_seed": args.subset_seed},
         "grading": {"timeout_s": args.grading_timeout, "workers": args.grading_workers},
+        "extraction": extraction,  # the answer convention `score` reads back (not part of the run identity)
         "diversity": {"enabled": not args.no_diversity},
     }
     # Refuse a mismatched RUN_DIR before paying for an engine start.
@@ -227,7 +236,9 @@ def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> Ru
     else:
         outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
                             old_config, continuation, timings, t_start, progress, samples, openai_options)
-    return _finish(out, args, protocol, config, outcome, timings, t_start, progress, samples)
+    # a resumed run keeps its recorded convention unless --extraction says otherwise (None: config.json's)
+    grading_extraction = extraction if old_config is None else args.extraction
+    return _finish(out, args, protocol, config, outcome, timings, t_start, progress, samples, grading_extraction)
 
 
 def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str, Any], samples: Any,
@@ -307,7 +318,8 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
 
 
 def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str, Any], outcome: Any,
-            timings: dict[str, float], t_start: float, progress: bool, samples: Any) -> RunResult:
+            timings: dict[str, float], t_start: float, progress: bool, samples: Any,
+            extraction: str | None = None) -> RunResult:
     from dsdr_eval import rundir, runner
 
     timings["generate_s"] = outcome.generate_s
@@ -317,7 +329,7 @@ def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str
 
     t0 = time.perf_counter()
     graded, metrics = score_run_records(out, timeout_s=args.grading_timeout, workers=args.grading_workers,
-                                        progress=progress, samples=samples)
+                                        progress=progress, samples=samples, extraction=extraction)
     timings["score_s"] = time.perf_counter() - t0
     if not args.no_diversity:
         t0 = time.perf_counter()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval import rundir
-from dsdr_eval.cli.args import integer, number, output_dir
+from dsdr_eval.cli.args import add_extraction_argument, integer, number, output_dir
 from dsdr_eval.errors import DsdrError
 
 
@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounded-fraction-tolerance", action="store_true",
                         help="accept numbers within rel. tol 1e-4 (Qwen2.5-Math convention, e.g. 266.6667 for "
                         "800/3); default: rel. tol 1e-8")
+    add_extraction_argument(parser, "default: the run directory's config.json 'extraction', else boxed")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -48,26 +49,35 @@ def main(args: argparse.Namespace) -> int:
         raise DsdrError(f"{path}: no such file or directory")
     metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
                             progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed,
-                            options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance))
+                            options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance),
+                            extraction=args.extraction)
     print_summary(metrics)
-    print_agreement(metrics["provenance"].get("source_agreement"))
+    print_agreement(metrics["provenance"].get("source_agreement"), out)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")
     return 0
 
 
-def print_agreement(agreement: dict[str, Any] | None) -> None:
-    """Our grader against the source tool's verdicts (an imported run), with the disagreeing samples."""
+def print_agreement(agreement: dict[str, Any] | None, out: Path | None = None) -> None:
+    """Our grader against the source tool's verdicts (an imported run): one clipped line per shown
+    disagreement (an extracted answer may be a whole 4 kB response); the full list is in a file."""
+    from dsdr_eval.scoring import clip
+
     if not agreement:
         return
     print(f"agreement with the source's grader: {agreement['n_agree']}/{agreement['n_compared']} "
           f"({100 * agreement['fraction']:.1f}%), {agreement['n_disagree']} disagree")
     for item in agreement["disagreements"]:
-        print(f"  {tuple(item['key'])}: ours {'correct' if item['ours'] else 'incorrect'} "
-              f"(extracted {item['extracted']!r}), source {'correct' if item['source'] else 'incorrect'} "
-              f"(extracted {item['source_extracted']!r})")
-    if agreement["n_disagree"] > len(agreement["disagreements"]):
-        print(f"  ... {agreement['n_disagree'] - len(agreement['disagreements'])} more "
-              "(graded.jsonl: compare 'correct' with 'source_correct')")
+        print(f"  {'/'.join(map(str, item['key']))}: ours {'correct' if item['ours'] else 'incorrect'} "
+              f"({clip(item['extracted'], _SHOWN_CHARS)}), source {'correct' if item['source'] else 'incorrect'} "
+              f"({clip(item['source_extracted'], _SHOWN_CHARS)})")
+    listed = agreement.get("disagreements_file")
+    where = f"{out / listed if out is not None else listed}" if listed else "graded.jsonl"
+    more = agreement["n_disagree"] - len(agreement["disagreements"])
+    if agreement["n_disagree"]:
+        print(f"  {f'... {more} more; ' if more > 0 else ''}all {agreement['n_disagree']} in full: {where}")
+
+
+_SHOWN_CHARS = 40  # per answer in a disagreement line
 
 
 def _fmt(value: Any, ci: Any = None) -> str:

@@ -13,7 +13,8 @@ from typing import Any, Iterable
 from dsdr_eval import answer_norm
 from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.extraction import EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction, extract_answer_with_method
+from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction,
+                                  ExtractionProfile, extract_answer_with_method, get_profile)
 from dsdr_eval.grading.pool import GradingPool, _ProblemJob, _WorkerPool, default_workers
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.samples import DEFAULT_BENCHMARK
@@ -23,7 +24,7 @@ STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
 
 def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, pool: GradingPool | None = None,
-                  options: GradingOptions | None = None) -> list[dict]:
+                  options: GradingOptions | None = None, extraction: str = DEFAULT_EXTRACTION) -> list[dict]:
     """Grade completions; return copies of ``rows`` with grading fields added.
 
     Added: ``extracted`` (str | None, truncated to MAX_ANSWER_CHARS), ``extraction`` (method),
@@ -32,9 +33,11 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     None without an answer), ``grade_note`` (why a status is timeout/error/truncated, else None).
     Rows are grouped into problems by (benchmark, problem_id). A row's optional ``answer_meta``
     (the benchmark's answer_type / is_multiple_answer / unit) and ``problem`` text choose the
-    comparison mode (answer_norm: grading rules, ``options`` their conventions). With ``pool`` its
+    comparison mode (answer_norm: grading rules, ``options`` their conventions). ``extraction``: the
+    answer convention, a profile name of ``dsdr_eval.extraction.EXTRACTION_PROFILES``. With ``pool`` its
     long-lived workers (and its timeout) are used and left running; otherwise workers are started here."""
     options = options or GradingOptions()
+    profile = get_profile(extraction)
     if timeout_s <= 0:
         raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
     graded: list[dict] = []
@@ -62,7 +65,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     try:
         for problem in problems.values():
             for out in problem["rows"]:
-                _extract_into(out, problem["answers"])
+                _extract_into(out, problem["answers"], profile)
         jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(problems.values()) if p["answers"]]
         if jobs and worker_pool is not None:
             with progress_bar(sum(sum(job.weights) for job in jobs), "grading", unit="sample",
@@ -89,14 +92,14 @@ def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> _Proble
                        options.rel_tol)
 
 
-def _extract_into(out: dict, answer_counts: dict[str, int]) -> None:
+def _extract_into(out: dict, answer_counts: dict[str, int], profile: ExtractionProfile) -> None:
     """Set extracted/extraction/grade_note/status on a row; count answers that need math-verify."""
     completion = out["completion"]
     note = None
     if not isinstance(completion, str):
         extraction, note = Extraction(None, None), f"completion is {type(completion).__name__}, not a string"
     else:
-        extraction = extract_answer_with_method(completion)
+        extraction = extract_answer_with_method(completion, profile)
     out["extracted"], out["extraction"], out["grade_note"] = extraction.answer, extraction.method, note
     out["status"] = "error" if note else ("no_answer" if extraction.answer is None else None)
     if extraction.answer is not None and len(extraction.answer) > MAX_ANSWER_CHARS:
@@ -136,8 +139,8 @@ def status_counts(rows: Iterable[dict]) -> dict[str, int]:
     return counts
 
 
-def grader_provenance(timeout_s: float, workers: int | None,
-                      options: GradingOptions | None = None) -> dict[str, Any]:
+def grader_provenance(timeout_s: float, workers: int | None, options: GradingOptions | None = None,
+                      extraction: str = DEFAULT_EXTRACTION) -> dict[str, Any]:
     import importlib.metadata as md
 
     def version(name: str) -> str | None:
@@ -149,7 +152,7 @@ def grader_provenance(timeout_s: float, workers: int | None,
     return {"grader": "math-verify", "math_verify_version": version("math-verify"),
             "latex2sympy2_extended_version": version("latex2sympy2_extended"), "sympy_version": version("sympy"),
             "timeout_s": timeout_s, "workers": workers or default_workers(),
-            "extraction": "last \\boxed{}/\\fbox{} (brace-matched), else last 'Answer:'/'final answer is' line",
+            "extraction": extraction, "extraction_profile": get_profile(extraction).provenance(),
             "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,
             "gold_wrapping": "\\boxed{gold}", "python": sys.version.split()[0],
             "grading_rules": answer_norm.rules_provenance(options or GradingOptions())}

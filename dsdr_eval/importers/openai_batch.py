@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.importers.source import ProblemMatcher, SourceRecord, SourceRun, numbered_rows, read_source, require
+from dsdr_eval.importers.source import (ProblemMatcher, SourceRecord, SourceRun, numbered_rows, read_source, require,
+                                        setting)
 from dsdr_eval.jsonl import json_type
 
 TOOL = "openai-batch"
@@ -57,10 +58,12 @@ def read(path: Path, *, batch_input: Path | None = None, problems: ProblemMatche
     notes = [] if same else ["sampling settings differ between requests: none recorded"]
     if failed:
         notes.append(f"{failed} failed requests (error or non-200 status) have no completion: not imported")
-    sampling = {ours: first.get(theirs) if same else None for theirs, ours in _SETTINGS.items()}
-    sampling["max_tokens"] = (first.get("max_tokens", first.get("max_completion_tokens")) if same else None)
+    sampling = {ours: setting(first.get(theirs), int if ours == "seed" else float) if same else None
+                for theirs, ours in _SETTINGS.items()}
+    sampling["max_tokens"] = setting(first.get("max_tokens", first.get("max_completion_tokens")), int) if same else None
     details = {"batch_input": str(batch_input), "model": first.get("model") if same else None}
-    return SourceRun(TOOL, None, None, records, sampling, details, notes, sha256)
+    return SourceRun(TOOL, None, None, records, sampling, details, notes, sha256,
+                     extraction=("boxed", "openai-batch: the prompt's own convention is not recorded; the default"))
 
 
 def _inputs(path: Path) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -98,10 +101,16 @@ def _completions(body: dict[str, Any], where: str) -> tuple[str, ...]:
         raise DsdrError(f"{where}:response.body.choices: must be a non-empty list (got {json_type(choices)})")
     texts = []
     for i, choice in enumerate(choices):
-        message = choice.get("message") if isinstance(choice, dict) else None
-        text = message.get("content") if isinstance(message, dict) else choice.get("text") \
-            if isinstance(choice, dict) else None
+        name = f"response.body.choices.{i}"
+        if not isinstance(choice, dict):  # never an empty completion in its place: the file is not a batch output
+            raise DsdrError(f"{where}:{name}: must be an object (a choice; got {json_type(choice)})")
+        message = choice.get("message")
+        if message is not None and not isinstance(message, dict):
+            raise DsdrError(f"{where}:{name}.message: must be an object (got {json_type(message)})")
+        if message is None and "text" not in choice:
+            raise DsdrError(f"{where}:{name}: has neither 'message' (chat completion) nor 'text' (completion)")
+        text = message.get("content") if message is not None else choice.get("text")
         if text is not None and not isinstance(text, str):
-            raise DsdrError(f"{where}:response.body.choices.{i}: content must be a string (got {json_type(text)})")
+            raise DsdrError(f"{where}:{name}: content must be a string (got {json_type(text)})")
         texts.append(text or "")  # no content (a refusal, a tool call): an empty completion, graded as no answer
     return tuple(texts)

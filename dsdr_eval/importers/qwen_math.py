@@ -3,9 +3,15 @@ _seed<seed>_t<temperature>_s<start>_e<end>.jsonl``.
 
 One line per problem: ``idx``, ``question``, ``gt`` (the gold answer), ``gt_cot``, ``code`` (the
 ``n_sampling`` completions), ``pred`` (the answer extracted from each), ``report`` and ``score``
-(the harness's verdict per completion), plus data-set fields (``level``, ``type``, ``answer_type``...).
-The file records neither top-p nor the token limit (command-line arguments that are not written);
-seed and temperature are in its name, the data set is the directory it is in.
+(the harness's verdict per completion, written by ``evaluate.py``: ToRA-style files written
+without it have no verdict), plus data-set fields (``answer``, ``level``, ``type``, ``answer_type``...).
+An empty or missing ``gt`` falls back to the data set's ``answer`` field (math_eval.py copies the
+data set row into the line; ``parse_ground_truth`` makes ``gt`` from it).
+The file records neither top-p nor the token limit unless a fork writes them into its name; the
+settings are read from the name's ``_<key><value>`` tokens wherever they stand (forks insert
+``top_k8``, ``enable_thinkingFalse``, ``top_p0.95``, ``n8`` ...), the data set is the directory.
+Answer extraction: math_eval.py's ``extract_answer`` (boxed, then "the answer is", then the last
+number), the ``flexible`` profile.
 """
 
 from __future__ import annotations
@@ -14,38 +20,75 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.importers.source import (SourceRecord, SourceRun, answers, labels, numbered_rows, read_source,
-                                        require, string_list)
+from dsdr_eval.importers.source import (SourceRecord, SourceRun, answers, checked_gold, labels, numbered_rows,
+                                        read_source, require, string_list)
 
 TOOL = "qwen-math"
-_FILE_NAME = re.compile(r"^(?P<split>[^_]+)_(?P<prompt_type>.+)_(?P<num>-?\d+)_seed(?P<seed>-?\d+)"
-                        r"_t(?P<temperature>\d+(?:\.\d+)?)_s(?P<start>-?\d+)_e(?P<end>-?\d+)\.jsonl$")
+EXTRACTION = ("flexible", "math_eval.py extract_answer: boxed, then 'the answer is', then the last number")
+GOLD_FIELDS = ("gt", "answer")  # the tool's gold, then the data set's answer it was parsed from
+# settings token of the file name -> (key in config, type); a token is "_<name><value>" anywhere in the name
+_TOKENS = {"seed": ("seed", int), "temperature": ("temperature", float), "temp": ("temperature", float),
+           "t": ("temperature", float), "top_p": ("top_p", float), "top_k": ("top_k", int),
+           "max_tokens_per_call": ("max_tokens", int), "max_tokens": ("max_tokens", int),
+           "n_sampling": ("n_sampling", int), "n": ("n_sampling", int), "s": ("start", int), "e": ("end", int),
+           "enable_thinking": ("enable_thinking", bool)}
+_TOKEN = re.compile(r"(?:^|_)(?P<key>" + "|".join(sorted(map(re.escape, _TOKENS), key=len, reverse=True)) +
+                    r")(?P<value>True|False|-?\d+(?:\.\d+)?)(?=_|$)")
+_HEAD = re.compile(r"^(?P<split>[^_]+)_(?P<prompt_type>.+?)_(?P<num>-?\d+)(?=_)")
+
+
+def file_settings(name: str) -> dict[str, Any]:
+    """The settings a math_eval.py output name records (``split``, ``prompt_type``, ``num_test_sample``
+    and every ``_<key><value>`` token of ``_TOKENS``), each wherever it stands; {} for another name."""
+    stem = name[:-len(".jsonl")] if name.endswith(".jsonl") else name
+    head = _HEAD.match(stem)
+    rest = stem[head.end():] if head else stem
+    found: dict[str, Any] = {}
+    for match in _TOKEN.finditer(rest):
+        key, kind = _TOKENS[match["key"]]
+        value = match["value"]
+        if kind is bool:
+            if value in ("True", "False"):
+                found.setdefault(key, value == "True")
+        elif value not in ("True", "False") and (kind is float or "." not in value):
+            found.setdefault(key, kind(value))
+    if head and found:
+        found = {"split": head["split"], "prompt_type": head["prompt_type"], "num_test_sample": int(head["num"]),
+                 **found}
+    return found
 
 
 def read(path: Path, **_: Any) -> SourceRun:
     raw, sha256 = read_source(path)
-    records = [_record(row, lineno, f"{path}:{lineno}") for lineno, row in numbered_rows(raw, path)]
-    match = _FILE_NAME.match(path.name)
-    notes = ["top_p and max_tokens are not written by math_eval.py: unknown"]
-    sampling: dict[str, Any] = {"temperature": None, "top_p": None, "max_tokens": None, "seed": None}
-    details: dict[str, Any] = {}
-    if match:
-        sampling.update(temperature=float(match["temperature"]), seed=int(match["seed"]))
-        details = {"split": match["split"], "prompt_type": match["prompt_type"],
-                   "num_test_sample": int(match["num"]), "start": int(match["start"]), "end": int(match["end"])}
-    else:
-        notes.append("file name is not math_eval.py's (<split>_<prompt_type>_<n>_seed<S>_t<T>_s<a>_e<b>.jsonl): "
-                     "temperature and seed unknown")
+    records, fallback, has_score = [], 0, False
+    for lineno, row in numbered_rows(raw, path, GOLD_FIELDS):
+        record, field = _record(row, lineno, f"{path}:{lineno}")
+        records.append(record)
+        fallback += field not in (None, GOLD_FIELDS[0])
+        has_score = has_score or row.get("score") is not None
+    settings = file_settings(path.name)
+    notes = []
+    sampling: dict[str, Any] = {name: settings.get(name) for name in ("temperature", "top_p", "max_tokens", "seed")}
+    unknown = [name for name, value in sampling.items() if value is None]
+    if "seed" not in settings:
+        notes.append("file name has no math_eval.py settings tokens (<split>_<prompt_type>_<n>_seed<S>_t<T>_s<a>"
+                     "_e<b>.jsonl): " + ", ".join(unknown) + " unknown")
+    elif unknown:
+        notes.append(f"{', '.join(unknown)} not in the file name (math_eval.py does not write them): unknown")
+    if fallback:
+        notes.append(f"gold from the data set's 'answer' field where 'gt' is empty or missing ({fallback} lines)")
+    details = {k: v for k, v in settings.items() if k not in sampling}
     benchmark = path.resolve().parent.name or None  # math_eval.py writes into <output_dir>/<data_name>/
-    return SourceRun(TOOL, None, benchmark, records, sampling, details, notes, sha256)
+    return SourceRun(TOOL, None, benchmark, records, sampling, details, notes, sha256,
+                     verdict_field="score" if has_score else None, extraction=EXTRACTION)
 
 
-def _record(row: dict[str, Any], lineno: int, where: str) -> SourceRecord:
+def _record(row: dict[str, Any], lineno: int, where: str) -> tuple[SourceRecord, str | None]:
     idx = require(row, "idx", where, (int, str), "an integer")
     question = require(row, "question", where, str, "a string")
-    gold = require(row, "gt", where, (str, int, float), "a string")
     completions = string_list(require(row, "code", where, list, "a list of completions"), where, "code")
+    gold, field, error = checked_gold(row, where, GOLD_FIELDS)
     n = len(completions)
     correct = labels(row["score"], n, where, "score") if row.get("score") is not None else ()
     extracted = answers(row.get("pred"), n) if row.get("pred") is not None else ()
-    return SourceRecord(lineno, idx, gold, question, None, completions, correct, extracted)
+    return SourceRecord(lineno, idx, gold, question, None, completions, correct, extracted, error), field

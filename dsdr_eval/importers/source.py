@@ -10,14 +10,24 @@ source's own field (``resps.0``, ``code``, ``gts``), so the user knows what to f
 from __future__ import annotations
 
 import hashlib
+import math
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import iter_jsonl_bytes, json_type, read_bytes
+from dsdr_eval.jsonl import (field_label, is_non_finite_constant, iter_jsonl_bytes, json_type,
+                             number_text, read_bytes)
 
 SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # Sample fields a source may record
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class GoldError(DsdrError):
+    """A record's gold answer is unusable (missing, empty, NaN, not a string or number): the importer
+    skips that record and ``import`` warns once (``--strict``: the import stops with this message)."""
 
 
 @dataclass(frozen=True)
@@ -35,11 +45,14 @@ class SourceRecord:
     completions: tuple[str, ...]
     source_correct: tuple[bool | None, ...] = ()
     source_extracted: tuple[str | None, ...] = ()
+    gold_error: str | None = None  # why ``gold`` is None: the GoldError of an unusable gold (the record may
+    # still be imported with the gold of the benchmark problem it matches; else it is skipped)
 
 
 @dataclass(frozen=True)
 class SourceRun:
-    """A whole source file, read and checked."""
+    """A whole source file, read and checked. ``verdict_field``: the source field that holds its
+    grader's verdict, None when the format or file has none."""
 
     tool: str
     version: str | None  # None: the file does not say
@@ -50,19 +63,81 @@ class SourceRun:
     notes: list[str] = field(default_factory=list)  # what was skipped or inferred, and why
     sha256: str = ""  # of the source file's bytes, as read
     file: Path | None = None  # the file read, when PATH was a directory (verl)
+    verdict_field: str | None = None
+    extraction: tuple[str, str] | None = None  # (profile, why): the answer extraction the source tool used
 
 
 def read_source(path: Path) -> tuple[bytes, str]:
-    """The file's bytes (read once) and their sha256."""
+    """The file's bytes (read once) and their sha256; an unreadable file is a one-line DsdrError."""
     if not path.is_file():
-        raise DsdrError(f"{path}: file not found")
-    raw = read_bytes(path)
+        raise DsdrError(f"{path}: file not found" if not path.exists() else f"{path}: not a regular file")
+    try:
+        raw = read_bytes(path)
+    except OSError as exc:  # permission denied, an I/O error: one line, not a traceback
+        raise DsdrError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return raw, hashlib.sha256(raw).hexdigest()
 
 
-def numbered_rows(raw: bytes, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) per non-empty line; a bad line is a DsdrError naming file and line."""
-    return iter_jsonl_bytes(raw, path)
+def numbered_rows(raw: bytes, path: Path, gold_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) per non-empty line; a bad line is a DsdrError naming file and line. A
+    number anywhere in a top-level field of ``gold_fields`` keeps its literal text (``number_text``:
+    ``1e400`` stays ``1e400``, not ``inf``), as ``score`` reads a gold."""
+    return iter_jsonl_bytes(raw, path, exact_number_fields=tuple(gold_fields))
+
+
+def gold_text(value: Any, where: str, name: str) -> str:
+    """A gold answer as text, checked as samples.jsonl checks ``gold``: a non-empty string of valid
+    Unicode, or a finite JSON number as its exact literal (never a float's repr). GoldError otherwise."""
+    if value is None:
+        raise GoldError(f"{where}:{name}: missing gold answer")
+    if isinstance(value, str):
+        found = _LONE_SURROGATE.search(value)
+        if found:
+            raise GoldError(f"{where}:{name}: gold answer contains a lone surrogate ({field_label(found[0])}), "
+                            "which is not valid Unicode")
+        if not value.strip():
+            raise GoldError(f"{where}:{name}: empty gold answer (got {value!r:.40})")
+        return value
+    if is_non_finite_constant(value):
+        raise GoldError(f"{where}:{name}: {value.text} is not an answer")
+    text = None if isinstance(value, bool) else number_text(value)
+    if text is None or (type(value) is float and not math.isfinite(value)):  # a float built in code: no literal
+        raise GoldError(f"{where}:{name}: gold answer must be a string or a number (got {json_type(value)})")
+    return text
+
+
+def first_gold(row: dict[str, Any], where: str, names: tuple[str, ...],
+               transform: Any = None) -> tuple[str, str]:
+    """(gold text, field) from the first of ``names`` (dotted) holding a usable gold: the tool's gold
+    field, then its documented fallbacks. GoldError of the first field when none does."""
+    first: GoldError | None = None
+    for name in names:
+        try:
+            gold = gold_text(get_path(row, name), where, name)
+            return (transform(gold) if transform else gold), name
+        except GoldError as exc:
+            first = first or exc
+    assert first is not None
+    raise first
+
+
+def checked_gold(row: dict[str, Any], where: str, names: tuple[str, ...],
+                 transform: Any = None) -> tuple[str | None, str | None, str | None]:
+    """``first_gold`` as (gold, field, None), or (None, None, the GoldError's message)."""
+    try:
+        return (*first_gold(row, where, names, transform), None)
+    except GoldError as exc:
+        return None, None, str(exc)
+
+
+def setting(value: Any, kind: type = float) -> Any:
+    """A recorded sampling setting when it is a finite number (an integer for ``kind=int``); None for
+    anything else (a string, a list, NaN): a setting is recorded or unknown, never guessed or coerced."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if kind is int:
+        return value if isinstance(value, int) else None
+    return value if math.isfinite(value) else None
 
 
 def get_path(row: dict[str, Any], dotted: str) -> Any:
@@ -127,19 +202,30 @@ def answers(value: Any, n: int) -> tuple[str | None, ...]:
     return tuple(item if isinstance(item, str) else None if item is None else str(item) for item in items)
 
 
-def normalised(text: str) -> str:
-    """Text with runs of whitespace as one space (how problem texts are compared)."""
-    return " ".join(text.split())
+_LATEX_SPACING = re.compile(r"\\(?:left|right|[,;:! ]|quad|qquad)(?![a-zA-Z])|\$|~")
+_ONE_CHAR_GROUP = re.compile(r"([_^])\{\s*([^{}\s])\s*\}")  # 17_{b} -> 17_b, x^{2} -> x^2
+
+
+def match_key(text: str) -> str:
+    """How problem texts are compared across tools: the same problem typed by two data sets differs in
+    LaTeX that does not change it (``17_{b}`` / ``17_b``, ``\\dfrac`` / ``\\frac``, ``\\left(``, ``$``,
+    spacing commands) and in whitespace; those are removed, the rest compared as is (NFKC, casefolded)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    text = _LATEX_SPACING.sub("", text)
+    text = _ONE_CHAR_GROUP.sub(r"\1\2", text)
+    return "".join(text.split()).casefold()
 
 
 class ProblemMatcher:
-    """Benchmark problems (``tasks.Problem``) found by their text: the same text (``exact``), or the
-    problem whose text appears in a prompt (``within``; the longest one when several do, so a short
-    problem inside a longer one's text is not taken for it). Prompts are looked up once each."""
+    """Benchmark problems (``tasks.Problem``) found by their text (``match_key``): the same text
+    (``exact``), or the problem whose text appears in a prompt (``within``; the longest one when
+    several do, so a short problem inside a longer one's text is not taken for it). Prompts are
+    looked up once each."""
 
     def __init__(self, problems: Iterable[Any]) -> None:
         self._by_length = sorted(problems, key=lambda p: -len(p.problem))
-        self._texts = [normalised(p.problem) for p in self._by_length]
+        self._texts = [match_key(p.problem) for p in self._by_length]
         self._exact = {text: p for text, p in zip(reversed(self._texts), reversed(self._by_length))}
         self._within: dict[str, Any] = {}
 
@@ -147,10 +233,10 @@ class ProblemMatcher:
         return len(self._by_length)
 
     def exact(self, text: str) -> Any:
-        return self._exact.get(normalised(text))
+        return self._exact.get(match_key(text))
 
     def within(self, prompt: str) -> Any:
         if prompt not in self._within:
-            text = normalised(prompt)
+            text = match_key(prompt)
             self._within[prompt] = next((p for p, t in zip(self._by_length, self._texts) if t and t in text), None)
         return self._within[prompt]

@@ -3,58 +3,135 @@
 Each completion is one sample in phase "sampling" (``sample_idx`` 0..n-1 per problem, in source
 order), built and validated by ``dsdr_eval.samples.parse_sample`` like any samples.jsonl line, with
 the source's verdict kept as ``source_correct`` and its extracted answer as ``source_extracted``.
-With ``--benchmark`` naming a registered benchmark (or a benchmark JSONL), problems are matched to
-it by their text (a source with only the prompt: the problem text found in it); a matched problem
-takes the registry's id, gold answer (gold fixes included) and grading metadata, so the run
-compares with ``dsdr-eval run`` runs of that benchmark; the source's gold is kept as ``source_gold``
-where it differs.
+With ``--benchmark`` naming a registered benchmark (or a benchmark JSONL), or without it when the
+source's own task / data set name stands for one (``registry_name``), problems are matched to it by
+their text (``source.match_key``; a source with only the prompt: the problem text found in it); a
+matched problem takes the registry's id, gold answer (gold fixes included) and grading metadata, so
+the run compares with ``dsdr-eval run`` runs of that benchmark; the source's gold is kept as
+``source_gold`` where it differs. A record whose own gold is unusable and that matches no registry
+problem is skipped (one warning; config.json ``source.skipped``; ``strict``: an error). config.json
+records the answer extraction the source tool used (``"extraction"``, what ``score`` grades with).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.importers import IMPORTERS
+from dsdr_eval.extraction import DEFAULT_EXTRACTION, get_profile
+from dsdr_eval.importers import IMPORTERS, detect, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.jsonl import write_jsonl
 from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
 from dsdr_eval.tasks import BENCHMARKS, load_benchmark
 
 UNKNOWN = "unknown"
+MATCH_WARN_BELOW = 0.9  # matched fraction of a benchmark's source problems below which import warns
+_STAGING_PREFIX = ".import-"  # RUN_DIR/.import-XXXX/: both files are written here, then moved into place
+# a tool's own name of a data set (separators dropped, lower case) -> the registered benchmark it is
+_REGISTRY_NAMES = {"math500": "math500", "hendrycksmath500": "math500", "minervamath500": "math500",
+                   "aime24": "aime24", "aime2024": "aime24", "aime25": "aime25", "aime2025": "aime25",
+                   "amc23": "amc23", "amc2023": "amc23", "olympiadbench": "olympiadbench"}
+# Qwen2.5-Math's data/minerva_math is Minerva's OCWCourses set (lm-eval's minerva_math is MATH: not here)
+_TOOL_REGISTRY_NAMES = {qwen_math.TOOL: {"minervamath": "minerva"}}
 
 
 class Imported(NamedTuple):
     """What ``import_run`` wrote."""
 
-    source: SourceRun
-    benchmark: str
+    source: SourceRun  # the first file's (a directory: one per benchmark, all in ``config["source"]["files"]``)
+    benchmark: str  # the benchmarks, comma-separated
     n_problems: int
     n_samples: int
     n_labels: int
     config: dict[str, Any]
+    matching: list[dict[str, Any]]  # per benchmark matched to a registry: name, n_matched, n_problems
+
+
+class _Part(NamedTuple):
+    """One source file read and turned into samples."""
+
+    source: SourceRun
+    path: Path
+    benchmark: str
+    samples: list[Sample]
+    registry: ProblemMatcher | None
+    matched: set[str]
+    inferred: str | None  # why the benchmark was inferred (no --benchmark), None when given or not inferred
+    skipped: list[str]  # FILE:LINE:FIELD: message of each record left out for its unusable gold
 
 
 def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: str | None = None,
                label: str | None = None, command: list[str] | None = None, data_dir: str | Path | None = None,
-               **options: Any) -> Imported:
-    """Read ``path`` as ``tool``'s format and write the run directory ``out_dir`` (which must not hold samples)."""
+               strict: bool = False, extraction: str | None = None, **options: Any) -> Imported:
+    """Read ``path`` (a file, or a tool's output directory: each result file one benchmark) as ``tool``'s
+    format (``auto``: detected) and write the run directory ``out_dir`` (which must not hold samples).
+
+    A record whose gold is unusable is skipped with one warning (``strict``: DsdrError). The run
+    directory is written completely or not at all (``_commit``)."""
     out_dir, path = Path(out_dir), Path(path)
     if (out_dir / rundir.SAMPLES).exists():
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
-    registry, name = _registry(benchmark, data_dir)
-    source = IMPORTERS[tool](path, problems=registry, **options)  # a source without golds needs them
-    path = source.file or path
-    name = name or source.benchmark or DEFAULT_BENCHMARK
-    samples, matched = _samples(source, path, name, registry)
-    config = _config(source, path, name, samples, label, command, registry, matched)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / rundir.SAMPLES, (sample.to_json() for sample in samples))
-    rundir.save_config(out_dir, config)
+    if extraction is not None:
+        get_profile(extraction)  # an unknown profile is refused before anything is read
+    tool = detect.resolve(tool, path)
+    files = _source_files(tool, path)
+    if benchmark is not None and len(files) > 1:
+        raise DsdrError(f"{path}: {len(files)} result files (one benchmark each); --benchmark names one: give "
+                        "one file, or import the directory without --benchmark")
+    parts = [_part(tool, file, benchmark, data_dir, strict, options) for file in files]
+    names = [part.benchmark for part in parts]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        same = [str(part.path) for part in parts if part.benchmark == twice[0]]
+        raise DsdrError(f"{path}: several result files for benchmark {twice[0]!r} ({', '.join(same)}): import them "
+                        "one by one")
+    samples = [sample for part in parts for sample in part.samples]
+    config = _config(parts, path, label, command, extraction)
+    _commit(out_dir, samples, config)
     n_labels = sum("source_correct" in sample.extra for sample in samples)
-    return Imported(source, name, len({s.problem_id for s in samples}), len(samples), n_labels, config)
+    matching = [{"benchmark": part.benchmark, "n_matched": len(part.matched),
+                 "n_problems": len({s.problem_id for s in part.samples}), "inferred": part.inferred}
+                for part in parts if part.registry is not None]
+    return Imported(parts[0].source, ", ".join(names), sum(len({s.problem_id for s in p.samples}) for p in parts),
+                    len(samples), n_labels, config, matching)
+
+
+def _source_files(tool: str, path: Path) -> list[Path]:
+    """The files to import: PATH itself, or the result files of the directory PATH (verl: its reader
+    picks one step's dump; the others: every result file of that tool, one benchmark each)."""
+    if not path.is_dir() or tool == "verl":
+        return [path]
+    files, older = detect.latest_runs(detect.directory_files(path).get(tool, []), tool)
+    if not files:
+        raise DsdrError(f"{path}: no {tool} result files in this directory")
+    if older:
+        warn(f"{path}: {len(older)} earlier result file{'s' if len(older) > 1 else ''} of a task evaluated again in "
+             f"the same directory left out (first: {older[0].name}); the latest of each is imported")
+    return files
+
+
+def _part(tool: str, file: Path, benchmark: str | None, data_dir: str | Path | None, strict: bool,
+          options: dict[str, Any]) -> _Part:
+    registry, name = _registry(benchmark, data_dir)
+    source = IMPORTERS[tool](file, problems=registry, **options)  # a source without golds needs them
+    file = source.file or file
+    inferred = None
+    if benchmark is None:
+        registry, name, inferred = _inferred_registry(tool, source, data_dir)
+    name = name or source.benchmark or DEFAULT_BENCHMARK
+    samples, matched, skipped = _samples(source, file, name, registry, strict)
+    if skipped:
+        first, more = skipped[0], len(skipped) - 1
+        warn(f"{file}: skipped {len(skipped)} record{'s' if len(skipped) > 1 else ''} with an unusable gold answer "
+             f"(first: {first}{f'; {more} more' if more else ''}; listed in config.json source.skipped); --strict "
+             "stops instead")
+    return _Part(source, file, name, samples, registry, matched, inferred, skipped)
 
 
 def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[ProblemMatcher | None, str | None]:
@@ -68,10 +145,39 @@ def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[Probl
     return ProblemMatcher(problems), problems[0].benchmark
 
 
-def _samples(source: SourceRun, path: Path, benchmark: str,
-             registry: ProblemMatcher | None) -> tuple[list[Sample], set[str]]:
-    """Every completion as a validated Sample; the ids of problems matched to the registry."""
+def registry_name(tool: str, name: str | None) -> str | None:
+    """The registered benchmark a tool's own data set / task name stands for (lm-eval ``aime25``,
+    lighteval ``lighteval|math_500|0``, Qwen's data directory ``minerva_math``); None when none does."""
+    if not name:
+        return None
+    parts = [part for part in name.split("|") if part and not part.isdigit()]  # lighteval suite|task|fewshot
+    key = "".join(ch for ch in (parts[-1] if parts else name).lower() if ch.isalnum())
+    return _TOOL_REGISTRY_NAMES.get(tool, {}).get(key) or _REGISTRY_NAMES.get(key)
+
+
+def _inferred_registry(tool: str, source: SourceRun, data_dir: str | Path | None
+                       ) -> tuple[ProblemMatcher | None, str | None, str | None]:
+    """Without --benchmark: the registered benchmark the source's task / data set name stands for, its
+    problems and why; (None, None, None) when the name stands for none or its data cannot be loaded."""
+    name = registry_name(tool, source.benchmark)
+    if name is None:
+        return None, None, None
+    try:
+        problems = load_benchmark(name, data_dir=data_dir)
+    except DsdrError as exc:
+        source.notes.append(f"the source's {source.benchmark!r} is benchmark {name!r}, whose problems could not be "
+                            f"loaded ({exc}): problems not matched")
+        return None, None, None
+    return ProblemMatcher(problems), name, f"{tool} names the data set {source.benchmark!r}"
+
+
+def _samples(source: SourceRun, path: Path, benchmark: str, registry: ProblemMatcher | None,
+             strict: bool) -> tuple[list[Sample], set[str], list[str]]:
+    """Every completion as a validated Sample; the ids of problems matched to the registry; the
+    records skipped for an unusable gold (a record matched to the registry takes its gold instead).
+    ``strict``: the first such record is a DsdrError."""
     samples: list[Sample] = []
+    skipped: list[str] = []
     next_idx: dict[str, int] = {}
     golds: dict[str, tuple[str, int]] = {}
     matched: set[str] = set()
@@ -79,6 +185,11 @@ def _samples(source: SourceRun, path: Path, benchmark: str,
     for record in source.records:
         where = f"{path}:{record.line}"
         row = _identity(record, benchmark, registry, where)
+        if row["gold"] is None:
+            if strict:
+                raise DsdrError(f"{record.gold_error} (--strict: a record with an unusable gold stops the import)")
+            skipped.append(record.gold_error or f"{where}: no gold answer")
+            continue
         if "answer_meta" in row:
             matched.add(row["problem_id"])
         first = golds.setdefault(row["problem_id"], (str(row["gold"]), record.line))
@@ -97,8 +208,44 @@ def _samples(source: SourceRun, path: Path, benchmark: str,
     for name, count in replaced.items():
         warn(f"{path}: {name}: lone surrogate(s) (not valid Unicode) replaced by U+FFFD in {count} samples")
     if not samples:
-        raise DsdrError(f"{path}: no completions to import")
-    return samples, matched
+        why = f" ({len(skipped)} records skipped for their gold answer, first: {skipped[0]})" if skipped else ""
+        raise DsdrError(f"{path}: no completions to import{why}")
+    return samples, matched, skipped
+
+
+def _commit(out_dir: Path, samples: list[Sample], config: dict[str, Any]) -> None:
+    """Write samples.jsonl and config.json so that RUN_DIR holds both or neither after any failure.
+
+    Both are written in full into RUN_DIR/.import-XXXX/, then config.json and last samples.jsonl (the
+    file whose presence makes RUN_DIR a run) are moved into place. An exception undoes the move of
+    config.json; a kill -9 can leave the staging directory, or config.json without samples.jsonl
+    (not a run: ``import`` into it again is allowed): both are removed by the next import."""
+    created = not out_dir.exists()
+    config_path = out_dir / rundir.CONFIG
+    staging: Path | None = None
+    moved = False
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in out_dir.glob(f"{_STAGING_PREFIX}*"):  # a killed import's (samples.jsonl is absent: checked)
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=out_dir))
+        write_jsonl(staging / rundir.SAMPLES, (sample.to_json() for sample in samples))
+        rundir.save_config(staging, config)
+        os.replace(staging / rundir.CONFIG, config_path)
+        moved = True
+        os.replace(staging / rundir.SAMPLES, out_dir / rundir.SAMPLES)
+    except BaseException as exc:
+        if moved and not (out_dir / rundir.SAMPLES).exists():
+            config_path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full disk, a read-only or unreadable directory: one line, nothing written
+            raise DsdrError(f"{out_dir}: cannot write the run directory ({exc.strerror or exc}); nothing was "
+                            "written") from None
+        raise
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
 
 
 def _identity(record: SourceRecord, benchmark: str, registry: ProblemMatcher | None,
@@ -114,7 +261,7 @@ def _identity(record: SourceRecord, benchmark: str, registry: ProblemMatcher | N
     if known is not None:
         row.update(problem_id=known.id, gold=known.answer, problem=known.problem, answer_meta=known.answer_meta,
                    source_id=record.problem_id)
-        if str(record.gold) != known.answer:
+        if record.gold is not None and record.gold != known.answer:
             row["source_gold"] = record.gold
     return row
 
@@ -132,31 +279,90 @@ def _source_fields(record: SourceRecord, j: int) -> dict[str, Any]:
     return out
 
 
-def _config(source: SourceRun, path: Path, benchmark: str, samples: list[Sample], label: str | None,
-            command: list[str] | None, registry: ProblemMatcher | None, matched: set[str]) -> dict[str, Any]:
+def _config(parts: list[_Part], path: Path, label: str | None, command: list[str] | None,
+            extraction: str | None) -> dict[str, Any]:
     """config.json of an imported run: the source (tool, version, file, sha256, every recorded
-    setting, unknown ones as "unknown") and the protocol the samples were generated with."""
-    per_problem: dict[str, int] = {}
+    setting, unknown ones as "unknown", records skipped), the protocol the samples were generated
+    with, the benchmarks (problems matched to the registry) and the answer extraction to grade with."""
+    blocks = [_source_block(part) for part in parts]
+    samples = [sample for part in parts for sample in part.samples]
+    per_problem: dict[tuple[str, str], int] = {}
     for sample in samples:
-        per_problem[sample.problem_id] = per_problem.get(sample.problem_id, 0) + 1
+        key = (sample.benchmark, sample.problem_id)
+        per_problem[key] = per_problem.get(key, 0) + 1
     ns = set(per_problem.values())
-    notes = list(source.notes) + ([f"completions per problem vary ({min(ns)}..{max(ns)})"] if len(ns) > 1 else [])
-    bench: dict[str, Any] = {"name": benchmark, "n_problems": len(per_problem)}
-    if registry is not None:
-        bench["registry"] = {"n_matched": len(matched), "n_unmatched": len(per_problem) - len(matched),
-                             "n_registry_problems": len(registry)}
-    sampling = source.sampling
+    first = parts[0].source
+    if len(parts) == 1:
+        source = blocks[0]
+        sampling = first.sampling
+    else:  # a directory: one block per file; a setting is the run's when every file records the same
+        sampling = {name: first.sampling.get(name) if all(part.source.sampling.get(name) == first.sampling.get(name)
+                                                          for part in parts) else None for name in SAMPLING_SETTINGS}
+        versions = {part.source.version for part in parts}
+        source = {"tool": first.tool, "version": first.version if len(versions) == 1 else None, "file": str(path),
+                  "sha256": None, "n_records": sum(block["n_records"] for block in blocks), "benchmark": None,
+                  "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name]
+                               for name in SAMPLING_SETTINGS},
+                  "details": {}, "notes": [f"{len(parts)} result files, one benchmark each: see files"],
+                  "skipped": _skipped([message for part in parts for message in part.skipped]), "files": blocks}
+    if len(ns) > 1:
+        source["notes"] = [*source["notes"], f"completions per problem vary ({min(ns)}..{max(ns)})"]
+    profiles = {part.benchmark: _profile(part, extraction) for part in parts}
     return {
         "kind": "import", "label": label, "command": command,
-        "source": {"tool": source.tool, "version": source.version, "file": str(path), "sha256": source.sha256,
-                   "n_records": len(source.records), "benchmark": source.benchmark,
-                   "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name]
-                                for name in SAMPLING_SETTINGS},
-                   "details": source.details, "notes": notes},
-        "backend": {"name": f"{source.tool} (imported)", "version": source.version},
-        "protocol": {"name": f"import:{source.tool}",
+        "source": source,
+        "backend": {"name": f"{first.tool} (imported)", "version": source["version"]},
+        "protocol": {"name": f"import:{first.tool}",
                      "phases": [{"phase": SAMPLING, "n": max(ns), "temperature": sampling.get("temperature"),
                                  "top_p": sampling.get("top_p")}],
                      "max_tokens": sampling.get("max_tokens"), "seed": sampling.get("seed")},
-        "benchmarks": [bench],
+        "benchmarks": [_benchmark_block(part, profiles[part.benchmark]) for part in parts],
+        "extraction": _run_extraction(profiles, extraction),
     }
+
+
+def _source_block(part: _Part) -> dict[str, Any]:
+    source, sampling = part.source, part.source.sampling
+    return {"tool": source.tool, "version": source.version, "file": str(part.path), "sha256": source.sha256,
+            "n_records": len(source.records), "benchmark": source.benchmark,
+            "sampling": {name: UNKNOWN if sampling.get(name) is None else sampling[name] for name in SAMPLING_SETTINGS},
+            "details": source.details, "notes": list(source.notes), "skipped": _skipped(part.skipped),
+            "verdict_field": source.verdict_field}
+
+
+def _skipped(messages: list[str]) -> dict[str, Any]:
+    """Records left out for an unusable gold: how many, and each one's ``FILE:LINE:FIELD: message``."""
+    return {"n": len(messages), "records": messages}
+
+
+def _benchmark_block(part: _Part, profile: dict[str, str]) -> dict[str, Any]:
+    n_problems = len({sample.problem_id for sample in part.samples})
+    bench: dict[str, Any] = {"name": part.benchmark, "n_problems": n_problems, "extraction": profile["profile"],
+                             "extraction_reason": profile["reason"]}
+    if part.registry is not None:
+        bench["registry"] = {"n_matched": len(part.matched), "n_unmatched": n_problems - len(part.matched),
+                             "n_registry_problems": len(part.registry), "inferred": part.inferred}
+    return bench
+
+
+def _profile(part: _Part, override: str | None) -> dict[str, str]:
+    """The extraction profile for a part's samples and why: --extraction, else the source tool's."""
+    if override is not None:
+        return {"profile": override, "reason": "--extraction"}
+    if part.source.extraction is not None:
+        return {"profile": part.source.extraction[0], "reason": part.source.extraction[1]}
+    return {"profile": DEFAULT_EXTRACTION, "reason": "the source records no answer convention: the default"}
+
+
+def _run_extraction(profiles: dict[str, dict[str, str]], override: str | None) -> str:
+    """config.json's top-level "extraction": the one profile ``score`` grades the whole run with.
+    Files whose tools used different conventions (an lm-eval directory with gsm8k and aime25) are
+    refused rather than graded with a convention one of them did not use (a silent 0 %)."""
+    if override is not None:
+        return override
+    names = sorted({profile["profile"] for profile in profiles.values()})
+    if len(names) > 1:
+        used = ", ".join(f"{name}: {profile['profile']}" for name, profile in profiles.items())
+        raise DsdrError(f"these result files use different answer conventions ({used}); a run is graded with one "
+                        "extraction profile: import them one by one, or choose one with --extraction")
+    return names[0]

@@ -123,8 +123,8 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
         if prov.grading:
             grading = prov.grading
             parts.append(f"grader {grading.get('grader', '?')} {grading.get('math_verify_version') or ''}".strip()
-                         + f" (timeout {grading.get('timeout_s', '?')} s, extraction rules "
-                         f"v{grading.get('extraction_rules_version', '?')})")
+                         + f" (timeout {grading.get('timeout_s', '?')} s, extraction profile "
+                         f"{_extraction_profile(grading)}, rules v{grading.get('extraction_rules_version', '?')})")
         if prov.get("bootstrap") is not None:
             parts.append(f"CIs: {prov.get('ci95', 'bootstrap')}, {prov.get('bootstrap')} resamples, "
                          f"seed {prov.get('seed', '?')}")
@@ -134,6 +134,16 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
             parts.append(f"scored {prov.get('created')}")
         lines.append(f"- {run.label}: " + ("; ".join(parts) if parts else "metrics.json has no provenance record"))
     return lines
+
+
+def _extraction_profile(grading: Any) -> str:
+    """The extraction profile a metrics.json was graded with (before profiles existed: boxed's rules)."""
+    from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
+
+    if not isinstance(grading.get("extraction_profile"), dict):
+        return DEFAULT_EXTRACTION
+    name = grading.get("extraction")
+    return name if isinstance(name, str) and name in EXTRACTION_PROFILES else "?"
 
 
 def paper_protocol_gaps(run: RunResults, paper_max_tokens: set[int]) -> list[str]:
