@@ -72,7 +72,9 @@ def main(args: argparse.Namespace) -> int:
         share = match["n_matched"] / match["n_problems"] if match["n_problems"] else 0.0
         how = f" (inferred: {match['inferred']})" if match["inferred"] else ""
         print(f"benchmark {match['benchmark']}{how}: {match['n_matched']} of {match['n_problems']} source problems "
-              f"matched to the registry, {match['n_problems'] - match['n_matched']} unmatched")
+              f"matched to the registry, {match['n_problems'] - match['n_matched']} unmatched" +
+              (f" ({match['n_similar']} of them by similar text and the same gold, word overlap >= "
+               f"{match['least_overlap']:.0%}: config.json)" if match["n_similar"] else ""))
         if share < MATCH_WARN_BELOW:
             warn(f"only {share:.0%} of the source's {match['benchmark']} problems matched the registry (below "
                  f"{MATCH_WARN_BELOW:.0%}): unmatched problems keep the source's ids and golds and do not pair "

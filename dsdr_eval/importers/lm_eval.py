@@ -160,9 +160,13 @@ def _request(row: dict[str, Any]) -> list[Any]:
 
 
 def _prompt(row: dict[str, Any]) -> str | None:
-    """The prompt sent: a string, or a chat request's messages as their JSON text."""
+    """The prompt sent: a string, or a chat request's messages as their JSON text. lm-eval 0.4.11's
+    chat-completions models log ``arg_0`` as a one-item list holding the messages' JSON text (a real
+    file: ``["[{\"role\": \"user\", ...}]"]``): that text is the prompt, not the list encoded again."""
     request = _request(row)
     prompt = request[0] if request else None
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
     if isinstance(prompt, str):
         return prompt
     return json.dumps(prompt, ensure_ascii=False) if isinstance(prompt, (list, dict)) and prompt else None

@@ -13,6 +13,7 @@ import hashlib
 import math
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -217,26 +218,85 @@ def match_key(text: str) -> str:
     return "".join(text.split()).casefold()
 
 
+_DIAGRAM = re.compile(r"\[asy\].*?\[/asy\]", re.S)  # Asymptote source: some AIME copies carry it, others not
+_WORD = re.compile(r"[^\W_]+")
+SIMILAR_WITH_GOLD = 0.6  # token overlap (Dice) above which a problem with the same gold is the same problem
+SIMILAR_WITHOUT_GOLD = 0.85  # ... and when the source's own gold is unusable (nothing confirms the match)
+SIMILAR_MARGIN = 0.15  # the runner-up must be this much less similar, else the match is ambiguous: none
+
+
+def _words(text: str) -> Counter[str]:
+    """The words and numbers of a problem text (NFKC, casefolded, diagrams dropped), with counts."""
+    return Counter(_WORD.findall(_DIAGRAM.sub(" ", unicodedata.normalize("NFKC", text)).casefold()))
+
+
+def _dice(a: Counter[str], b: Counter[str]) -> float:
+    total = sum(a.values()) + sum(b.values())
+    return 2 * sum((a & b).values()) / total if total else 0.0
+
+
 class ProblemMatcher:
     """Benchmark problems (``tasks.Problem``) found by their text (``match_key``): the same text
-    (``exact``), or the problem whose text appears in a prompt (``within``; the longest one when
-    several do, so a short problem inside a longer one's text is not taken for it). Prompts are
-    looked up once each."""
+    (``exact``), the problem whose text appears in a prompt (``within``; the longest one when
+    several do, so a short problem inside a longer one's text is not taken for it), or the problem
+    that shares most of its words and its gold answer (``similar``). Prompts are looked up once each.
+
+    ``similar`` exists because two copies of one benchmark differ in more than LaTeX: measured on a
+    real lm-eval 0.4.11 AIME25 file against the registry's AIME25, 22 of 30 problems differ in
+    wording ("a real number" / "real numbers"), display math (``\\[ ... \\]``), Markdown
+    (``**greedy algorithm**``) or an Asymptote diagram only one copy has. Their true counterparts
+    share 74-100 % of their words, the best wrong problem 26-49 %; a match also needs the same gold
+    (``SIMILAR_WITH_GOLD``), or 85 % of the words when the source's gold is unusable, and a runner-up
+    ``SIMILAR_MARGIN`` behind. A registry problem is taken by one source problem at most."""
 
     def __init__(self, problems: Iterable[Any]) -> None:
         self._by_length = sorted(problems, key=lambda p: -len(p.problem))
         self._texts = [match_key(p.problem) for p in self._by_length]
         self._exact = {text: p for text, p in zip(reversed(self._texts), reversed(self._by_length))}
         self._within: dict[str, Any] = {}
+        self._words: dict[int, Counter[str]] = {}  # id(problem) -> its words, computed when first needed
+        self._by_gold: dict[str, list[Any]] = {}
+        for problem in self._by_length:
+            self._by_gold.setdefault(match_key(str(problem.answer)), []).append(problem)
+        self._taken: set[int] = set()  # id() of the problems an ``exact`` or ``similar`` match took
+        self._similar: dict[tuple[str, str | None], tuple[Any, float]] = {}  # (text, gold) -> its answer
 
     def __len__(self) -> int:
         return len(self._by_length)
 
     def exact(self, text: str) -> Any:
-        return self._exact.get(match_key(text))
+        found = self._exact.get(match_key(text))
+        if found is not None:
+            self._taken.add(id(found))
+        return found
 
     def within(self, prompt: str) -> Any:
         if prompt not in self._within:
             text = match_key(prompt)
             self._within[prompt] = next((p for p, t in zip(self._by_length, self._texts) if t and t in text), None)
         return self._within[prompt]
+
+    def similar(self, text: str, gold: str | None) -> tuple[Any, float]:
+        """(the problem ``text`` is a retyped copy of, its word overlap), or (None, 0.0): among the problems
+        with the same gold (all of them when ``gold`` is None), the one sharing most words, when it shares
+        enough and no other comes within ``SIMILAR_MARGIN``."""
+        if (text, gold) not in self._similar:  # the lines of one problem (one completion per line) look it up once
+            self._similar[text, gold] = self._most_similar(text, gold)
+        return self._similar[text, gold]
+
+    def _most_similar(self, text: str, gold: str | None) -> tuple[Any, float]:
+        candidates = self._by_length if gold is None else self._by_gold.get(match_key(gold), [])
+        threshold = SIMILAR_WITHOUT_GOLD if gold is None else SIMILAR_WITH_GOLD
+        words = _words(text)
+        scored = sorted(((_dice(words, self._problem_words(p)), i) for i, p in enumerate(candidates)
+                         if id(p) not in self._taken), reverse=True)
+        if not scored or scored[0][0] < threshold or (len(scored) > 1 and scored[0][0] - scored[1][0] < SIMILAR_MARGIN):
+            return None, 0.0
+        best = candidates[scored[0][1]]
+        self._taken.add(id(best))
+        return best, scored[0][0]
+
+    def _problem_words(self, problem: Any) -> Counter[str]:
+        if id(problem) not in self._words:
+            self._words[id(problem)] = _words(problem.problem)
+        return self._words[id(problem)]

@@ -62,6 +62,7 @@ class _Part(NamedTuple):
     samples: list[Sample]
     registry: ProblemMatcher | None
     matched: set[str]
+    similar: dict[str, float]  # of the matched problem ids, those matched by similar text: their word overlap
     inferred: str | None  # why the benchmark was inferred (no --benchmark), None when given or not inferred
     skipped: list[str]  # FILE:LINE:FIELD: message of each record left out for its unusable gold
 
@@ -95,7 +96,8 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
     config = _config(parts, path, label, command, extraction)
     _commit(out_dir, samples, config)
     n_labels = sum("source_correct" in sample.extra for sample in samples)
-    matching = [{"benchmark": part.benchmark, "n_matched": len(part.matched),
+    matching = [{"benchmark": part.benchmark, "n_matched": len(part.matched), "n_similar": len(part.similar),
+                 "least_overlap": min(part.similar.values(), default=None),
                  "n_problems": len({s.problem_id for s in part.samples}), "inferred": part.inferred}
                 for part in parts if part.registry is not None]
     return Imported(parts[0].source, ", ".join(names), sum(len({s.problem_id for s in p.samples}) for p in parts),
@@ -125,13 +127,13 @@ def _part(tool: str, file: Path, benchmark: str | None, data_dir: str | Path | N
     if benchmark is None:
         registry, name, inferred = _inferred_registry(tool, source, data_dir)
     name = name or source.benchmark or DEFAULT_BENCHMARK
-    samples, matched, skipped = _samples(source, file, name, registry, strict)
+    samples, matched, similar, skipped = _samples(source, file, name, registry, strict)
     if skipped:
         first, more = skipped[0], len(skipped) - 1
         warn(f"{file}: skipped {len(skipped)} record{'s' if len(skipped) > 1 else ''} with an unusable gold answer "
              f"(first: {first}{f'; {more} more' if more else ''}; listed in config.json source.skipped); --strict "
              "stops instead")
-    return _Part(source, file, name, samples, registry, matched, inferred, skipped)
+    return _Part(source, file, name, samples, registry, matched, similar, inferred, skipped)
 
 
 def _registry(benchmark: str | None, data_dir: str | Path | None) -> tuple[ProblemMatcher | None, str | None]:
@@ -172,19 +174,25 @@ def _inferred_registry(tool: str, source: SourceRun, data_dir: str | Path | None
 
 
 def _samples(source: SourceRun, path: Path, benchmark: str, registry: ProblemMatcher | None,
-             strict: bool) -> tuple[list[Sample], set[str], list[str]]:
-    """Every completion as a validated Sample; the ids of problems matched to the registry; the
-    records skipped for an unusable gold (a record matched to the registry takes its gold instead).
+             strict: bool) -> tuple[list[Sample], set[str], dict[str, float], list[str]]:
+    """Every completion as a validated Sample; the ids of problems matched to the registry (and of those
+    by similar text, with their word overlap: ``ProblemMatcher.similar``); the records skipped for an unusable gold (a record matched to the registry takes its gold instead).
     ``strict``: the first such record is a DsdrError."""
     samples: list[Sample] = []
     skipped: list[str] = []
     next_idx: dict[str, int] = {}
     golds: dict[str, tuple[str, int]] = {}
     matched: set[str] = set()
+    similar: dict[str, float] = {}  # problem id -> word overlap, of the problems matched by similar text
     replaced: dict[str, int] = {}
+    for record in source.records if registry is not None else ():  # exact matches first: a similar-text
+        if record.problem:  # match never takes a problem another record names exactly
+            registry.exact(record.problem)
     for record in source.records:
         where = f"{path}:{record.line}"
-        row = _identity(record, benchmark, registry, where)
+        row, overlap = _identity(record, benchmark, registry, where)
+        if overlap is not None:
+            similar[row["problem_id"]] = overlap
         if row["gold"] is None:
             if strict:
                 raise DsdrError(f"{record.gold_error} (--strict: a record with an unusable gold stops the import)")
@@ -210,7 +218,7 @@ def _samples(source: SourceRun, path: Path, benchmark: str, registry: ProblemMat
     if not samples:
         why = f" ({len(skipped)} records skipped for their gold answer, first: {skipped[0]})" if skipped else ""
         raise DsdrError(f"{path}: no completions to import{why}")
-    return samples, matched, skipped
+    return samples, matched, similar, skipped
 
 
 def _commit(out_dir: Path, samples: list[Sample], config: dict[str, Any]) -> None:
@@ -249,21 +257,25 @@ def _commit(out_dir: Path, samples: list[Sample], config: dict[str, Any]) -> Non
 
 
 def _identity(record: SourceRecord, benchmark: str, registry: ProblemMatcher | None,
-              where: str) -> dict[str, Any]:
-    """benchmark / problem_id / gold / problem / prompt of a record, from the registry when it matches."""
+              where: str) -> tuple[dict[str, Any], float | None]:
+    """benchmark / problem_id / gold / problem / prompt of a record, from the registry when it matches;
+    and the word overlap of a ``similar`` match (None for any other)."""
     problem_id = record.problem_id if isinstance(record.problem_id, str) else str(record.problem_id)
     row: dict[str, Any] = {"benchmark": benchmark, "phase": SAMPLING, "problem_id": problem_id, "gold": record.gold,
                            "problem": record.problem, "prompt": record.prompt}
-    known = None
+    known, overlap = None, None
     if registry is not None:  # the problem's own text, else the problem quoted in the prompt (verl)
         known = registry.exact(record.problem) if record.problem else None
         known = known if known is not None or not record.prompt else registry.within(record.prompt)
+        if known is None and record.problem:  # the same problem retyped: most words and the gold in common
+            known, overlap = registry.similar(record.problem, record.gold)
+            overlap = overlap if known is not None else None
     if known is not None:
         row.update(problem_id=known.id, gold=known.answer, problem=known.problem, answer_meta=known.answer_meta,
                    source_id=record.problem_id)
         if record.gold is not None and record.gold != known.answer:
             row["source_gold"] = record.gold
-    return row
+    return row, overlap
 
 
 def _sampling(source: SourceRun) -> dict[str, Any]:
@@ -341,6 +353,8 @@ def _benchmark_block(part: _Part, profile: dict[str, str]) -> dict[str, Any]:
                              "extraction_reason": profile["reason"]}
     if part.registry is not None:
         bench["registry"] = {"n_matched": len(part.matched), "n_unmatched": n_problems - len(part.matched),
+                             "n_matched_by_similar_text": len(part.similar),
+                             "similar_text_overlap": {pid: round(v, 3) for pid, v in sorted(part.similar.items())},
                              "n_registry_problems": len(part.registry), "inferred": part.inferred}
     return bench
 
