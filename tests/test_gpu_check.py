@@ -174,7 +174,7 @@ def test_tiny_run_on_cpu_passes_every_phase(tmp_path):
     assert detail["hf_backend"]["greedy_repeat_identical"] and detail["hf_backend"]["sampling_ratio_dev_max_float32"] < 1e-3
     assert detail["bf16_vs_fp32"]["grad_cosine"] >= 0.99
     assert all(detail[p]["full_length"] for p in ("floor_generate", "compact_step", "trl_step"))
-    assert detail["compact_step"]["tokens"] == 2 * 2 * 8
+    assert detail["compact_step"]["tokens"] == 2 * 2 * 8 and detail["compact_step"]["prompt_lengths"] == [64]
     assert set(record["ratios"]["qwen3-4b-base"]) == {"compact_generate_time_over_floor",
                                                       "compact_update_time_over_floor", "trl_generate_time_over_floor",
                                                       "trl_update_time_over_floor"}  # no memory ratios on CPU
