@@ -60,6 +60,9 @@ def test_prompts_have_exactly_the_configured_length(tiny_dir, tmp_path):
         ids = gpu_check.write_problems(tmp_path / "p.jsonl", tiny_dir, geo)
         assert [len(p) for p in ids] == [prompt_len] * 3 and len({tuple(p) for p in ids}) == 3
         assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 3
+    short = gpu_check.Geometry(prompt_len=5, response_len=4, prompts=1, group=2, micro_batch=2)
+    with pytest.raises(ValueError, match="--prompt-len 5: cannot render"):  # shorter than the chat template
+        gpu_check.write_problems(tmp_path / "q.jsonl", tiny_dir, short)
 
 
 def test_eos_hook_makes_the_configured_length_certain(tiny_dir):
@@ -180,3 +183,27 @@ def test_tiny_run_on_cpu_passes_every_phase(tmp_path):
                                                       "trl_update_time_over_floor"}  # no memory ratios on CPU
     assert record["versions"]["trl"] and record["command"].endswith("--budget-s 400")
     assert "| qwen3-4b-base | compact_step | ok |" in (tmp_path / "gpu_check.md").read_text()
+
+
+def test_a_boxed_generate_stops_and_keeps_its_decode_rate(tiny_dir):
+    """The box interrupts HF ``generate`` itself (between decode steps); the step counter keeps the
+    rate reached, which the floor phase reports when boxed out."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32).eval()
+    steps = gpu_check._StepCounter.make()
+
+    def slow(input_ids, scores, **_):  # >= 50 ms a step: unboxed, 200 steps outlast the box on any machine
+        time.sleep(0.05)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool)
+
+    t0 = time.monotonic()
+    with pytest.raises(gpu_check.PhaseTimeout):
+        with gpu_check.time_box(5.0), torch.inference_mode():
+            model.generate(torch.tensor([[9707, 11]] * 2), do_sample=True, max_new_tokens=200, min_new_tokens=200,
+                           pad_token_id=0, stopping_criteria=[steps, slow])
+    assert time.monotonic() - t0 < 30
+    partial = steps.partial(2)
+    assert 2 <= partial["decode_steps_done"] < 200
+    assert partial["tokens_per_s"] == pytest.approx(2 * partial["decode_steps_per_s"], rel=1e-2)
