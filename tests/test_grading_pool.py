@@ -31,9 +31,9 @@ def test_workers_are_forked_from_one_zygote_and_a_killed_worker_is_replaced_by_a
         assert zygote is not None and zygote.ready
         pids = [w.proc.pid for w in pool._pool.workers]
         assert len(set(pids)) == 2 and all(_parent_pid(pid) == zygote.proc.pid for pid in pids)
-        # 9^{9^{9^9}} is stuck in C code (math-verify's own alarm cannot stop it): the parent's
+        # 9!!!!!!! is stuck in C code (the worker's own timer cannot stop it): the parent's
         # deadline kills the worker, and the replacement is forked from the same zygote.
-        graded = grade_samples(_rows("p", "5", [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{5}"]), pool=pool, progress=False)
+        graded = grade_samples(_rows("p", "5", [r"\boxed{9!!!!!!!}", r"\boxed{5}"]), pool=pool, progress=False)
         assert [r["status"] for r in graded] == ["timeout", "correct"] and "killed" in graded[0]["grade_note"]
         assert pool._pool.respawns >= 1 and pool._pool.zygote is zygote
         new_pids = [w.proc.pid for w in pool._pool.workers]
@@ -70,7 +70,7 @@ def test_a_hang_after_buffered_results_charges_exactly_the_hanging_item():
     mid-problem loses what it had buffered, so the rest of the problem is rerun sending each
     result at once: the finished items keep their verdicts and only the hanging one is charged."""
     quick = [rf"\boxed{{{n}}}" for n in range(1, 13)]  # 12 fast answers, 5 among them
-    rows = _rows("p", "5", quick + [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{\frac{10}{2}}"])
+    rows = _rows("p", "5", quick + [r"\boxed{9!!!!!!!}", r"\boxed{\frac{10}{2}}"])
     rows += _rows("q", "7", [r"\boxed{7}"])
     with GradingPool(timeout_s=0.5, workers=1) as pool:
         graded = grade_samples(rows, pool=pool, progress=False)
