@@ -88,3 +88,32 @@ def test_workers_run_the_parents_grader_whatever_the_working_directory(tmp_path,
     monkeypatch.chdir(tmp_path)
     graded = grade_samples(_rows("p", "5", [r"\boxed{5}", r"\boxed{6}"]), timeout_s=5, workers=1, progress=False)
     assert [r["status"] for r in graded] == ["correct", "incorrect"]
+
+
+def test_a_worker_whose_parent_died_before_it_armed_pdeathsig_exits():
+    """The race behind the zygote-death failure under load: a freshly forked worker runs late,
+    its zygote is killed first, and PR_SET_PDEATHSIG armed afterwards never fires -- the orphan
+    served on. ``_die_with_parent`` must notice the parent is gone and exit."""
+    from dsdr_eval.grading.worker import _die_with_parent
+
+    reader, writer = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # the "zygote": forks the "worker" and dies at once
+        try:
+            zygote = os.getpid()
+            if os.fork() == 0:
+                try:
+                    os.close(reader)
+                    deadline = time.monotonic() + 10
+                    while os.getppid() == zygote and time.monotonic() < deadline:
+                        time.sleep(0.01)  # until the parent is gone: the late-scheduled fork
+                    _die_with_parent(zygote)
+                    os.write(writer, b"survived")
+                finally:
+                    os._exit(0)
+        finally:
+            os._exit(0)
+    os.close(writer)
+    os.waitpid(middle, 0)
+    with os.fdopen(reader, "rb") as pipe:
+        assert pipe.read() == b""  # EOF: the orphan exited without serving

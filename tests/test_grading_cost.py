@@ -1,0 +1,135 @@
+"""What grading a problem may cost (issue 24): each answer -- its parse, its comparison with the
+gold and its class comparisons -- within one timeout however many siblings it has; a problem's
+class comparisons within CLASS_BUDGET_TIMEOUTS timeouts; a worker killed once per hanging answer;
+a deadline that what the worker sends cannot move.
+
+The in-process tests run the worker's code (``_run_task``, ``Verifier``) here, in the main thread,
+with math-verify's comparison replaced by a slow one, so the timings are the budgets' own."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+math_verify = pytest.importorskip("math_verify")
+
+from dsdr_eval.grading import GradingPool, grade_samples  # noqa: E402
+from dsdr_eval.grading import pool as grading_pool  # noqa: E402
+from dsdr_eval.grading import task as grading_task  # noqa: E402
+from dsdr_eval.grading.marker import CLASS, IDLE, VERDICT, MarkerBoard, new_marker_fd  # noqa: E402
+from dsdr_eval.grading.task import _run_task  # noqa: E402
+from dsdr_eval.grading.verifier import Verifier  # noqa: E402
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.messages: list[tuple] = []
+
+    def send(self, message: tuple) -> None:
+        self.messages.append(message)
+
+
+def _slow_between_answers(seconds: float, calls: list[int]):
+    """math-verify's comparison, slow whenever the 'gold' side has a variable (a class comparison
+    of two polynomials); against the numeric gold it stays fast."""
+    real = math_verify.grader.sympy_expr_eq
+
+    def compare(gold, target, *args, **kwargs):
+        if getattr(gold, "free_symbols", None):
+            calls.append(1)
+            time.sleep(seconds)  # interrupted by the budget's timer when it is spent
+            return False
+        return real(gold, target, *args, **kwargs)
+    return compare
+
+
+def _grade_in_process(verifier: Verifier, answers: list[str], gold: str = "204") -> tuple[list[tuple], float]:
+    conn = _Collect()
+    forms = [(a, (), None) for a in answers]
+    started = time.monotonic()
+    _run_task((0, (gold, "single", (), False), forms, 0, [], False, 1e-8), conn, verifier)
+    return conn.messages, time.monotonic() - started
+
+
+def _warm_verifier(budget_s: float) -> Verifier:
+    verifier = Verifier(30.0)  # the first polynomials load sympy/latex2sympy paths (~1 s)
+    _grade_in_process(verifier, ["(x+1)^{3}"])
+    verifier.timeout_s = verifier.budget.call_limit_s = budget_s
+    return verifier
+
+
+def test_each_answer_costs_at_most_its_budget_however_many_siblings(monkeypatch):
+    # 6 distinct wrong polynomials whose class comparisons each hang: with a budget per call
+    # (before) answer k paid k-1 comparisons, 15 x 0.5 s = 7.5 s; now each answer stops at 0.5 s.
+    budget_s, n = 0.5, 6
+    verifier = _warm_verifier(budget_s)
+    calls: list[int] = []
+    monkeypatch.setattr(math_verify.grader, "sympy_expr_eq", _slow_between_answers(30.0, calls))
+    messages, elapsed = _grade_in_process(verifier, [f"(x+{k})^{{3}}" for k in range(1, n + 1)])
+    verdicts = [m[3] for m in messages if m[0] == "verdict"]
+    classes = [m for m in messages if m[0] == "class"]
+    assert verdicts == ["incorrect"] * n  # a slow class comparison never turns a verdict into timeout
+    assert elapsed < n * budget_s + 1.0, elapsed
+    assert len(calls) <= n - 1
+    # answer 1 is the only representative; every later one ran out of budget comparing with it
+    assert [c[3] for c in classes] == list(range(n)) and [c[4] for c in classes] == [True] + [False] * (n - 1)
+    assert all("unresolved" in c[5] and "answer's" in c[5] for c in classes[1:])
+    assert verifier.budget.remaining() == budget_s  # stopped after the task: direct calls get a whole budget
+
+
+def test_a_problems_class_comparisons_share_one_budget(monkeypatch):
+    # comparisons of 0.05 s fit each answer's 1 s budget; the problem's class budget (here 0.25
+    # budgets = 0.25 s) stops them after ~5, not the 15 that 6 answers would make.
+    monkeypatch.setattr(grading_task, "CLASS_BUDGET_TIMEOUTS", 0.25)
+    verifier = _warm_verifier(1.0)
+    calls: list[int] = []
+    monkeypatch.setattr(math_verify.grader, "sympy_expr_eq", _slow_between_answers(0.05, calls))
+    messages, elapsed = _grade_in_process(verifier, [f"(x+{k})^{{3}}" for k in range(1, 7)])
+    notes = [m[5] for m in messages if m[0] == "class"]
+    assert len(calls) < 10 and elapsed < 3.0
+    assert any(note and "problem's class-comparison" in note for note in notes)
+
+
+def test_a_killed_answer_is_charged_once_not_rerun():
+    # 9!!!!!!! hangs in C code (no timer can interrupt it): the parent kills the worker once and
+    # charges that answer; before, the results buffered with it were lost, the problem was rerun
+    # eagerly and 9!!!!!!! killed the worker a second time (11.6 s at a 5 s timeout).
+    quick = [rf"\boxed{{{n}}}" for n in range(1, 6)]
+    rows = [{"problem_id": "p", "gold": "5", "completion": c} for c in quick + [r"\boxed{9!!!!!!!}", r"\boxed{5.0}"]]
+    with GradingPool(timeout_s=0.5, workers=1) as pool:
+        started = time.monotonic()
+        graded = grade_samples(rows, pool=pool, progress=False)
+        elapsed = time.monotonic() - started
+        assert pool._pool.respawns == 1
+    assert [r["status"] for r in graded] == ["incorrect"] * 4 + ["correct", "timeout", "correct"]
+    assert "killed" in graded[5]["grade_note"] and not any(r["grade_note"] for r in graded[:5])
+    assert elapsed < 2 * 0.5 + 1.5, elapsed
+
+
+def test_the_hard_deadline_runs_from_the_units_start_not_from_the_last_message():
+    # What the parent reads: the marker's start of the unit in progress (+ timeout); a message
+    # received since does not move it, a new unit does.
+    fd = new_marker_fd()
+    try:
+        board = MarkerBoard(fd)
+    finally:
+        os.close(fd)
+    pool = object.__new__(grading_pool._WorkerPool)
+    pool.timeout_s = 2.0
+    worker = grading_pool._Worker(proc=None, conn=None, marker=board, deadline=0.0, ready=True)
+    worker.sent_at = 100.0
+    assert pool._deadline(worker) == 102.0  # sent to an idle worker, nothing marked yet
+    board.mark(3, 0, VERDICT, started=105.0)
+    assert pool._deadline(worker) == 107.0
+    board.mark(3, 0, CLASS, "incorrect", started=105.0)  # the same answer's class phase: same budget
+    pool._handle(worker, ("class", 9, 0, 0, True, None), {})  # a message (of no current job) moves nothing
+    assert pool._deadline(worker) == 107.0
+    board.mark(3, 1, VERDICT, started=106.5)
+    assert pool._deadline(worker) == 108.5
+    board.mark(-1, -1, IDLE, started=110.0)
+    assert pool._deadline(worker) == 102.0
+    marker = board.read()
+    assert marker is not None and marker.phase == IDLE
+    board.close()
