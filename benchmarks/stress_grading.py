@@ -170,7 +170,7 @@ def slow_siblings(args: argparse.Namespace) -> int:
             graded = grade_samples(rows, progress=False, pool=pool)
             wall = time.perf_counter() - started
             bound = len(rows) * args.timeout
-            over += wall > bound
+            over += wall > 1.1 * bound + 0.5  # a kill: the timeout, then SIGKILL and a fork
             statuses = {s: n for s, n in ((s, sum(r["status"] == s for r in graded)) for s in STATUSES) if n}
             print(f"{name}: {wall:.1f} s (bound n x timeout = {bound:.0f} s), {statuses}, "
                   f"{len({r['answer_class'] for r in graded})} classes, load avg {os.getloadavg()[0]:.1f}", flush=True)
