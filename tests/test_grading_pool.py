@@ -117,3 +117,21 @@ def test_a_worker_whose_parent_died_before_it_armed_pdeathsig_exits():
     os.waitpid(middle, 0)
     with os.fdopen(reader, "rb") as pipe:
         assert pipe.read() == b""  # EOF: the orphan exited without serving
+
+
+def test_a_forked_worker_dead_before_it_was_ready_is_forked_again():
+    """What the zygote-death race leaves once orphans exit (above): a worker that dies before the
+    parent read its "ready". It imported nothing itself (the zygote did), so it is no broken
+    install: the pool forks another instead of failing the call."""
+    with GradingPool(timeout_s=5.0, workers=1) as pool:
+        worker = pool._pool.workers[0]
+        worker.proc.kill()
+        worker.proc.wait(timeout=30)
+        try:
+            while True:  # whatever it sent before dying, its "ready" included, is lost
+                worker.conn.recv()
+        except EOFError:
+            pass
+        assert not worker.ready
+        graded = grade_samples(_rows("p", "7", [r"\boxed{7}", "Answer: 3"]), pool=pool, progress=False)
+        assert [r["status"] for r in graded] == ["correct", "incorrect"] and pool._pool.respawns == 1
