@@ -116,7 +116,8 @@ class _DeadlineBackend:
                                            socket_options)
         return _DeadlineStream(stream, self)
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> _DeadlineStream:
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> _DeadlineStream:
         stream = self._backend.connect_unix_socket(path, self.bound(timeout, "ConnectTimeout"), socket_options)
         return _DeadlineStream(stream, self)
 

@@ -1,4 +1,4 @@
-"""The parent's side of grading: a pool of killable worker processes with a deadline per call.
+"""The parent's side of grading: a pool of killable worker processes with a deadline per unit of work.
 
 Workers are forked warm from one zygote interpreter (pidfds watch them; Linux >= 5.3), or, where
 the platform lacks that, each is a fresh interpreter. Each unit of work -- a problem's gold, each
@@ -31,6 +31,9 @@ from dsdr_eval.grading.worker import _PipePair
 
 WORKER_MEMORY_LIMIT_BYTES = 4 * 1024**3  # RLIMIT_AS per worker: 9^{9^{9^9}} must not eat the machine
 WORKER_STARTUP_TIMEOUT_S = 180.0  # importing sympy/math-verify on a busy 2-core machine
+# A worker that has not begun the problem sent to it is starved, not hung (nothing slow runs outside
+# a unit of work); at load ~19 on 2 cores, killing such forks at the timeout made problems "error".
+WORKER_PICKUP_TIMEOUT_S = 60.0
 
 
 def _startup_timeout() -> DsdrError:
@@ -59,6 +62,7 @@ class _ProblemJob:
     gold_done: bool = False  # the worker reported on the gold parse
     gold_note: str | None = None
     blind_kills: int = 0  # kills that the worker's marker could not place within this problem
+    gold_kills: int = 0
 
     def __post_init__(self) -> None:
         n = len(self.answers)
@@ -281,7 +285,7 @@ class _WorkerPool:
                         self._replace(worker, pending, reason="error", note="grader worker died")
                         break
             now = time.monotonic()
-            watched = [self._deadline(w) for w in self.workers if w.job is not None or not w.ready]
+            watched = [self._wake_at(w, now) for w in self.workers if w.job is not None or not w.ready]
             wait_s = max(0.0, min(watched) - now) if watched else None
             readable = wait([w.conn.reader for w in self.workers], timeout=wait_s)
             for reader in readable:
@@ -316,15 +320,30 @@ class _WorkerPool:
         return isinstance(worker.proc, _ForkedProcess) and self.startup_deaths <= _MAX_STARTUP_DEATHS
 
     def _deadline(self, worker: _Worker) -> float:
-        """Start-up: its own deadline. At work: the start of the unit in progress (the marker, or
-        the sending of a job to an idle worker) + ``timeout_s``; what it sends never moves it."""
+        """Start-up: its own deadline. At work: the start of the unit in progress (the marker of
+        one of its problems) + ``timeout_s``, whatever it sends; before it begins a problem sent
+        to it, ``WORKER_PICKUP_TIMEOUT_S`` from the sending."""
         if not worker.ready:
             return worker.deadline
         marker = worker.marker.read()
-        started = worker.sent_at
-        if marker is not None and marker.phase != IDLE:
-            started = max(started, marker.started)
-        return started + self.timeout_s
+        if self._marked_job(worker, marker) is not None:
+            return marker.started + self.timeout_s
+        return worker.sent_at + max(self.timeout_s, WORKER_PICKUP_TIMEOUT_S)
+
+    def _wake_at(self, worker: _Worker, now: float) -> float:
+        """Its deadline, or soon while it has not begun its problem: once it does, the deadline is
+        the unit's, and a hanging unit sends nothing to wake us (a 0.5 s timeout waited 60 s)."""
+        deadline = self._deadline(worker)
+        if worker.ready and worker.job is not None and self._marked_job(worker, worker.marker.read()) is None:
+            return min(deadline, now + min(0.1, self.timeout_s / 5))
+        return deadline
+
+    @staticmethod
+    def _marked_job(worker: _Worker, marker) -> _ProblemJob | None:
+        """The problem sent to ``worker`` whose unit its marker shows in progress, if any."""
+        if marker is None or marker.phase == IDLE:
+            return None
+        return next((job for job in worker.queued if job.job_id == marker.task_id), None)
 
     def _handle(self, worker: _Worker, message: tuple, by_id: dict[int, _ProblemJob]) -> None:
         kind = message[0]
@@ -359,21 +378,23 @@ class _WorkerPool:
     def _replace(self, worker: _Worker, pending: deque, *, reason: str, note: str) -> None:
         """Kill ``worker``, charge the unit it was on (its marker says which), resubmit the rest
         of its problem (and, unharmed, the problems queued behind it)."""
-        job = worker.job
-        pending.extendleft(reversed(list(worker.queued)[1:]))
-        self._kill(worker)
+        self._kill(worker, drain=True)  # what it sent before it died still counts
         marker = worker.marker.read()  # final: the worker is dead
         worker.marker.close()
         self.workers[self.workers.index(worker)] = self._spawn()
         self.respawns += 1
+        job = self._marked_job(worker, marker) or worker.job
+        pending.extendleft(reversed([other for other in worker.queued if other is not job]))  # unharmed
         if job is None:
             return
         index, phase, verdict = self._culprit(job, marker)
         if phase == GOLD:
             # died on the gold itself: grade the problem as failed-gold (status error) rather
-            # than charge an innocent sample
-            job.gold_failed = True
-            job.gold_note = f"gold answer could not be parsed ({note})"
+            # than charge an innocent sample -- at the second kill: a load spike is no bad gold
+            job.gold_kills += 1
+            if job.gold_kills >= 2:
+                job.gold_failed = True
+                job.gold_note = f"gold answer could not be parsed ({note})"
         elif phase in (VERDICT, CLASS):
             # Results the worker had batched but not sent are lost; they are rerun. The unit in
             # progress is charged here and never rerun: a second run would cost a second timeout.
@@ -411,12 +432,17 @@ class _WorkerPool:
         i = job.next_index()
         return (i, VERDICT, None) if i < len(job.answers) else (-1, IDLE, None)
 
-    @staticmethod
-    def _kill(worker: _Worker) -> None:
+    def _kill(self, worker: _Worker, drain: bool = False) -> None:
         try:
             worker.proc.kill()
             worker.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            if drain:  # messages still in the pipe (a dead writer's data stays readable)
+                by_id = {job.job_id: job for job in worker.queued}
+                while worker.conn.poll():
+                    message = worker.conn.recv()
+                    for item in message if isinstance(message, list) else (message,):
+                        self._handle(worker, item, by_id)
+        except (subprocess.TimeoutExpired, EOFError, OSError):
             pass
         finally:
             worker.conn.close()
