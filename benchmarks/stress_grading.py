@@ -13,8 +13,12 @@ equal extracted answers in a problem share a class, correct answers share one cl
 
 Usage: python benchmarks/stress_grading.py [--rounds 200] [--seed 0] [--timeout 1.0]
        python benchmarks/stress_grading.py --step-timing [--samples RUN/samples.jsonl ...]
+       python benchmarks/stress_grading.py --slow-siblings 4 8 [--timeout 5]
 The second form times trainer-like grading steps (2 problems x 8 completions, timeout 5 s):
 fresh workers per call (what dsdr_train did) vs one reused GradingPool (what it does now).
+The third (issue 24) grades one problem of n distinct slow answers \boxed{(x+k)^{300}} (gold 204;
+each class comparison of two takes seconds) for each n given, and one \boxed{9!!!!!!!} (stuck in
+C code: the worker is killed), with one worker: wall time against the bound n x timeout.
 """
 
 from __future__ import annotations
@@ -153,6 +157,26 @@ def step_timing(args: argparse.Namespace) -> int:
     return 0
 
 
+def slow_siblings(args: argparse.Namespace) -> int:
+    """Wall time of one problem of n distinct slow answers, and of one killed answer (issue 24)."""
+    over = 0
+    with GradingPool(timeout_s=args.timeout, workers=1) as pool:
+        cases = [(f"{n} x (x+k)^300", [f"\\boxed{{(x+{k})^{{300}}}}" for k in range(1, n + 1)])
+                 for n in args.slow_siblings]
+        cases.append(("1 x 9!!!!!!!", ["\\boxed{9!!!!!!!}"]))
+        for name, completions in cases:
+            rows = [{"problem_id": "p", "gold": "204", "completion": c} for c in completions]
+            started = time.perf_counter()
+            graded = grade_samples(rows, progress=False, pool=pool)
+            wall = time.perf_counter() - started
+            bound = len(rows) * args.timeout
+            over += wall > 1.1 * bound + 0.5  # a kill: the timeout, then SIGKILL and a fork
+            statuses = {s: n for s, n in ((s, sum(r["status"] == s for r in graded)) for s in STATUSES) if n}
+            print(f"{name}: {wall:.1f} s (bound n x timeout = {bound:.0f} s), {statuses}, "
+                  f"{len({r['answer_class'] for r in graded})} classes, load avg {os.getloadavg()[0]:.1f}", flush=True)
+    return 1 if over else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
@@ -162,9 +186,13 @@ def main() -> int:
     parser.add_argument("--slow-p", type=float, default=0.01, help="chance of a slow hostile answer per sample")
     parser.add_argument("--step-timing", action="store_true", help="time trainer-like steps: fresh workers vs pool")
     parser.add_argument("--samples", nargs="*", default=[], help="samples.jsonl files to draw completions from")
+    parser.add_argument("--slow-siblings", type=int, nargs="+", default=[], metavar="N",
+                        help="time one problem of N distinct slow answers (and one killed answer)")
     args = parser.parse_args()
     if args.step_timing:
         return step_timing(args)
+    if args.slow_siblings:
+        return slow_siblings(args)
     rng = random.Random(args.seed)
     failures, statuses = 0, {s: 0 for s in STATUSES}
     started = time.perf_counter()

@@ -10,6 +10,13 @@ the body, and reading ``Retry-After`` / ``retry-after-ms``. On top of it, and on
   and a 200 whose body is not a completion object (a broken proxy's HTML, JSON without
   ``choices``) becomes the 502 Bad Gateway it is, marked ``x-dsdr-invalid-response``, so the SDK
   retries it like any other server error.
+* the timeout bounds each whole attempt, not each socket operation: the SDK's ``timeout`` is an
+  httpx timeout per read/write/connect, so a server that trickles one byte every 2 s never trips
+  an 8 s timeout (issue 24: a judge with ``--request-timeout 8 --max-retries 1`` still waited at
+  300 s). ``FailoverHttpClient`` wraps its connection pool's network backend so that every
+  operation of an attempt -- connect, TLS, request write, header and body reads -- waits at most
+  until ``start + timeout``; past it the attempt ends as the SDK's ``APITimeoutError`` and is
+  retried like any timeout.
 * ``RetryPolicyOpenAI`` (an ``openai.OpenAI``) sets the delay between attempts: exponential
   backoff ``base * 2**(r-1)`` capped at ``backoff_max_s`` with equal jitter (a seeded RNG), a
   server's Retry-After as a lower bound capped at ``max_retry_after_s``; where the SDK gives up on
@@ -18,17 +25,21 @@ the body, and reading ``Retry-After`` / ``retry-after-ms``. On top of it, and on
 
 The hooks overridden (``_calculate_retry_timeout``, ``_should_retry``, ``_sleep_for_retry``) are
 those of the SDK's retry loop since openai 1.76 (pyproject's lower bound); the fault-injection
-tests fail loudly if a release renames them (the recorded delays would be missing). Imported only
+tests fail loudly if a release renames them (the recorded delays would be missing). The attempt
+deadline needs the httpx transport's ``_pool`` and its httpcore ``_network_backend`` (httpx
+0.23-0.28, httpx2): a client without them is refused when built, never run unbounded. Imported only
 when a client is built: ``import openai`` stays out of ``dsdr-eval --help``.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -54,14 +65,96 @@ def completion_body_problem(body: bytes) -> str | None:
     return None
 
 
+class _AttemptDeadline(threading.local):
+    """The deadline of the attempt running in this thread (one request runs in one thread)."""
+
+    at: float = math.inf
+
+
+class _DeadlineStream:
+    """An httpcore network stream whose every operation waits at most until the attempt's deadline."""
+
+    def __init__(self, stream: Any, backend: "_DeadlineBackend") -> None:
+        self._stream, self._backend = stream, backend
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._backend.bound(timeout, "ReadTimeout"))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._backend.bound(timeout, "WriteTimeout"))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        stream = self._stream.start_tls(ssl_context, server_hostname, self._backend.bound(timeout, "ConnectTimeout"))
+        return _DeadlineStream(stream, self._backend)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """An httpcore network backend (wrapping the pool's own) that bounds each operation by
+    ``deadline.at``; past it the operation fails at once with httpcore's timeout, which httpx and
+    the SDK turn into ``APITimeoutError``."""
+
+    def __init__(self, backend: Any, deadline: _AttemptDeadline, errors: Any) -> None:
+        self._backend, self._deadline, self._errors = backend, deadline, errors
+
+    def bound(self, timeout: float | None, error: str) -> float | None:
+        remaining = self._deadline.at - time.monotonic()
+        if remaining == math.inf:
+            return timeout
+        if remaining <= 0:
+            raise getattr(self._errors, error)("the attempt exceeded its timeout")
+        return remaining if timeout is None else min(timeout, remaining)
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> _DeadlineStream:
+        stream = self._backend.connect_tcp(host, port, self.bound(timeout, "ConnectTimeout"), local_address,
+                                           socket_options)
+        return _DeadlineStream(stream, self)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> _DeadlineStream:
+        stream = self._backend.connect_unix_socket(path, self.bound(timeout, "ConnectTimeout"), socket_options)
+        return _DeadlineStream(stream, self)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _bound_attempts(transports: list[Any], deadline: _AttemptDeadline) -> None:
+    """Wrap the network backend of each transport's httpcore pool (see the module docstring)."""
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is None:
+            raise RuntimeError(f"cannot bound request attempts: {type(transport).__name__} has no httpcore pool "
+                               "with a network backend (an httpx release this client does not know)")
+        errors = importlib.import_module(type(pool).__module__.split(".")[0])  # httpcore or httpcore2
+        pool._network_backend = _DeadlineBackend(backend, deadline, errors)
+
+
+def _attempt_timeout(request: Any) -> float:
+    """The request's timeout (the SDK's, per attempt): the largest of httpx's per-operation values."""
+    values = [v for v in (request.extensions.get("timeout") or {}).values() if isinstance(v, (int, float))]
+    return max(values) if values else math.inf
+
+
 class FailoverHttpClient(openai.DefaultHttpxClient):
-    """The SDK's HTTP client (its defaults kept) with per-attempt URL failover, an attempt log and
-    malformed-200 detection. ``attempt_log`` is thread-local: ``begin`` it before each request."""
+    """The SDK's HTTP client (its defaults kept) with per-attempt URL failover, an attempt log,
+    malformed-200 detection and a deadline per attempt. ``attempt_log`` is thread-local:
+    ``begin`` it before each request."""
 
     def __init__(self, base_urls: tuple[str, ...], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.base_urls = base_urls
         self.attempt_log = threading.local()
+        self._attempt_deadline = _AttemptDeadline()
+        _bound_attempts([self._transport, *(t for t in self._mounts.values() if t is not None)],
+                        self._attempt_deadline)
 
     def begin(self, start_index: int) -> None:
         """Start a request's log: its first attempt goes to ``base_urls[start_index % n]``."""
@@ -81,6 +174,9 @@ class FailoverHttpClient(openai.DefaultHttpxClient):
         url = self.base_urls[(start + attempt) % len(self.base_urls)]
         state.attempts, state.base_url = attempt + 1, url
         _rebase(request, self.base_urls[0], url)
+        # whole attempt, body included (read inside super().send unless streamed: then it stays
+        # set until this thread's next attempt)
+        self._attempt_deadline.at = time.monotonic() + _attempt_timeout(request)
         response = super().send(request, **kwargs)
         if kwargs.get("stream") or response.status_code != 200 or not request.url.path.endswith("completions"):
             return response

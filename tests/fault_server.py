@@ -29,6 +29,10 @@ Behaviours (strings):
 * ``"garbage"``: 200 with a non-JSON body (``application/json`` content type, HTML inside).
 * ``"garbage_json"``: 200 with valid JSON that is not a completion (no ``choices``).
 * ``"disconnect"``: closes the connection without any response.
+* ``"trickle"``: a valid "ok" response whose body is sent one byte every ``trickle_s`` seconds
+  after the headers; ``"trickle_head"``: the whole response, status line and headers included,
+  one byte every ``trickle_s`` (each byte within any per-read timeout, so only a bound on the
+  whole attempt ends them; the server stops trickling when the client hangs up or it is stopped).
 * ``"echo_auth"``: 400 whose error message contains the request's Authorization header (checks
   that clients redact the key from their error messages).
 
@@ -82,13 +86,15 @@ class FaultServer:
     def __init__(self, script: Iterable[str] = (), default: str = "ok", *,
                  reply: str | Callable[[dict], str] = "ok", delay_s: float = 5.0,
                  retry_after: str | None = None, model: str = "fault-model",
-                 accept_formats: Iterable[str] | None = None, schema_reply: bool = False):
+                 accept_formats: Iterable[str] | None = None, schema_reply: bool = False,
+                 trickle_s: float = 2.0):
         self._script: deque[str] = deque(script)
         self.accept_formats = None if accept_formats is None else frozenset(accept_formats)
         self.schema_reply = schema_reply
         self.default = default
         self.reply = reply
         self.delay_s = delay_s
+        self.trickle_s = trickle_s
         self.retry_after = retry_after
         self.model = model
         self.requests: list[RecordedRequest] = []
@@ -250,6 +256,22 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout): nothing to do
 
+        def _trickle(self, data: bytes, head_too: bool) -> None:
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                    "\r\n").encode()
+            try:
+                if not head_too:
+                    self.wfile.write(head)
+                    self.wfile.flush()
+                for i in range(len(data) + (len(head) if head_too else 0)):
+                    if server._stopped.wait(server.trickle_s):
+                        break
+                    self.wfile.write(((head + data) if head_too else data)[i:i + 1])
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up
+            self.close_connection = True
+
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
             server._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()},
                                            None, None))
@@ -274,7 +296,7 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
             behaviour = server._next_behaviour()
-            if behaviour in ("ok", "timeout") and isinstance(body, dict) and server.refused_format(body):
+            if behaviour in ("ok", "timeout", "trickle", "trickle_head") and isinstance(body, dict) and server.refused_format(body):
                 behaviour = "refused_format"
             server._record(RecordedRequest("POST", self.path, headers, body, behaviour))
             server._enter()
@@ -298,6 +320,9 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             elif behaviour == "timeout":
                 server._stopped.wait(server.delay_s)
                 self._send_json(200, _completion_payload(server, self.path, body))
+            elif behaviour in ("trickle", "trickle_head"):
+                self._trickle(json.dumps(_completion_payload(server, self.path, body)).encode(),
+                              head_too=behaviour == "trickle_head")
             elif behaviour == "garbage":
                 self._send_bytes(200, b"<html><body>502 Bad Gateway (not JSON) {{{</body>")
             elif behaviour == "garbage_json":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,23 @@ def test_faults_are_retried_logged_and_filled_by_a_rerun(tmp_path, data_dir, mon
     for path in out.iterdir():
         assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
     assert read_json(out / "config.json")["backend"]["api_key_env"] == "DSDR_TEST_KEY"
+
+
+def test_request_timeout_bounds_each_attempt_against_a_trickling_server(tmp_path, data_dir, monkeypatch):
+    # Issue 24: a byte every 0.1 s never trips a 0.5 s per-read timeout (a reply takes ~30 s);
+    # the first request's two attempts trickle (body, then headers) and time out at 0.5 s each.
+    monkeypatch.setenv("DSDR_TEST_KEY", SECRET)
+    with FaultServer(script=["trickle", "trickle_head"], default="ok", reply=_gold_reply, trickle_s=0.1) as server:
+        started = time.monotonic()
+        result = _run(tmp_path / "run", data_dir, [server.base_url], server.model, "--max-concurrency", "1",
+                      "--max-retries", "1", "--request-timeout", "0.5", "--retry-backoff", "0")
+        elapsed = time.monotonic() - started
+        attempts = server.completion_requests()
+    assert attempts[1].time - attempts[0].time < 0.5 + 1.0  # the first attempt ended by its 0.5 s
+    assert result.exit_code == 1 and result.n_failed == 1
+    failure = read_jsonl(tmp_path / "run" / "failures.jsonl")[0]
+    assert failure["attempts"] == 2 and "timed out" in failure["error"]
+    assert elapsed < 30, elapsed
 
 
 def test_requests_are_spread_over_several_base_urls(tmp_path, data_dir, monkeypatch):

@@ -130,10 +130,10 @@ def test_status_counts(graded):
 
 
 def test_external_kill_of_a_hung_worker():
-    # With a 0.5 s budget the parent kills the worker stuck in 9^{9^{9^9}} (math-verify's own
-    # alarm only fires after 1 s) and the rest of the problem is still graded on a fresh worker.
+    # With a 0.5 s budget the parent kills the worker stuck in 9!!!!!!! (C code: the worker's own
+    # timer cannot interrupt it) and the rest of the problem is still graded on a fresh worker.
     rows = [{"problem_id": "p", "gold": "5", "completion": c}
-            for c in (r"\boxed{9^{9^{9^{9}}}}", r"\boxed{5}", r"\boxed{6}", r"\boxed{5.0}")]
+            for c in (r"\boxed{9!!!!!!!}", r"\boxed{5}", r"\boxed{6}", r"\boxed{5.0}")]
     rows.append({"problem_id": "q", "gold": "7", "completion": r"\boxed{7}"})
     start = time.perf_counter()
     out = grade_samples(rows, timeout_s=0.5, workers=1, progress=False)

@@ -31,9 +31,9 @@ def test_workers_are_forked_from_one_zygote_and_a_killed_worker_is_replaced_by_a
         assert zygote is not None and zygote.ready
         pids = [w.proc.pid for w in pool._pool.workers]
         assert len(set(pids)) == 2 and all(_parent_pid(pid) == zygote.proc.pid for pid in pids)
-        # 9^{9^{9^9}} is stuck in C code (math-verify's own alarm cannot stop it): the parent's
+        # 9!!!!!!! is stuck in C code (the worker's own timer cannot stop it): the parent's
         # deadline kills the worker, and the replacement is forked from the same zygote.
-        graded = grade_samples(_rows("p", "5", [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{5}"]), pool=pool, progress=False)
+        graded = grade_samples(_rows("p", "5", [r"\boxed{9!!!!!!!}", r"\boxed{5}"]), pool=pool, progress=False)
         assert [r["status"] for r in graded] == ["timeout", "correct"] and "killed" in graded[0]["grade_note"]
         assert pool._pool.respawns >= 1 and pool._pool.zygote is zygote
         new_pids = [w.proc.pid for w in pool._pool.workers]
@@ -70,7 +70,7 @@ def test_a_hang_after_buffered_results_charges_exactly_the_hanging_item():
     mid-problem loses what it had buffered, so the rest of the problem is rerun sending each
     result at once: the finished items keep their verdicts and only the hanging one is charged."""
     quick = [rf"\boxed{{{n}}}" for n in range(1, 13)]  # 12 fast answers, 5 among them
-    rows = _rows("p", "5", quick + [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{\frac{10}{2}}"])
+    rows = _rows("p", "5", quick + [r"\boxed{9!!!!!!!}", r"\boxed{\frac{10}{2}}"])
     rows += _rows("q", "7", [r"\boxed{7}"])
     with GradingPool(timeout_s=0.5, workers=1) as pool:
         graded = grade_samples(rows, pool=pool, progress=False)
@@ -88,3 +88,50 @@ def test_workers_run_the_parents_grader_whatever_the_working_directory(tmp_path,
     monkeypatch.chdir(tmp_path)
     graded = grade_samples(_rows("p", "5", [r"\boxed{5}", r"\boxed{6}"]), timeout_s=5, workers=1, progress=False)
     assert [r["status"] for r in graded] == ["correct", "incorrect"]
+
+
+def test_a_worker_whose_parent_died_before_it_armed_pdeathsig_exits():
+    """The race behind the zygote-death failure under load: a freshly forked worker runs late,
+    its zygote is killed first, and PR_SET_PDEATHSIG armed afterwards never fires -- the orphan
+    served on. ``_die_with_parent`` must notice the parent is gone and exit."""
+    from dsdr_eval.grading.worker import _die_with_parent
+
+    reader, writer = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # the "zygote": forks the "worker" and dies at once
+        try:
+            zygote = os.getpid()
+            if os.fork() == 0:
+                try:
+                    os.close(reader)
+                    deadline = time.monotonic() + 10
+                    while os.getppid() == zygote and time.monotonic() < deadline:
+                        time.sleep(0.01)  # until the parent is gone: the late-scheduled fork
+                    _die_with_parent(zygote)
+                    os.write(writer, b"survived")
+                finally:
+                    os._exit(0)
+        finally:
+            os._exit(0)
+    os.close(writer)
+    os.waitpid(middle, 0)
+    with os.fdopen(reader, "rb") as pipe:
+        assert pipe.read() == b""  # EOF: the orphan exited without serving
+
+
+def test_a_forked_worker_dead_before_it_was_ready_is_forked_again():
+    """What the zygote-death race leaves once orphans exit (above): a worker that dies before the
+    parent read its "ready". It imported nothing itself (the zygote did), so it is no broken
+    install: the pool forks another instead of failing the call."""
+    with GradingPool(timeout_s=5.0, workers=1) as pool:
+        worker = pool._pool.workers[0]
+        worker.proc.kill()
+        worker.proc.wait(timeout=30)
+        try:
+            while True:  # whatever it sent before dying, its "ready" included, is lost
+                worker.conn.recv()
+        except EOFError:
+            pass
+        assert not worker.ready
+        graded = grade_samples(_rows("p", "7", [r"\boxed{7}", "Answer: 3"]), pool=pool, progress=False)
+        assert [r["status"] for r in graded] == ["correct", "incorrect"] and pool._pool.respawns == 1

@@ -8,6 +8,7 @@ import json
 import logging
 import random
 import secrets
+import time
 from pathlib import Path
 
 import pytest
@@ -319,6 +320,27 @@ def test_cli_end_to_end(run_dir, monkeypatch, capsys):
         assert judge_cli.main(args) == 1  # everything failed: non-zero exit, reasons recorded
     assert len(read_jsonl(run_dir / "judge.jsonl")) == 5
     assert json.loads((run_dir / "metrics.json").read_text())["benchmarks"]["math500"]["judge"]["n_failed"] == 2
+
+
+def test_cli_request_timeout_bounds_each_attempt_against_a_trickling_server(run_dir, monkeypatch):
+    """Issue 24: `judge --request-timeout 8 --max-retries 1` against a server trickling one byte
+    every 2 s still waited at 300 s. Here 0.5 s and a byte every 0.1 s (a reply takes ~30 s)."""
+    parser = argparse.ArgumentParser()
+    judge_cli.add_arguments(parser)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FaultServer(default="trickle", reply=GOOD, trickle_s=0.1) as server:
+        args = parser.parse_args([str(run_dir), "--judge-model", "fault-model", "--judge-base-url", server.base_url,
+                                  "--benchmarks", "aime24", "--limit", "1", "--max-rollouts", "2",
+                                  "--request-timeout", "0.5", "--max-retries", "1", "--retry-backoff", "0",
+                                  "--no-progress", "--no-cache"])
+        started = time.monotonic()
+        assert judge_cli.main(args) == 1  # everything failed, and said so
+        elapsed = time.monotonic() - started
+        attempts = server.completion_requests()
+    assert len(attempts) == 2  # one request, two attempts, the first ended by its 0.5 s
+    assert attempts[1].time - attempts[0].time < 0.5 + 1.0 and elapsed < 30, elapsed
+    record = read_jsonl(run_dir / "judge.jsonl")[0]
+    assert "timed out" in json.dumps(record)
 
 
 def test_judge_equivalent_hook():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 
 import pytest
 from fault_server import FaultServer
@@ -65,6 +66,19 @@ def test_timeout_then_timeout_exhausts():
     with FaultServer(default="timeout", delay_s=3.0) as server:
         result = _client(server.base_url, max_retries=1, timeout_s=0.3).complete({"prompt": "x"})
         assert not result.ok and result.error_kind == "timeout" and result.attempts == 2
+
+
+@pytest.mark.parametrize("behaviour", ["trickle", "trickle_head"])
+def test_the_timeout_bounds_each_whole_attempt_against_a_trickling_server(behaviour):
+    """Issue 24: one byte every 0.1 s never trips a per-read timeout of 0.6 s (the body takes
+    ~30 s); each attempt must end at its 0.6 s, whether the body or the headers trickle."""
+    with FaultServer(default=behaviour, trickle_s=0.1) as server:
+        client = _client(server.base_url, max_retries=1, timeout_s=0.6)
+        started = time.monotonic()
+        result = client.complete({"prompt": "x"})
+        elapsed = time.monotonic() - started
+    assert not result.ok and result.error_kind == "timeout" and result.attempts == 2
+    assert elapsed < 2 * 0.6 + 1.0, elapsed
 
 
 def test_retry_after_is_honoured_and_capped():

@@ -13,14 +13,18 @@ Pipeline (all of it safe against hostile completions: nothing is ever evaluated 
    matched to the class representatives, first by a cheap normalised-string key, then (unless
    both are unequal integers) by ``math_verify.verify(rep, answer)``; no match opens a new class.
 4. All math-verify calls run in long-lived worker processes fed over pipes (``worker``, ``pool``).
-   Every call must report back within ``timeout_s``; a worker that does not is SIGKILLed and
-   replaced, the item is marked ``timeout`` and the rest of its problem is resubmitted.
-   math-verify's own ``signal.alarm`` timeouts also run -- workers are main threads -- and catch
-   most slow cases without a respawn: they arrive as its ``TimeoutException`` (``verifier``).
+   Each unit of work -- a problem's gold, each distinct answer with its class comparisons -- must
+   end within ``timeout_s`` of its start as the worker marks it (``marker``), a deadline nothing
+   the worker sends can move; a worker past it is SIGKILLed and replaced, that answer alone is
+   marked ``timeout`` and the rest of its problem is resubmitted. Inside the worker one timer
+   budget per answer (``budget``; workers are main threads) ends most slow cases a little
+   earlier without a respawn, as math-verify's ``TimeoutException`` (``verifier``); class
+   comparisons beyond the answer's or the problem's budget leave a class of its own (``task``).
 
 Modules: ``grade`` (rows in, graded rows out), ``pool`` (the parent's scheduling, deadlines, kill +
 respawn), ``worker`` (the worker process and its zygote), ``task`` (one problem inside a worker),
-``verifier`` (math-verify calls; imported by workers only).
+``marker`` (where a worker is, in shared memory), ``budget`` (the per-answer timer), ``verifier``
+(math-verify calls; imported by workers only).
 """
 
 from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_PROFILES, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS,

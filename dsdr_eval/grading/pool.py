@@ -1,15 +1,17 @@
-"""The parent's side of grading: a pool of killable worker processes with a deadline per call.
+"""The parent's side of grading: a pool of killable worker processes with a deadline per unit of work.
 
 Workers are forked warm from one zygote interpreter (pidfds watch them; Linux >= 5.3), or, where
-the platform lacks that, each is a fresh interpreter. Every math-verify call must report back
-within ``timeout_s``; a worker that does not is SIGKILLed and replaced, the item is marked
-``timeout`` and the rest of its problem is resubmitted. Each worker holds ``_JOBS_IN_FLIGHT``
-problems and sends its results batched (``dsdr_eval.grading.worker``).
+the platform lacks that, each is a fresh interpreter. Each unit of work -- a problem's gold, each
+distinct answer with its class comparisons -- must end within ``timeout_s`` of its start, as the
+worker's marker records it (``dsdr_eval.grading.marker``): a deadline no message can reset, so a
+problem costs at most its distinct answers x ``timeout_s`` (issue 24). A worker past it is
+SIGKILLed and replaced, the answer in progress is marked ``timeout`` (once: it is never rerun)
+and the rest of its problem is resubmitted. Each worker holds ``_JOBS_IN_FLIGHT`` problems and
+sends its results batched (``dsdr_eval.grading.worker``).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import select
 import signal
@@ -24,10 +26,14 @@ from pathlib import Path
 from typing import Callable
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.marker import CLASS, GOLD, IDLE, VERDICT, MarkerBoard, new_marker_fd
 from dsdr_eval.grading.worker import _PipePair
 
 WORKER_MEMORY_LIMIT_BYTES = 4 * 1024**3  # RLIMIT_AS per worker: 9^{9^{9^9}} must not eat the machine
 WORKER_STARTUP_TIMEOUT_S = 180.0  # importing sympy/math-verify on a busy 2-core machine
+# A worker that has not begun the problem sent to it is starved, not hung (nothing slow runs outside
+# a unit of work); at load ~19 on 2 cores, killing such forks at the timeout made problems "error".
+WORKER_PICKUP_TIMEOUT_S = 60.0
 
 
 def _startup_timeout() -> DsdrError:
@@ -55,7 +61,8 @@ class _ProblemJob:
     gold_failed: bool = False
     gold_done: bool = False  # the worker reported on the gold parse
     gold_note: str | None = None
-    eager: bool = False  # rerun after a kill: the worker sends each result at once
+    blind_kills: int = 0  # kills that the worker's marker could not place within this problem
+    gold_kills: int = 0
 
     def __post_init__(self) -> None:
         n = len(self.answers)
@@ -69,7 +76,8 @@ class _ProblemJob:
 
     def task(self) -> tuple:
         start = self.next_index()
-        known = [(self.status[j], self.class_ref[j], self.is_rep[j]) for j in range(start)]
+        known = [(j, self.status[j], self.class_ref[j], self.is_rep[j]) for j in range(len(self.answers))
+                 if self.class_ref[j] is not None]
         return (self.job_id, self.gold, self.forms, start, known, self.gold_failed, self.rel_tol)
 
 
@@ -126,17 +134,18 @@ class _Zygote:
     """The parent's end of ``_zygote_entry``: started at once (its import overlaps the caller's
     extraction); ``fork`` waits for it to be warm the first time."""
 
-    def __init__(self, inner_timeout_s: int) -> None:
+    def __init__(self, inner_timeout_ms: int) -> None:
         ours, theirs = socket.socketpair()
         self.proc = subprocess.Popen(
-            _python_command("_zygote_entry", theirs.fileno(), inner_timeout_s, WORKER_MEMORY_LIMIT_BYTES),
+            _python_command("_zygote_entry", theirs.fileno(), inner_timeout_ms, WORKER_MEMORY_LIMIT_BYTES,
+                            os.getpid()),
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
         theirs.close()
         self.control = ours
         self.ready = False
         self.started = time.monotonic()
 
-    def fork(self) -> tuple[_ForkedProcess, _PipePair]:
+    def fork(self, marker_fd: int) -> tuple[_ForkedProcess, _PipePair]:
         if not self.ready:
             self.control.settimeout(max(0.001, self.started + WORKER_STARTUP_TIMEOUT_S - time.monotonic()))
             try:
@@ -147,7 +156,7 @@ class _Zygote:
                 raise _startup_exit(self.proc.wait())
             self.ready = True
             self.control.settimeout(WORKER_STARTUP_TIMEOUT_S)
-        self.control.sendall(b"F")
+        socket.send_fds(self.control, [b"F"], [marker_fd])
         message, fds, _, _ = socket.recv_fds(self.control, 8, 2)
         if len(message) != 8 or len(fds) != 2:
             for fd in fds:
@@ -166,9 +175,11 @@ class _Zygote:
 class _Worker:
     proc: subprocess.Popen | _ForkedProcess
     conn: _PipePair
-    deadline: float
+    marker: MarkerBoard
+    deadline: float  # of its start-up
     ready: bool = False
     queued: deque = field(default_factory=deque)  # jobs sent, in order; the first is in progress
+    sent_at: float = 0.0  # when it was last sent a job while idle: work starts no earlier
 
     @property
     def job(self) -> _ProblemJob | None:
@@ -179,6 +190,7 @@ class _Worker:
 # parent to read its "done" and answer (a scheduling round trip per problem on a loaded machine,
 # as long as grading a one-sample problem). Only the first one is ever in progress.
 _JOBS_IN_FLIGHT = 2
+_MAX_STARTUP_DEATHS = 3
 
 
 class _WorkerPool:
@@ -191,14 +203,15 @@ class _WorkerPool:
 
     def __init__(self, n_workers: int, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        # math-verify's own alarm (whole seconds) fires a second before the hard deadline, so a
-        # merely slow comparison ends as "timeout" without costing a worker respawn.
-        self.inner_timeout_s = max(1, int(math.ceil(timeout_s)) - 1)
+        # The worker's own budget per unit (grading.budget) ends a second (at most a fifth) before
+        # the hard deadline, so a merely slow answer ends as "timeout" without a worker respawn.
+        self.inner_timeout_ms = max(1, int(1000 * (timeout_s - min(1.0, 0.2 * timeout_s))))
         self.on_progress: Callable[[int], None] = lambda n: None
         self.n_workers = n_workers
-        self.zygote: _Zygote | None = _Zygote(self.inner_timeout_s) if _CAN_FORK_WORKERS else None
+        self.zygote: _Zygote | None = _Zygote(self.inner_timeout_ms) if _CAN_FORK_WORKERS else None
         self.workers: list[_Worker] = [] if self.zygote else [self._spawn() for _ in range(n_workers)]
         self.respawns = 0
+        self.startup_deaths = 0  # forked workers dead before "ready", in a row
 
     def start_workers(self) -> None:
         """Block until all workers exist (they are forked from the zygote once it is warm)."""
@@ -206,24 +219,31 @@ class _WorkerPool:
             self.workers.append(self._spawn())
 
     def _spawn(self) -> _Worker:
+        marker_fd = new_marker_fd()
+        try:
+            marker = MarkerBoard(marker_fd)
+            proc, conn = self._start_worker(marker_fd)
+        finally:
+            os.close(marker_fd)  # the worker has its copy, the parent its mapping
+        return _Worker(proc, conn, marker, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
+
+    def _start_worker(self, marker_fd: int) -> tuple[subprocess.Popen | _ForkedProcess, _PipePair]:
         if self.zygote is not None:
             try:
-                proc, conn = self.zygote.fork()
+                return self.zygote.fork(marker_fd)
             except (OSError, EOFError):  # the zygote died (e.g. the OOM killer): start another
                 self.zygote.close()
-                self.zygote = _Zygote(self.inner_timeout_s)
-                proc, conn = self.zygote.fork()
-            return _Worker(proc, conn, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
+                self.zygote = _Zygote(self.inner_timeout_ms)
+                return self.zygote.fork(marker_fd)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         proc = subprocess.Popen(
-            _python_command("_worker_entry", to_child_r, from_child_w, self.inner_timeout_s,
-                            WORKER_MEMORY_LIMIT_BYTES),
-            pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, close_fds=True)
+            _python_command("_worker_entry", to_child_r, from_child_w, marker_fd, self.inner_timeout_ms,
+                            WORKER_MEMORY_LIMIT_BYTES, os.getpid()),
+            pass_fds=(to_child_r, from_child_w, marker_fd), stdin=subprocess.DEVNULL, close_fds=True)
         os.close(to_child_r)
         os.close(from_child_w)
-        conn = _PipePair(from_child_r, to_child_w)
-        return _Worker(proc, conn, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
+        return proc, _PipePair(from_child_r, to_child_w)
 
     def run(self, jobs: list[_ProblemJob]) -> None:
         try:
@@ -243,6 +263,7 @@ class _WorkerPool:
         for index, worker in enumerate(self.workers):
             if worker.job is not None:
                 self._kill(worker)
+                worker.marker.close()
                 self.workers[index] = self._spawn()
                 self.respawns += 1
 
@@ -254,17 +275,17 @@ class _WorkerPool:
                 while worker.ready and len(worker.queued) < _JOBS_IN_FLIGHT and pending:
                     job = pending.popleft()
                     if not worker.queued:
-                        worker.deadline = time.monotonic() + self.timeout_s
+                        worker.sent_at = time.monotonic()
                     worker.queued.append(job)
                     try:
-                        worker.conn.send((job.eager, job.task()))
+                        worker.conn.send(job.task())
                     except OSError:  # died: this job goes back unharmed, the one in progress is charged
                         worker.queued.pop()
                         pending.appendleft(job)
                         self._replace(worker, pending, reason="error", note="grader worker died")
                         break
             now = time.monotonic()
-            watched = [w.deadline for w in self.workers if w.job is not None or not w.ready]
+            watched = [self._wake_at(w, now) for w in self.workers if w.job is not None or not w.ready]
             wait_s = max(0.0, min(watched) - now) if watched else None
             readable = wait([w.conn.reader for w in self.workers], timeout=wait_s)
             for reader in readable:
@@ -278,23 +299,57 @@ class _WorkerPool:
                         if not conn.poll():
                             break
                 except (EOFError, OSError):
-                    if not worker.ready:
+                    if not worker.ready and not self._may_refork(worker):
                         raise _startup_exit(worker.proc.wait()) from None
                     self._replace(worker, pending, reason="error",
                                   note="grader worker died (crash or out of memory)")
             now = time.monotonic()
             for worker in list(self.workers):
-                if now > worker.deadline and (worker.job is not None or not worker.ready):
+                if (worker.job is not None or not worker.ready) and now > self._deadline(worker):
                     if not worker.ready:
                         raise _startup_timeout()
                     self._replace(worker, pending, reason="timeout",
                                   note=f"math-verify call exceeded {self.timeout_s:g} s; worker killed")
 
+    def _may_refork(self, worker: _Worker) -> bool:
+        """A forked worker that dies before it is ready was killed with its zygote (it exits at
+        once when the zygote died before it armed PDEATHSIG, ``worker._die_with_parent``): fork
+        another from a new zygote. It imported nothing itself, so this is no broken install;
+        a few such deaths in a row are, though."""
+        self.startup_deaths += 1
+        return isinstance(worker.proc, _ForkedProcess) and self.startup_deaths <= _MAX_STARTUP_DEATHS
+
+    def _deadline(self, worker: _Worker) -> float:
+        """Start-up: its own deadline. At work: the start of the unit in progress (the marker of
+        one of its problems) + ``timeout_s``, whatever it sends; before it begins a problem sent
+        to it, ``WORKER_PICKUP_TIMEOUT_S`` from the sending."""
+        if not worker.ready:
+            return worker.deadline
+        marker = worker.marker.read()
+        if self._marked_job(worker, marker) is not None:
+            return marker.started + self.timeout_s
+        return worker.sent_at + max(self.timeout_s, WORKER_PICKUP_TIMEOUT_S)
+
+    def _wake_at(self, worker: _Worker, now: float) -> float:
+        """Its deadline, or soon while it has not begun its problem: once it does, the deadline is
+        the unit's, and a hanging unit sends nothing to wake us (a 0.5 s timeout waited 60 s)."""
+        deadline = self._deadline(worker)
+        if worker.ready and worker.job is not None and self._marked_job(worker, worker.marker.read()) is None:
+            return min(deadline, now + min(0.1, self.timeout_s / 5))
+        return deadline
+
+    @staticmethod
+    def _marked_job(worker: _Worker, marker) -> _ProblemJob | None:
+        """The problem sent to ``worker`` whose unit its marker shows in progress, if any."""
+        if marker is None or marker.phase == IDLE:
+            return None
+        return next((job for job in worker.queued if job.job_id == marker.task_id), None)
+
     def _handle(self, worker: _Worker, message: tuple, by_id: dict[int, _ProblemJob]) -> None:
         kind = message[0]
-        worker.deadline = time.monotonic() + self.timeout_s
         if kind == "ready":
             worker.ready = True
+            self.startup_deaths = 0
             return
         job = worker.job
         if job is None or by_id.get(message[1]) is not job:
@@ -313,52 +368,81 @@ class _WorkerPool:
                 job.notes[i] = job.gold_note
             self.on_progress(job.weights[i])
         elif kind == "class":
-            _, _, i, class_ref, is_rep = message
+            _, _, i, class_ref, is_rep, note = message
             job.class_ref[i], job.is_rep[i] = class_ref, is_rep
+            if note and not job.notes[i]:
+                job.notes[i] = note
         elif kind == "done":
             worker.queued.popleft()
 
     def _replace(self, worker: _Worker, pending: deque, *, reason: str, note: str) -> None:
-        """Kill ``worker``, charge the item it was on, resubmit the rest of its problem (and, unharmed,
-        the problems queued behind it)."""
-        job = worker.job
-        pending.extendleft(reversed(list(worker.queued)[1:]))
-        self._kill(worker)
+        """Kill ``worker``, charge the unit it was on (its marker says which), resubmit the rest
+        of its problem (and, unharmed, the problems queued behind it)."""
+        self._kill(worker, drain=True)  # what it sent before it died still counts
+        marker = worker.marker.read()  # final: the worker is dead
+        worker.marker.close()
         self.workers[self.workers.index(worker)] = self._spawn()
         self.respawns += 1
+        job = self._marked_job(worker, marker) or worker.job
+        pending.extendleft(reversed([other for other in worker.queued if other is not job]))  # unharmed
         if job is None:
             return
-        if not job.eager:
-            # The worker may have died holding buffered results (items it had finished): rerun
-            # the rest of the problem eagerly, so the next death charges exactly its item.
-            job.eager = True
-            pending.appendleft(job)
-            return
-        i = job.next_index()
-        if i < len(job.answers):
-            if job.status[i] is None:
-                if not job.gold_done:
-                    # died on the gold itself: grade the problem as failed-gold (status error)
-                    # rather than charge an innocent sample
-                    job.gold_failed = True
-                    job.gold_note = f"gold answer could not be parsed ({note})"
-                    pending.appendleft(job)
-                    return
-                job.status[i] = reason
-                job.notes[i] = note
-                self.on_progress(job.weights[i])
+        index, phase, verdict = self._culprit(job, marker)
+        if phase == GOLD:
+            # died on the gold itself: grade the problem as failed-gold (status error) rather
+            # than charge an innocent sample -- at the second kill: a load spike is no bad gold
+            job.gold_kills += 1
+            if job.gold_kills >= 2:
+                job.gold_failed = True
+                job.gold_note = f"gold answer could not be parsed ({note})"
+        elif phase in (VERDICT, CLASS):
+            # Results the worker had batched but not sent are lost; they are rerun. The unit in
+            # progress is charged here and never rerun: a second run would cost a second timeout.
+            if job.status[index] is None:
+                if phase == CLASS and verdict is not None:
+                    job.status[index] = verdict
+                    job.notes[index] = f"answer-class comparison failed ({note})"
+                else:
+                    job.status[index] = reason
+                    job.notes[index] = note
+                self.on_progress(job.weights[index])
             else:
-                job.notes[i] = f"answer-class comparison failed ({note})"
-            job.class_ref[i] = i  # a singleton class, never again compared against
+                job.notes[index] = f"answer-class comparison failed ({note})"
+            job.class_ref[index] = index  # a singleton class, never again compared against
+            job.is_rep[index] = False
         if job.next_index() < len(job.answers):
             pending.appendleft(job)
 
     @staticmethod
-    def _kill(worker: _Worker) -> None:
+    def _culprit(job: _ProblemJob, marker) -> tuple[int, int, str | None]:
+        """-> (answer index, phase, verdict) the dead worker was on within ``job``. A marker of
+        another problem (or none) places nothing: the problem is rerun, and a second such kill
+        charges its first unfinished answer (a worker that dies before it marks anything must
+        not loop forever)."""
+        if marker is not None and marker.task_id == job.job_id and marker.phase != IDLE:
+            if marker.phase == GOLD and not job.gold_done:  # done: re-parsing representatives
+                return -1, GOLD, None
+            if marker.phase != GOLD and job.class_ref[marker.index] is None:
+                return marker.index, marker.phase, marker.verdict
+        job.blind_kills += 1
+        if job.blind_kills < 2:
+            return -1, IDLE, None
+        if not job.gold_done:
+            return -1, GOLD, None
+        i = job.next_index()
+        return (i, VERDICT, None) if i < len(job.answers) else (-1, IDLE, None)
+
+    def _kill(self, worker: _Worker, drain: bool = False) -> None:
         try:
             worker.proc.kill()
             worker.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            if drain:  # messages still in the pipe (a dead writer's data stays readable)
+                by_id = {job.job_id: job for job in worker.queued}
+                while worker.conn.poll():
+                    message = worker.conn.recv()
+                    for item in message if isinstance(message, list) else (message,):
+                        self._handle(worker, item, by_id)
+        except (subprocess.TimeoutExpired, EOFError, OSError):
             pass
         finally:
             worker.conn.close()
@@ -372,6 +456,7 @@ class _WorkerPool:
         for worker in self.workers:
             worker.proc.wait()
             worker.conn.close()
+            worker.marker.close()
         if self.zygote is not None:
             self.zygote.close()
 

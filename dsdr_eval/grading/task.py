@@ -3,32 +3,44 @@
 A task is the tuple ``_ProblemJob.task()`` builds: ``(task_id, gold, answers, start, known,
 gold_failed, rel_tol)``, where ``gold`` and ``answers`` are answer_norm's wire forms
 ``(text, mode, items, imaginary_unit)`` and ``(text, items, verdict)``, and ``known`` holds
-``(status, class_ref, is_rep)`` of ``answers[:start]`` (a problem resumed after a worker kill).
+``(i, status, class_ref, is_rep)`` of every answer the parent already holds (a problem resumed
+after a worker kill: ``answers[:start]`` and the answer charged for the kill); those are skipped.
 
-Messages sent back: ``("gold", tid, ok)``, ``("tick", tid)`` after each math-verify call,
-``("verdict", tid, i, status)``, ``("class", tid, i, class_ref, is_rep)``, ``("done", tid)``.
-``class_ref`` is ``GOLD_CLASS`` or the index of the answer representing the class.
+Messages sent back: ``("gold", tid, ok)``, ``("verdict", tid, i, status)``,
+``("class", tid, i, class_ref, is_rep, note)``, ``("done", tid)``. ``class_ref`` is ``GOLD_CLASS``
+or the index of the answer representing the class; ``note`` says why a class was left unresolved.
+
+Cost (issue 24): each answer -- its parse, its comparison with the gold and its class comparisons
+together -- runs under one budget of the worker's timeout (``Verifier.budget``), and the class
+comparisons of one problem share ``CLASS_BUDGET_TIMEOUTS`` timeouts; comparisons beyond either
+leave the answer a class of its own (with a note) instead of costing every later sibling more.
+Before, each of 8 distinct slow answers was compared with every earlier one, each call under its
+own alarm: 124 s for one problem, quadratic in its distinct answers.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Callable
 
 from dsdr_eval import answer_norm
 from dsdr_eval.extraction import answer_key
+from dsdr_eval.grading.marker import CLASS, GOLD, GOLD_INDEX, VERDICT
 
 if TYPE_CHECKING:
+    from dsdr_eval.grading.marker import MarkerBoard
     from dsdr_eval.grading.verifier import Verifier
 
 GOLD_CLASS = -1
 _NO_CLASS = -2  # not matched yet
+CLASS_BUDGET_TIMEOUTS = 4.0  # class comparisons of one problem: at most this many answer budgets
 
 
 class _GoldMatcher:
     """Answers against one gold, in the gold's comparison mode (answer_norm's list rules)."""
 
-    def __init__(self, verifier: "Verifier", gold: tuple, rel_tol: float, tick: Callable[[], None]) -> None:
-        self.verifier, self.rel_tol, self.tick = verifier, rel_tol, tick
+    def __init__(self, verifier: "Verifier", gold: tuple, rel_tol: float) -> None:
+        self.verifier, self.rel_tol = verifier, rel_tol
         self.text, self.mode, self.items, self.imaginary_unit = gold
 
     def gold_parses(self) -> bool:
@@ -71,7 +83,6 @@ class _GoldMatcher:
         if not (g_parsed and a_parsed):
             return False, g_timed_out or a_timed_out
         equal, timed_out = self.verifier.verify(g_parsed, a_parsed, self.rel_tol, self.imaginary_unit)
-        self.tick()
         return equal, timed_out or a_timed_out
 
     def _tuples_equal(self, g_inner: str, a_inner: str) -> tuple[bool, bool]:
@@ -90,47 +101,64 @@ class _GoldMatcher:
 class _AnswerClasses:
     """Answer classes of one problem: correct answers are the gold's class; any other answer joins
     the class of an earlier answer with the same ``answer_key``, else of the first representative
-    math-verify calls equal, else opens a class of its own (represented by it when it parsed)."""
+    math-verify calls equal, else opens a class of its own (represented by it when it parsed).
+    An answer whose comparisons run out of budget (its own, or the problem's ``limit_s``) is a
+    class of its own, not a representative: later answers are never compared with it."""
 
-    def __init__(self, verifier: "Verifier", tick: Callable[[], None]) -> None:
-        self.verifier, self.tick = verifier, tick
+    def __init__(self, verifier: "Verifier", limit_s: float) -> None:
+        self.verifier, self.limit_s = verifier, limit_s
         self.reps: list[tuple[int, list]] = []
         self.key_to_class: dict[str, int] = {}
+        self.spent_s = 0.0  # in class comparisons, this problem
 
-    def resume(self, answers: list[tuple], known: list[tuple]) -> None:
-        """Rebuild the classes of ``answers[:len(known)]`` from what the parent already holds."""
-        for j, (status, class_ref, is_rep) in enumerate(known):
+    def resume(self, answers: list[tuple], known: list[tuple], begin_unit: Callable[[], None]) -> None:
+        """Rebuild the classes of the answers the parent already holds (``(i, status, class_ref,
+        is_rep)``); each representative's parse (cached by the worker that ran it, not by this
+        one) is a unit of work of its own (``begin_unit``: budget and deadline)."""
+        for j, status, class_ref, is_rep in sorted(known):
             if is_rep:
+                begin_unit()
                 self.reps.append((j, self.verifier.parse(answers[j][0])[0]))
             if status != "correct":
                 self.key_to_class.setdefault(answer_key(answers[j][0]), class_ref)
 
-    def assign(self, i: int, answer: str, status: str, pred: list) -> tuple[int, bool]:
-        """-> (class_ref, is_rep) of answer ``i``."""
+    def assign(self, i: int, answer: str, status: str, pred: list) -> tuple[int, bool, str | None]:
+        """-> (class_ref, is_rep, note) of answer ``i``."""
         if status == "correct":
-            return GOLD_CLASS, False
+            return GOLD_CLASS, False, None
         key = answer_key(answer)
         class_ref = self.key_to_class.get(key, _NO_CLASS)
+        note = None
         if class_ref == _NO_CLASS and status == "incorrect" and pred:
-            class_ref = self._matching_rep(pred)
+            class_ref, note = self._matching_rep(pred)
         is_rep = False
         if class_ref == _NO_CLASS:
             class_ref = i
-            is_rep = status == "incorrect" and bool(pred)
+            is_rep = status == "incorrect" and bool(pred) and note is None
             if is_rep:
                 self.reps.append((i, pred))
         self.key_to_class.setdefault(key, class_ref)
-        return class_ref, is_rep
+        return class_ref, is_rep, note
 
-    def _matching_rep(self, pred: list) -> int:
-        for j, rep in self.reps:
+    def _matching_rep(self, pred: list) -> tuple[int, str | None]:
+        for done, (j, rep) in enumerate(self.reps):
             if self.verifier.clearly_different(rep, pred):
                 continue
-            equal, _ = self.verifier.verify(rep, pred)
-            self.tick()
+            if self.verifier.budget.spent() or self.spent_s >= self.limit_s:
+                return _NO_CLASS, self._unresolved(done)
+            started = time.monotonic()
+            equal, timed_out = self.verifier.verify(rep, pred)
+            self.spent_s += time.monotonic() - started
             if equal:
-                return j
-        return _NO_CLASS
+                return j, None
+            if timed_out:  # undecided, not unequal
+                return _NO_CLASS, self._unresolved(done)
+        return _NO_CLASS, None
+
+    def _unresolved(self, compared: int) -> str:
+        whose = "the answer's" if self.verifier.budget.spent() else "the problem's class-comparison"
+        return (f"answer class unresolved: {whose} grading budget was spent after {compared} of "
+                f"{len(self.reps)} classes (a class of its own)")
 
 
 def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool) -> tuple[str, list]:
@@ -139,7 +167,6 @@ def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool) -> tuple[str
     if gold_failed:
         return "error", []
     pred, parse_timed_out = matcher.verifier.parse(answer)
-    matcher.tick()
     if ruled is not None:  # an answer_norm rule decided (disowning box, base, list length)
         return ruled, pred
     equal, verify_timed_out = matcher.matches(answer, items) if pred or items else (False, False)
@@ -148,22 +175,43 @@ def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool) -> tuple[str
     return ("timeout" if parse_timed_out or verify_timed_out else "incorrect"), pred
 
 
-def _run_task(task: tuple, conn, verifier: "Verifier") -> None:
-    """One problem: parse the gold, then verdict + class for answers[start:], streaming results
-    through ``conn`` (a ``_BatchingSender``)."""
+class _NoMarker:
+    def mark(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
+def _run_task(task: tuple, conn, verifier: "Verifier", marker: "MarkerBoard | None" = None) -> None:
+    """One problem: parse the gold, then verdict + class for the answers the parent does not hold,
+    streaming results through ``conn`` (a ``_BatchingSender``) and marking each unit of work on
+    ``marker`` (the parent's deadline and kill accounting, ``dsdr_eval.grading.marker``). Each
+    unit -- the gold, each answer -- gets the worker's timeout as its budget."""
     task_id, gold, answers, start, known, gold_failed, rel_tol = task
+    marker = marker or _NoMarker()
+    unit_s = verifier.timeout_s
 
-    def tick() -> None:
-        conn.send(("tick", task_id))
+    def begin_setup_unit() -> None:  # the gold, or a representative re-parsed after a kill
+        marker.mark(task_id, GOLD_INDEX, GOLD)
+        verifier.budget.start(unit_s)
 
-    matcher = _GoldMatcher(verifier, gold, rel_tol, tick)
-    gold_failed = gold_failed or not matcher.gold_parses()
-    conn.send(("gold", task_id, not gold_failed))
-    classes = _AnswerClasses(verifier, tick)
-    classes.resume(answers, known)
-    for i in range(start, len(answers)):
-        status, pred = _verdict(answers[i], matcher, gold_failed)
-        conn.send(("verdict", task_id, i, status))
-        class_ref, is_rep = classes.assign(i, answers[i][0], status, pred)
-        conn.send(("class", task_id, i, class_ref, is_rep))
-    conn.send(("done", task_id))
+    try:
+        begin_setup_unit()
+        matcher = _GoldMatcher(verifier, gold, rel_tol)
+        gold_failed = gold_failed or not matcher.gold_parses()
+        conn.send(("gold", task_id, not gold_failed))
+        classes = _AnswerClasses(verifier, CLASS_BUDGET_TIMEOUTS * unit_s)
+        classes.resume(answers, known, begin_setup_unit)
+        held = {entry[0] for entry in known}
+        for i in range(start, len(answers)):
+            if i in held:
+                continue
+            started = time.monotonic()
+            marker.mark(task_id, i, VERDICT, started=started)
+            verifier.budget.start(unit_s)
+            status, pred = _verdict(answers[i], matcher, gold_failed)
+            conn.send(("verdict", task_id, i, status))
+            marker.mark(task_id, i, CLASS, status, started=started)  # same budget, same deadline
+            class_ref, is_rep, note = classes.assign(i, answers[i][0], status, pred)
+            conn.send(("class", task_id, i, class_ref, is_rep, note))
+        conn.send(("done", task_id))
+    finally:
+        verifier.budget.stop()

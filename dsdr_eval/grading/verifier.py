@@ -18,6 +18,8 @@ import sympy
 from latex2sympy2_extended import NormalizationConfig
 from math_verify.errors import TimeoutException
 
+from dsdr_eval.grading.budget import CallBudget
+
 _PARSE_CACHE_LIMIT = 20000
 _IMAGINARY_SYMBOL_NAME = "i"
 
@@ -47,8 +49,9 @@ def _silence_math_verify_logs() -> None:
 class Verifier:
     """``parse`` / ``verify`` / ``clearly_different`` as ``_run_task`` calls them (one per worker)."""
 
-    def __init__(self, timeout_s: int) -> None:
+    def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
+        self.budget = CallBudget(timeout_s)  # per answer, not per call (issue 24): see grading.budget
         self._config = _parse_config()
         self._cache: dict[str, tuple[list, bool]] = {}
         _silence_math_verify_logs()
@@ -64,10 +67,11 @@ class Verifier:
         if answer in self._cache:
             return self._cache[answer]
         try:
-            result = (math_verify.parse(_wrap(answer), extraction_config=self._config,
-                                        parsing_timeout=self.timeout_s, raise_on_error=True), False)
+            with self.budget.limit():
+                result = (math_verify.parse(_wrap(answer), extraction_config=self._config,
+                                            parsing_timeout=None, raise_on_error=True), False)
         except TimeoutException:
-            result = ([], True)
+            return [], True  # not cached: a later answer's budget may be larger
         except Exception:  # noqa: BLE001 -- any parse failure of hostile text: nothing parsed
             result = ([], False)
         if len(self._cache) > _PARSE_CACHE_LIMIT:
@@ -98,7 +102,9 @@ class Verifier:
         timed_out = False
         for g, p in itertools.product(gold, pred):
             try:
-                if math_verify.verify(g, p, timeout_seconds=self.timeout_s, raise_on_error=True):
+                with self.budget.limit():
+                    equal = math_verify.verify(g, p, timeout_seconds=None, raise_on_error=True)
+                if equal:
                     return True, timed_out
             except TimeoutException:
                 timed_out = True
