@@ -288,7 +288,8 @@ def _relation_rule(text: str, gold: "GoldForm") -> tuple[str, str | None]:
     if not tokens:
         return text, None
     bounds = [0] + [end for _, end, _ in tokens]
-    sides = [text[start:stop].strip() for start, stop in zip(bounds, [start for start, _, _ in tokens] + [len(text)])]
+    sides = [_EDGE_SPACING_RE.sub("", text[start:stop])
+             for start, stop in zip(bounds, [start for start, _, _ in tokens] + [len(text)])]
     for i, (_, _, name) in enumerate(tokens):  # between two plain numbers: only an equality of equal numbers
         left, right = numeral_value(sides[i]), numeral_value(sides[i + 1])
         if left is not None and right is not None and not (name in _VALUE_RELATIONS and left == right):
@@ -312,10 +313,16 @@ def _relation_rule(text: str, gold: "GoldForm") -> tuple[str, str | None]:
         return text, None
     if any(side[0].isdigit() and not _is_plain_number(side) for side in sides[:-1]):
         return text, "incorrect"  # "2x = 204": a multiple of a name is not its value
-    return " = ".join(sides), None
+    values = [side for side in sides[:-1] if not _is_name(side)]  # "x = 2 \cdot 102 = 204": 2 \cdot 102
+    last = numeral_value(sides[-1])
+    if last is not None and any(numeral_value(side) not in (None, last) for side in values):
+        return text, "incorrect"  # "205 \approx x = 204"
+    return " = ".join(values + sides[-1:]) if values else " = ".join(sides), None
 
 
 MAX_RELATION_TEXT = 400  # a boxed value with its name is short; longer text is left to math-verify
+_SPACING = r"(?:\s|~|\\[,;:! ]|\\q?quad(?![A-Za-z]))"
+_EDGE_SPACING_RE = re.compile(rf"^{_SPACING}+|{_SPACING}+$")  # LaTeX spacing around a relation (\\, \\to \\,)
 
 
 # --- lists ----------------------------------------------------------------------------------------
@@ -461,6 +468,10 @@ def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None =
         if _PLAIN_GROUPED_RE.fullmatch(text):
             text = text.replace(",", "")
     text, verdict = _relation_rule(text, gold)
+    if gold.numeric and verdict is None and "=" in text:  # "x = 10,000": the value's digit groups too
+        name, _, value = text.rpartition("=")
+        if _PLAIN_GROUPED_RE.fullmatch(value.strip()):
+            text = f"{name}= {value.strip().replace(',', '')}"
     if verdict is None and gold.numeric and gold.mode == "single" and _NUMBER_SUBSCRIPT_RE.search(text):
         verdict = "incorrect"  # rule numeric_subscript: 204_{205} is not 204
     if verdict is None and percent != gold.percent and options.percent_as_fraction:

@@ -341,7 +341,8 @@ def g_variable_grouped(g: Gold) -> Iterator[str]:
         digits = f"{int(value):,}"
         yield "x = " + digits.replace(",", "{,}")
         yield "n = " + digits.replace(",", "\\,")
-        yield "N=" + digits.replace(",", "{,}")
+        yield "N=" + digits.replace(",", "{,}") + "."
+        yield "x = " + digits
 
 
 # --- near-misses --------------------------------------------------------------------------------------
