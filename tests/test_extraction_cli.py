@@ -51,9 +51,12 @@ def test_run_and_score_choose_record_and_warn(tmp_path, data_dir, capsys):
     assert {(r["extracted"], r["extraction"]) for r in read_jsonl(out / "graded.jsonl")} == {("7", "gsm8k")}
     assert "no answer" not in capsys.readouterr().err
 
-    # score without --extraction: config.json's profile, again
+    # score without --extraction: config.json's profile, again; the report names it
     score_run_dir(out, progress=False, bootstrap=0, workers=1)
     assert read_json(out / "metrics.json")["provenance"]["grading"]["extraction"] == "gsm8k"
+    report = run_cli("report", str(out), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    assert "extraction profile gsm8k, rules v2" in (tmp_path / "report" / "README.md").read_text()
 
     # score --extraction boxed: every sample has no answer -> one warning naming the profile, an
     # example and the profiles that read it; recorded, and the report says which profile
@@ -65,10 +68,6 @@ def test_run_and_score_choose_record_and_warn(tmp_path, data_dir, capsys):
     assert "gsm8k, flexible (--extraction)" in warning[0]
     assert read_json(out / "metrics.json")["provenance"]["grading"]["extraction"] == "boxed"
     assert read_json(out / "config.json")["extraction"] == "gsm8k"  # an override is not a new run setting
-
-    report = run_cli("report", str(out), "--out", str(tmp_path / "report"))
-    assert report.returncode == 0, report.stderr
-    assert "extraction profile boxed, rules v2" in (tmp_path / "report" / "README.md").read_text()
 
 
 def test_a_wrong_recorded_profile_is_one_line(tmp_path):
