@@ -31,7 +31,10 @@ def _hostile_boxes(gold: str, rng: random.Random) -> list[str]:
         boxes.append(f"{gold} {relation} {wrong}")
     wrong = rng.choice(wrongs)
     boxes += [f"{gold}_{{{wrong}}}", f"{gold}_{wrong}", f"{gold}^{{+1}}_{{-0}}", f"{gold}^{{+0.5}}_{{-0.5}}",
-              f"{gold} _{{2}}", f"x = {wrong} = {gold}", f"{wrong} \\approx x = {gold}", f"2x = {gold}"]
+              f"{gold} _{{2}}", f"x = {wrong} = {gold}", f"{wrong} \\approx x = {gold}", f"2x = {gold}",
+              # not a plain numeral beside the gold: a product, a root, a name
+              f"2 \\cdot {value} \\in {gold}", f"\\sqrt{{{value}}} \\in {gold}", f"x < {gold}", f"x \\cup {gold}",
+              f"n \\mid {gold}", f"x \\le {gold}", f"2 \\cdot {value} \\cup {gold}"]
     return boxes
 
 
@@ -103,6 +106,7 @@ def test_through_the_workers():
     parent-side ones give the verdicts end to end; the percent option is recorded."""
     cases = [("204", a, s) for a, s in [
         ("\\frac{410}{2} = 204", "incorrect"), ("2 \\cdot 102 = 204", "correct"), ("205 = 204", "incorrect"),
+        ("2 \\cdot 103 = 204", "incorrect"), ("205 + 0 = 204", "incorrect"), ("\\sqrt{41616} = 204", "correct"),
         ("204+10^{-8}", "incorrect"), ("204-10^{-9}", "incorrect"), ("204+0", "correct"), ("x = 204", "correct"),
         ("204 \\cup 205", "incorrect"), ("12 \\cdot 17", "correct"), ("204.0", "correct")]]
     cases += [("12", "12^{\\text{th}} \\text{ grade}", "correct"), ("10000", "x = 10{,}000", "correct"),
