@@ -19,7 +19,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-RULES_VERSION = "1"
+from dsdr_eval.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, numeral_value,
+                                     relation_rule, relation_tokens, strip_ordinal)
+
+RULES_VERSION = "2"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases
 
 RULES: dict[str, str] = {
     "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
@@ -30,20 +33,34 @@ RULES: dict[str, str] = {
     "digit_groups": "digit groups joined by \\, \\! {,} thin spaces (10\\,080, 1{,}000) lose the separator; "
                     "a plain-comma grouped number (1,000) only when the gold is a single number",
     "degrees": "degree marks (° ^\\circ ^{\\circ} \\degree, 'degrees') are dropped on both sides",
-    "percent": "a trailing % / \\% is dropped on both sides",
+    "percent": "a trailing % / \\% is dropped on both sides; with the percent_as_fraction option (default) x% also "
+               "equals x/100 (25\\% is \\frac{1}{4} and 25)",
+    "ordinals": "when the gold is a plain number, an ordinal suffix after the answer's number (12^{\\text{th}}, 3rd) "
+                "is dropped",
+    "relations": "a box that relates two values is not a value: between two plain numbers any relation or set "
+                 "operator (205 \\in 204, 205 = 204, 204 \\approx 205) is incorrect unless it is an equality of "
+                 "equal numbers; '=', ':=', \\approx, \\to ... after a name (x = 204, f(3) \\approx 204) give the "
+                 "value on their right, after a non-name it must be that value; for a plain-number gold any other "
+                 "relation or set operator the gold does not use (\\cup, \\in, <, \\mid ...) is incorrect",
+    "numeric_subscript": "when the gold is a plain number, a subscript on the answer's number (204_{205}, "
+                         "204^{+1}_{-0}) is incorrect, except base ten (204_{10})",
     "units": "when the gold is a plain number, trailing units after a number are dropped "
              "(\\text{..}, \\mathrm{..}, bare SI/astro units such as eV, km/s, M_\\odot); never when the gold "
              "has letters (gold 6m keeps its m)",
     "disowning": "a box that negates, disowns or hedges (\\neg, \\text{not}, never, wrong, incorrect, false, "
                  "'3 or 4' for a single-valued gold) is incorrect, unless the gold itself uses the word",
-    "base_subscript": "a gold in base b (52_8): the answer must have the same digits and no or the same base",
+    "base_subscript": "a gold in base b (52_8): the answer must have the same ASCII digits (no Unicode case mapping: "
+                      "the ligature \ufb00 is not FF) and no or the same base",
     "ordered_list": "OlympiadBench answer_type Tuple, or is_multiple_answer with the question naming the "
                     "quantities in order ('values of $b$ and $c$'): items compared in order; a parenthesised "
                     "gold tuple is compared element by element against a parenthesised answer",
     "unordered_list": "other multiple answers: items matched as a multiset ('or'/'and'/';' separate items)",
     "numeric_rel_tol": "two plain numbers are equal iff |a-b| <= rel_tol * max(|a|,|b|) (default 1e-8: "
                        "the same number; a rounded answer only with the rounded-fraction option, 1e-4), replacing "
-                       "math-verify's rounding to 6 decimals (which calls 2.88e-19 and 5e-19 equal)",
+                       "math-verify's rounding to 6 decimals (which calls 2.88e-19 and 5e-19 equal); two exact "
+                       "rationals (integers, written decimals, fractions: 204.000002, \\frac{204000001}{1000000}, "
+                       "204+10^{-8}) are equal only when they are the same number, unless the tolerance is the "
+                       "rounded-fraction option's",
     "imaginary_unit": "when the gold uses i as the imaginary unit, the symbol i is sympy's I on both sides",
     "astro_subscripts": "\\odot / \\oplus / \\sun in a subscript (M_\\odot) become the letters sun / earth "
                         "(latex2sympy cannot parse them)",
@@ -66,6 +83,7 @@ class GradingOptions:
 
     numeric_rel_tol: float = DEFAULT_NUMERIC_REL_TOL
     rounded_fraction_tolerance: bool = False  # True: rel. tol 1e-4 (Qwen2.5-Math), accepts 0.3333 for 1/3
+    percent_as_fraction: bool = True  # x% also equals x/100 (most graders; Qwen2.5-Math's include_percentage)
 
     @property
     def rel_tol(self) -> float:
@@ -89,6 +107,8 @@ class GoldForm:
     imaginary_unit: bool = False
     base: str | None = None
     exempt_words: frozenset[str] = field(default_factory=frozenset)  # disowning words the gold itself uses
+    percent: bool = False  # the gold ended in % (rule percent)
+    relations: frozenset[str] = field(default_factory=frozenset)  # relation tokens the gold uses (rule relations)
 
 
 @dataclass(frozen=True)
@@ -119,8 +139,9 @@ _ASTRO_RE = re.compile(r"_\s*(?:\{\s*\\(?:odot|oplus|sun)\s*\}|\\(?:odot|oplus|s
 _TRAILING_PUNCT_RE = re.compile(r"(?<!\.)(?<!\\)[.,;]\s*$|\\[.,;]\s*$")
 
 
-def normalise(text: str) -> str:
-    """The rules every answer and gold goes through (wrapper ... percent), in a fixed order."""
+def normalise(text: str, *, keep_percent: bool = False) -> str:
+    """The rules every answer and gold goes through (wrapper ... percent), in a fixed order;
+    ``keep_percent``: all but the last (``split_percent`` then takes the % off)."""
     text = text.strip()
     for _ in range(3):  # $\boxed$ content may be wrapped twice: "$$ $x$ $$"
         match = _OUTER_MATH_RE.match(text)
@@ -138,8 +159,15 @@ def normalise(text: str) -> str:
     text = _EXP_TEN_RE.sub(lambda m: "10^{" + m.group(1).replace(" ", "") + "}", text)
     text = _DIGIT_GROUP_RE.sub(lambda m: _GROUP_SEP_RE.sub("", m.group()), text)
     text = _DEGREE_RE.sub("", text)
-    text = _PERCENT_RE.sub("", text)
+    if not keep_percent:
+        text = _PERCENT_RE.sub("", text)
     return _strip_trailing_punct(text.strip())
+
+
+def split_percent(text: str) -> tuple[str, bool]:
+    """(``text`` without a trailing % / \\%, whether it had one)."""
+    stripped = _PERCENT_RE.sub("", text)
+    return (_strip_trailing_punct(stripped.strip()), True) if stripped != text else (text, False)
 
 
 def _strip_trailing_punct(text: str) -> str:
@@ -165,7 +193,6 @@ _UNIT_SEP = r"(?:\s|~|\\,|\\;|\\:|\\!|\\ |/|\\cdot|\.|\*)*"
 _TRAILING_UNITS_RE = re.compile(rf"(?<=[\d}}).\s]){_UNIT_SEP}(?:{_UNIT_ATOM}{_UNIT_POWER}{_UNIT_SEP})+$")
 _TRAILING_MARKUP_UNITS_RE = re.compile(rf"(?<=[\d}}).\s]){_UNIT_SEP}(?:{_MARKUP_UNIT}{_UNIT_POWER}{_UNIT_SEP})+$")
 _LEADING_UNITS_RE = re.compile(r"^(?:\\\$|\$|£|€)\s*")  # \$32 (currency before the number)
-_GOLD_COMMANDS_RE = re.compile(r"\\(?:d?t?frac|sqrt|times|cdot|pi|infty|\$|[,!;: ])")
 
 
 def strip_units(text: str, *, bare: bool = True) -> str:
@@ -178,9 +205,6 @@ def strip_units(text: str, *, bare: bool = True) -> str:
     return stripped or text
 
 
-def _is_plain_number(text: str) -> bool:
-    """No letters left once the numeric commands (\\frac, \\sqrt, \\pi, \\times ...) are removed."""
-    return not re.search(r"[A-Za-z\\]", _GOLD_COMMANDS_RE.sub("", text)) and bool(re.search(r"\d", text))
 
 
 # --- lists ----------------------------------------------------------------------------------------
@@ -287,12 +311,13 @@ _IMAGINARY_RE = re.compile(r"(?<![A-Za-z\\_{])i(?![A-Za-z])(?!\s*[=<>])")
 
 def prepare_gold(gold: str, meta: Mapping[str, Any] | None = None, problem: str | None = None) -> GoldForm:
     """Normalise a gold answer and choose its comparison mode from the benchmark's metadata."""
-    text = normalise(str(gold))
+    text, percent = split_percent(normalise(str(gold), keep_percent=True))
     exempt = frozenset(_disowning_words(text))
+    relations = frozenset(name for _, _, name in relation_tokens(text)) if len(text) <= MAX_RELATION_TEXT else frozenset()
     base = _BASE_RE.match(text)
-    if base and base.group(1).isalnum() and re.fullmatch(r"[0-9A-F]+", base.group(1).upper()):
+    if base and re.fullmatch(r"[0-9A-Fa-f]+", base.group(1)):  # ASCII: no Unicode case mapping (\ufb00)
         return GoldForm(text, mode="base", items=(base.group(1).upper(),), base=base.group(2), exempt_words=exempt)
-    numeric = _is_plain_number(strip_units(text, bare=False)) and "," not in text
+    numeric = is_plain_number(strip_units(text, bare=False)) and "," not in text
     if numeric:
         text = strip_units(text, bare=False)
     imaginary = bool(_IMAGINARY_RE.search(text))
@@ -301,17 +326,18 @@ def prepare_gold(gold: str, meta: Mapping[str, Any] | None = None, problem: str 
     if len(items) == 1 and wrapped and str((meta or {}).get("answer_type")) == "Tuple":
         # one ordered tuple "(2,4)" (also when is_multiple_answer): its elements, in order
         return GoldForm(text, mode="ordered", items=tuple(split_top_level(wrapped[1])), imaginary_unit=imaginary,
-                        exempt_words=exempt)
+                        exempt_words=exempt, percent=percent, relations=relations)
     mode = list_mode(items, meta, problem)
     if mode == "single":
         items = []
     return GoldForm(text, mode=mode, items=tuple(items), numeric=numeric, imaginary_unit=imaginary,
-                    base=None, exempt_words=exempt)
+                    base=None, exempt_words=exempt, percent=percent, relations=relations)
 
 
-def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
+def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None = None) -> AnswerForm:
     """Normalise an extracted answer against ``gold``; some rules decide the verdict outright."""
-    text = normalise(str(answer))
+    options = options or GradingOptions()
+    text, percent = split_percent(normalise(str(answer), keep_percent=True))
     words = _disowning_words(text) - gold.exempt_words
     if gold.mode in ("ordered", "unordered"):
         words -= {"or"}  # "1 or 3" lists the values of a multiple answer
@@ -320,9 +346,22 @@ def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
     if gold.mode == "base":
         return _compare_base(text, gold)
     if gold.numeric:
-        text = strip_units(text)
+        text = strip_units(strip_ordinal(text))
         if _PLAIN_GROUPED_RE.fullmatch(text):
             text = text.replace(",", "")
+    text, verdict = relation_rule(text, gold.relations, mode=gold.mode, numeric=gold.numeric)
+    if gold.numeric and verdict is None and "=" in text:  # "x = 10,000": the value's digit groups too
+        name, _, value = text.rpartition("=")
+        if _PLAIN_GROUPED_RE.fullmatch(value.strip()):
+            text = f"{name}= {value.strip().replace(',', '')}"
+    if verdict is None and gold.numeric and gold.mode == "single" and has_number_subscript(text):
+        verdict = "incorrect"  # rule numeric_subscript: 204_{205} is not 204
+    if verdict is None and percent != gold.percent and options.percent_as_fraction:
+        verdict = _percent_as_fraction(text, percent, gold)
+    if verdict is None and gold.mode == "single" and options.rel_tol <= DEFAULT_NUMERIC_REL_TOL:
+        verdict = _exact_numerals(text, gold)
+    if verdict is not None:
+        return AnswerForm(text, verdict=verdict)
     if gold.mode == "single":
         return AnswerForm(text)
     items = _answer_items(text, ordered=gold.mode == "ordered")
@@ -335,13 +374,35 @@ def prepare_answer(answer: str, gold: GoldForm) -> AnswerForm:
     return AnswerForm(text, tuple(items), verdict="incorrect")  # rule ordered_list: wrong number of items
 
 
+def _percent_as_fraction(text: str, answer_percent: bool, gold: GoldForm) -> str | None:
+    """Rule percent, option percent_as_fraction: one side ended in % -> "correct" when x% = x/100
+    makes the two plain numerals equal; otherwise None (x% = x is then checked as before)."""
+    answer_value, gold_value = numeral_value(text), numeral_value(gold.text)
+    if answer_value is None or gold_value is None:
+        return None
+    if answer_percent:
+        return "correct" if answer_value / 100 == gold_value else None
+    return "correct" if gold_value / 100 == answer_value else None
+
+
+def _exact_numerals(text: str, gold: GoldForm) -> str | None:
+    """Rule numeric_rel_tol for two written numerals: exact, on the text as written (a parser's
+    floats keep ~15 digits: 204.0000000000001 would become 204) -> "incorrect" when they differ,
+    else None (math-verify confirms)."""
+    answer_value, gold_value = numeral_value(text), numeral_value(gold.text)
+    if answer_value is None or gold_value is None or answer_value == gold_value:
+        return None
+    return "incorrect"
+
+
 def _compare_base(text: str, gold: GoldForm) -> AnswerForm:
     match = _BASE_RE.match(text) or _BASE_WORD_RE.match(text)
     if match:
-        digits, base = match.group(1).upper(), next(g for g in match.groups()[1:] if g)
+        digits, base = match.group(1), next(g for g in match.groups()[1:] if g)
     else:
-        digits, base = text.strip().upper(), gold.base
-    correct = digits == gold.items[0] and base == gold.base
+        digits, base = text.strip(), gold.base
+    # ASCII digits only: str.upper() maps the ligature \ufb00 to "FF" and \u017f to "S"
+    correct = bool(re.fullmatch(r"[0-9A-Za-z]+", digits)) and digits.upper() == gold.items[0] and base == gold.base
     return AnswerForm(text, verdict="correct" if correct else "incorrect")  # rule base_subscript
 
 

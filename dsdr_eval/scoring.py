@@ -25,6 +25,7 @@ from dsdr_eval.samples import GradedSample, SamplesFile, graded_from_grader
 
 DISAGREEMENTS = "disagreements.jsonl"  # every sample where our verdict differs from the source tool's
 NO_ANSWER_WARN_FRACTION = 0.2  # above this share of no_answer in a benchmark, the profile is probably wrong
+NO_ANSWER_MIN_SAMPLES = 5  # fewer samples tell a truncated output from a wrong convention too poorly to warn
 
 
 class ScoredRun(NamedTuple):
@@ -126,16 +127,17 @@ def disagreement_records(graded: list[GradedSample]) -> list[dict[str, Any]]:
 
 def no_answer_warnings(graded: list[GradedSample], extraction: str,
                        threshold: float = NO_ANSWER_WARN_FRACTION) -> list[str]:
-    """One line per benchmark where more than ``threshold`` of the samples have no answer under
-    ``extraction``: the share, the profile, the end of one such completion and the profiles that
-    do find an answer in it -- a wrong answer convention must never be a silent 0 %."""
+    """One line per benchmark (of at least ``NO_ANSWER_MIN_SAMPLES`` samples) where more than
+    ``threshold`` of the samples have no answer under ``extraction``: the share, the profile, the end
+    of one such completion and the profiles that do find an answer in it -- a wrong answer
+    convention must never be a silent 0 %."""
     per_benchmark: dict[str, list[GradedSample]] = {}
     for record in graded:
         per_benchmark.setdefault(record.sample.benchmark, []).append(record)
     messages = []
     for benchmark, records in per_benchmark.items():
         missing = [record for record in records if record.status == "no_answer"]
-        if len(missing) <= threshold * len(records):
+        if len(missing) <= threshold * len(records) or len(records) < NO_ANSWER_MIN_SAMPLES:
             continue
         example = missing[0]
         others = [name for name in EXTRACTION_PROFILES

@@ -295,6 +295,56 @@ def g_subscript_braces(g: Gold) -> Iterator[str]:
         yield _SUBSCRIPT_RE.sub(r"\1_\2", g.answer)
 
 
+def _ordinal_suffix(n: int) -> str:
+    return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+def g_ordinal_unit(g: Gold) -> Iterator[str]:
+    """A whole-number gold boxed as an ordinal, with a unit word (a real Qwen3 box: 12^{\\text{th}} \\text{ grade})."""
+    if _INT_RE.match(g.answer.strip()) and int(g.answer) > 0:
+        n = int(g.answer)
+        suffix = _ordinal_suffix(n)
+        words = ("grade", "place", "day", "term", "floor")
+        word = words[n % len(words)]
+        yield f"{n}^{{\\text{{{suffix}}}}} \\text{{ {word}}}"
+        yield f"{n}^{{\\text{{{suffix}}}}}"
+        yield f"{n}^{{{suffix}}}"
+        yield f"{n}{suffix}"
+        yield f"{n}\\text{{{suffix}}} \\text{{ {word}}}"
+
+
+def g_percent_of_fraction(g: Gold) -> Iterator[str]:
+    """A fraction or decimal gold in (0, 1) written as a percentage (25\\% for \\frac{1}{4})."""
+    from fractions import Fraction
+
+    text = g.answer.strip()
+    frac = _FRAC_RE.match(text)
+    if frac:
+        value = Fraction(int(frac.group(2)), int(frac.group(3))) * (-1 if frac.group(1) else 1)
+    elif _PLAIN_NUM_RE.match(text) and not _INT_RE.match(text):
+        value = Fraction(text)
+    else:
+        return
+    percent = value * 100
+    if not 0 < value < 1 or (percent * 10000).denominator != 1:  # a terminating percentage, <= 4 decimals
+        return
+    digits = f"{float(percent):.4f}".rstrip("0").rstrip(".")
+    if Fraction(digits) == percent:
+        yield f"{digits}\\%"
+        yield f"{digits}%"
+
+
+def g_variable_grouped(g: Gold) -> Iterator[str]:
+    """'x = 10{,}000': a name, then a number with LaTeX digit groups."""
+    value = _value(g.answer)
+    if value is not None and _INT_RE.match(g.answer) and abs(value) >= 1000:
+        digits = f"{int(value):,}"
+        yield "x = " + digits.replace(",", "{,}")
+        yield "n = " + digits.replace(",", "\\,")
+        yield "N=" + digits.replace(",", "{,}") + "."
+        yield "x = " + digits
+
+
 # --- near-misses --------------------------------------------------------------------------------------
 
 def _reverse_tuple(item: str) -> str | None:
@@ -410,6 +460,33 @@ def n_close_number(g: Gold) -> Iterator[str]:
         yield _fmt(value * 1.003)
 
 
+def n_relation_to_gold(g: Gold) -> Iterator[str]:
+    """A wrong value related to the gold by a relation or set operator (205 \\in 204, 204 \\approx 205):
+    the box mentions the gold but its value is not the gold's."""
+    value = _value(g.answer)
+    if value is None or not _INT_RE.match(g.answer.strip()):
+        return
+    wrong = str(int(value) + 1)
+    a = g.answer.strip()
+    for op in ("\\in", "\\cup", "\\to", "\\sim", ":=", "=", "\\approx", "\\cap", "\\setminus", "\\mapsto",
+               "\\Rightarrow", "\\equiv", "\\subset", "\\ne", "<", "\\le", "\\mid"):
+        yield f"{wrong} {op} {a}"
+    yield f"{a} \\approx {wrong}"
+    yield f"{a}_{{{wrong}}}"
+    yield f"{a}^{{+1}}_{{-0}}"
+
+
+def n_exact_rational_off(g: Gold) -> Iterator[str]:
+    """An exact number within 1e-8 (relative) of an integer gold: not the same number."""
+    if not _INT_RE.match(g.answer.strip()) or int(g.answer) == 0:
+        return
+    n = int(g.answer)
+    yield f"{n}.000000001"
+    yield f"\\frac{{{n * 1000000000 + 1}}}{{1000000000}}"
+    yield f"{n}+10^{{-9}}"
+    yield f"{n}-10^{{-10}}"
+
+
 def n_rounded_fraction(g: Gold) -> Iterator[str]:
     """A fraction gold rounded to 4 decimals: rejected by default (math-verify), accepted by the
     Qwen2.5-Math convention (rel. tol 1e-4, an option)."""
@@ -429,6 +506,8 @@ EQUIVALENT: dict[str, Callable[[Gold], Iterator[str]]] = {
     "percent": g_percent, "reordered_set": g_reordered_set, "latex_cosmetics": g_spacing_and_frac,
     "fixed_gold": g_fixed_gold, "variable_prefix": g_variable_prefix, "sci_of_plain": g_sci_of_plain,
     "choice_letter": g_choice_letter, "subscript_braces": g_subscript_braces,
+    "ordinal_unit": g_ordinal_unit, "percent_of_fraction": g_percent_of_fraction,
+    "variable_grouped": g_variable_grouped,
 }
 NEAR_MISS: dict[str, Callable[[Gold], Iterator[str]]] = {
     "reversed_ordered": n_reversed_ordered, "dropped_unit_variable": n_dropped_unit_variable,
@@ -437,6 +516,7 @@ NEAR_MISS: dict[str, Callable[[Gold], Iterator[str]]] = {
     "close_number": n_close_number, "rounded_fraction_default": n_rounded_fraction,
     "number_times_symbol": n_number_times_symbol, "sign_flip": n_sign_flip,
     "interval_bracket_swap": n_interval_bracket_swap, "wrong_subscript": n_wrong_subscript,
+    "relation_to_gold": n_relation_to_gold, "exact_rational_off": n_exact_rational_off,
 }
 
 
@@ -484,10 +564,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=None, help="answers per class (default: all)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--failures", type=int, default=5, help="failures listed per class")
+    parser.add_argument("--classes", default=None, help="comma-separated class names (default: all)")
     args = parser.parse_args(argv)
     from dsdr_eval.grading import grade_samples
 
     cases = generate(load_golds(), per_class=args.sample)
+    if args.classes:
+        cases = [case for case in cases if case.klass in args.classes.split(",")]
     start = time.perf_counter()
     graded = grade_samples(to_rows(cases), timeout_s=10.0, workers=args.workers, progress=False)
     table = class_table(cases, graded)

@@ -67,7 +67,7 @@ def print_agreement(agreement: dict[str, Any] | None, out: Path | None = None) -
     print(f"agreement with the source's grader: {agreement['n_agree']}/{agreement['n_compared']} "
           f"({100 * agreement['fraction']:.1f}%), {agreement['n_disagree']} disagree")
     for item in agreement["disagreements"]:
-        print(f"  {'/'.join(map(str, item['key']))}: ours {'correct' if item['ours'] else 'incorrect'} "
+        print(f"  {tuple(item['key'])}: ours {'correct' if item['ours'] else 'incorrect'} "
               f"({clip(item['extracted'], _SHOWN_CHARS)}), source {'correct' if item['source'] else 'incorrect'} "
               f"({clip(item['source_extracted'], _SHOWN_CHARS)})")
     listed = agreement.get("disagreements_file")

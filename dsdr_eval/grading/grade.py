@@ -87,7 +87,7 @@ def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> _Proble
     text = problem["problem"] if isinstance(problem["problem"], str) else None
     gold = answer_norm.prepare_gold(problem["gold"], meta, text)
     answers = list(problem["answers"])
-    forms = [answer_norm.wire_answer(answer_norm.prepare_answer(answer, gold)) for answer in answers]
+    forms = [answer_norm.wire_answer(answer_norm.prepare_answer(answer, gold, options)) for answer in answers]
     return _ProblemJob(job_id, answer_norm.wire_gold(gold), answers, list(problem["answers"].values()), forms,
                        options.rel_tol)
 

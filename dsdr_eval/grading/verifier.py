@@ -18,6 +18,7 @@ import sympy
 from latex2sympy2_extended import NormalizationConfig
 from math_verify.errors import TimeoutException
 
+from dsdr_eval.answer_norm import DEFAULT_NUMERIC_REL_TOL
 from dsdr_eval.grading.budget import CallBudget
 
 _PARSE_CACHE_LIMIT = 20000
@@ -87,12 +88,15 @@ class Verifier:
             if imaginary_unit:  # rule imaginary_unit: every symbol named i is sympy's I
                 gold, pred = ([_with_imaginary_unit(x) for x in side] for side in (gold, pred))
             pred = _same_named_symbols(gold, pred)
-            numbers = _real_numbers(gold, pred) if rel_tol is not None else None
+            if rel_tol is not None and not any(isinstance(x, sympy.core.relational.Relational) for x in gold):
+                pred = _numeric_equalities(pred, rel_tol)
+                if not pred:
+                    return False, False
+            equal = _same_number(gold[0] if gold else None, pred[0], rel_tol) if rel_tol is not None else None
         except Exception:  # noqa: BLE001 -- sympy failed on the rewrite: not comparable
             return False, False
-        if numbers is not None:
-            a, b = numbers
-            return abs(a - b) <= rel_tol * max(abs(a), abs(b)), False
+        if equal is not None:
+            return equal, False
         return self._verify_pairs(gold, pred)
 
     def _verify_pairs(self, gold: list, pred: list) -> tuple[bool, bool]:
@@ -150,14 +154,39 @@ def _with_imaginary_unit(expr):
     return expr.xreplace(subs) if subs else expr
 
 
-def _real_numbers(gold: list, pred: list) -> tuple[float, float] | None:
+def _numeric_equalities(pred: list, rel_tol: float) -> list:
+    """Rule relations, worker side: an equality of two numbers (``\\frac{410}{2} = 204``, which
+    math-verify reads as its right side) is its value only when both sides are the same number;
+    otherwise it is dropped. ``x = 204`` (a name on the left) is left to math-verify."""
+    out = []
+    for x in pred:
+        if isinstance(x, sympy.Eq) and _plain_number(x.lhs) and _plain_number(x.rhs):
+            if not _same_number(x.lhs, x.rhs, rel_tol):
+                continue
+            x = x.rhs
+        out.append(x)
+    return out
+
+
+def _plain_number(expr) -> bool:
+    return isinstance(expr, sympy.Expr) and not expr.free_symbols and bool(expr.is_number)
+
+
+def _same_number(a, b, rel_tol: float) -> bool | None:
+    """Rule numeric_rel_tol for two plain numbers, else None. Two exact rationals (integers,
+    written decimals, fractions, powers of ten) are equal only when equal -- ``204.000002`` is not
+    ``204`` -- unless the tolerance is looser than the default (the rounded-fraction option);
+    otherwise ``|a-b| <= rel_tol * max(|a|, |b|)``."""
+    if not (_plain_number(a) and _plain_number(b)):
+        return None
+    if any(not (p.exp.is_Number and abs(p.exp) <= 400) for expr in (a, b) for p in expr.atoms(sympy.Pow)):
+        return None  # 9^{9^{9^9}}: never evaluate outside math-verify's own timeout
+    if rel_tol <= DEFAULT_NUMERIC_REL_TOL:
+        exact = [_as_rational(expr) for expr in (a, b)]
+        if exact[0] is not None and exact[1] is not None:
+            return exact[0] == exact[1]
     values = []
-    for side in (gold, pred):
-        expr = side[0] if side else None
-        if not isinstance(expr, sympy.Expr) or expr.free_symbols or not expr.is_number:
-            return None
-        if any(not (p.exp.is_Number and abs(p.exp) <= 400) for p in expr.atoms(sympy.Pow)):
-            return None  # 9^{9^{9^9}}: never evaluate outside math-verify's own timeout
+    for expr in (a, b):
         try:
             value = complex(expr.evalf(30))
         except (TypeError, ValueError, OverflowError):
@@ -165,4 +194,19 @@ def _real_numbers(gold: list, pred: list) -> tuple[float, float] | None:
         if value.imag != 0 or not math.isfinite(value.real):
             return None
         values.append(value.real)
-    return values[0], values[1]
+    x, y = values
+    return abs(x - y) <= rel_tol * max(abs(x), abs(y))
+
+
+def _as_rational(expr):
+    """The exact rational an expression of integers, written decimals and integer powers denotes
+    (a Float is the decimal it was written as), else None."""
+    if any(p.base.atoms(sympy.Pow) or p.exp.atoms(sympy.Pow) for p in expr.atoms(sympy.Pow)):
+        return None  # nested powers: their exact value can have millions of digits
+    floats = expr.atoms(sympy.Float)
+    if floats:
+        expr = expr.xreplace({f: sympy.Rational(str(f)) for f in floats})
+    if not all(isinstance(atom, sympy.Rational) for atom in expr.atoms(sympy.Number)) or expr.atoms(sympy.Function):
+        return None
+    expr = expr.doit()  # math-verify keeps 204 + 10^{-8} unevaluated
+    return expr if isinstance(expr, sympy.Rational) else None
