@@ -31,7 +31,7 @@ def test_import_score_diversity_report(tmp_path, data_dir, capsys):
     assert f"agreement with the source's grader: {9 - len(differ)}/9" in out
     # the fixture's third completion states the gold without \boxed: graders differ on it, and say so
     assert differ and all(r["sample_idx"] == 2 for r in differ)
-    assert f"math500/sampling/{differ[0]['problem_id']}/2: ours correct" in out  # i21-grading's one-line format
+    assert f"('math500', 'sampling', '{differ[0]['problem_id']}', 2): ours correct" in out  # one clipped line each
 
     compute_run_diversity(run, encoder=BagOfWordsEncoder(), progress=False)
     metrics = json.loads((run / "metrics.json").read_text())
