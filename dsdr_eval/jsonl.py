@@ -22,7 +22,8 @@ import json
 import math
 import os
 import re
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -242,13 +243,33 @@ def _decode_line(decoder: _Decoder, line: bytes, where: str) -> dict[str, Any]:
     return record
 
 
-def read_bytes(path: str | Path, *, context: str = "") -> bytes:
-    """The whole file (DsdrError ``FILE: file not found`` when absent)."""
+MAX_JSON_BYTES = 64 << 20  # a JSON document of a run directory (config / metrics / sweep.json) is kilobytes
+
+
+def read_bytes(path: str | Path, *, context: str = "", max_bytes: int | None = None) -> bytes:
+    """The whole of a regular file: DsdrError ``FILE: reason`` when absent, not a regular file (a
+    directory, a FIFO that would block, a device like /dev/zero that never ends), unreadable, or
+    (with ``max_bytes``) larger than that."""
     path = Path(path)
-    if not path.exists():
-        raise DsdrError(f"{context}{path}: file not found")
-    with path.open("rb") as fh:
-        return fh.read()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO never waits
+    except FileNotFoundError:
+        raise DsdrError(f"{context}{path}: file not found") from None
+    except OSError as exc:
+        raise DsdrError(f"{context}{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or (max_bytes is not None and info.st_size > max_bytes):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise DsdrError(f"{context}{path}: a directory; expected a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise DsdrError(f"{context}{path}: not a regular file (a FIFO, device or socket); expected a file")
+        raise DsdrError(f"{context}{path}: {info.st_size} bytes, over the {max_bytes}-byte limit for this file")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return fh.read()
+        except OSError as exc:
+            raise DsdrError(f"{context}{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
 
 
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
@@ -384,20 +405,48 @@ def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, fsync: 
     return data.count(b"\n")
 
 
-def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``.
+def atomic_temp(path: Path, chunks: Iterable[bytes]) -> Path:
+    """Write ``chunks`` (flushed to disk) to a new temp file beside ``path``; returns the temp's path.
 
-    On any failure (including an interrupt) the temp file is removed and ``path`` is untouched."""
+    The temp is created with mode 0666 less the umask, like any file the process creates (not
+    mkstemp's 0600: the renamed file keeps the temp's mode). On any failure (a full disk, an
+    interrupt) the temp is removed and the exception raised."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
-        os.replace(tmp_name, path)
+            fh.flush()
+            os.fsync(fh.fileno())  # a rename must not publish a file whose data is not on disk yet
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    return tmp
+
+
+def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``.
+
+    On any failure (including an interrupt) the temp file is removed and ``path`` is untouched."""
+    tmp = atomic_temp(path, chunks)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def jsonl_chunks(records: Iterable[Any]) -> Iterator[bytes]:
+    """Records as JSONL lines (bytes), one at a time (``rundir.commit_files`` takes them)."""
+    for record in records:
+        yield _encode_line(record) + b"\n"
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
@@ -419,18 +468,19 @@ def write_json(path: str | Path, obj: Any) -> None:
     _atomic_write(Path(path), [_encode_line(obj, indent=2, sort_keys=False) + b"\n"])
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """One JSON document (a run directory's config / metrics / sweep.json): DsdrError ``FILE: reason``
+    for anything but a regular file of at most ``max_bytes`` holding valid UTF-8 JSON."""
     path = Path(path)
-    if not path.exists():
-        raise DsdrError(f"{path}: file not found")
+    raw = read_bytes(path, max_bytes=max_bytes)
     try:
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
+        return json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise DsdrError(f"{path}: not valid UTF-8 (byte offset {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise DsdrError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
-    except (ValueError, RecursionError) as exc:
-        raise DsdrError(f"{path}: invalid JSON ({exc})") from None
+        raise DsdrError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise DsdrError(f"{path}: invalid JSON ({type(exc).__name__}: {str(exc)[:100]})") from None
 
 
 def to_json_safe(value: Any) -> Any:

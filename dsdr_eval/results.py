@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from typing import Any, Callable
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.jsonl import read_json
+from dsdr_eval.jsonl import json_type, read_json
 from dsdr_eval.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample, read_graded
 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
@@ -59,12 +61,30 @@ def order_benchmarks(names) -> list[str]:
 # ----------------------------------------------------------------------------- field checks
 
 def _number(value: Any, where: str) -> float | None:
-    """A metric value: a JSON number, or null (= undefined)."""
+    """A finite JSON number, or null (= undefined). NaN / Infinity (which Python's json reads) are
+    refused: a table would print them as numbers."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DsdrError(f"{where}: must be a number or null (got {type(value).__name__} {str(value)[:40]!r})")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        number = math.inf
+    if not math.isfinite(number):
+        raise DsdrError(f"{where}: must be a finite number or null (got {str(value)[:40]})")
+    return number
+
+
+def _fraction(value: Any, where: str) -> float | None:
+    """An accuracy metric: a fraction in [0, 1] (metrics.json holds fractions; tables show percent)."""
+    number = _number(value, where)
+    if number is not None and not 0.0 <= number <= 1.0:
+        raise DsdrError(f"{where}: must be a fraction in [0, 1] or null (got {value})")
+    return number
+
+
+_K_KEY = re.compile(r"[1-9][0-9]{0,8}")  # ASCII digits only ("²".isdigit() is True), at most 9 of them
 
 
 def _count(value: Any, where: str) -> int | None:
@@ -82,11 +102,14 @@ def _object(value: Any, where: str) -> dict[str, Any]:
 
 
 def _interval(value: Any, where: str) -> tuple[float, float] | None:
+    """A 95% CI of a fraction: [lo, hi] with 0 <= lo <= hi <= 1 (or null, or a null bound: undefined)."""
     if value is None:
         return None
     if not isinstance(value, list) or len(value) != 2:
         raise DsdrError(f"{where}: must be [lo, hi] (got {str(value)[:40]})")
-    lo, hi = _number(value[0], f"{where}[0]"), _number(value[1], f"{where}[1]")
+    lo, hi = _fraction(value[0], f"{where}[0]"), _fraction(value[1], f"{where}[1]")
+    if lo is not None and hi is not None and lo > hi:
+        raise DsdrError(f"{where}: lower bound {lo} is above upper bound {hi}")
     return None if lo is None or hi is None else (lo, hi)
 
 
@@ -100,8 +123,10 @@ def _flat(entry: dict[str, Any], where: str, read: Callable[[Any, str], Any]) ->
         if f"{family}@k" not in entry:
             continue
         for k, value in _object(entry[f"{family}@k"], f"{where}.{family}@k").items():
-            if not str(k).isdigit():
-                raise DsdrError(f"{where}.{family}@k: key {k!r} must be a positive integer k")
+            if not _K_KEY.fullmatch(str(k)):
+                shown = repr(k) if len(str(k)) <= 20 else f"of {len(str(k))} characters"
+                raise DsdrError(f"{where}.{family}@k: key {shown} must be a positive integer k "
+                                "(ASCII digits, at most 9)")
             if (value := read(value, f"{where}.{family}@k.{k}")) is not None:
                 flat[f"{family}@{int(k)}"] = value
     return flat
@@ -131,7 +156,7 @@ class Scores:
     @classmethod
     def read(cls, entry: dict[str, Any], where: str) -> Scores:
         ci = _object(entry["ci95"], f"{where}.ci95") if entry.get("ci95") is not None else {}
-        return cls(_flat(entry, where, _number), _flat(ci, f"{where}.ci95", _interval))
+        return cls(_flat(entry, where, _fraction), _flat(ci, f"{where}.ci95", _interval))
 
 
 @dataclass(frozen=True)
@@ -182,6 +207,9 @@ class JudgeResults:
         if "overall" not in block:
             raise DsdrError(f"{where}: unknown layout (no 'overall' score); rerun `dsdr-eval judge RUN_DIR ...`")
         axes = {axis: _number(block.get(axis), f"{where}.{axis}") for axis in JUDGE_AXES}
+        for axis, value in axes.items():
+            if value is not None and not 0.0 <= value <= 10.0:
+                raise DsdrError(f"{where}.{axis}: must be a mean score in [0, 10] or null (got {value})")
         model = block.get("judge_model")
         return cls(axes, *(_count(block.get(k), f"{where}.{k}") for k in ("n_problems", "n_ok", "n_failed")),
                    None if model is None else str(model))
@@ -211,7 +239,7 @@ class BenchmarkResults:
             n_samples_per_problem=counts["n_samples_per_problem"],
             status_counts={str(k): _count(v, f"{where}.status_counts.{k}") or 0 for k, v in status.items()},
             mean_completion_tokens=_number(entry.get("mean_completion_tokens"), f"{where}.mean_completion_tokens"),
-            truncated_fraction=_number(entry.get("truncated_fraction"), f"{where}.truncated_fraction"),
+            truncated_fraction=_fraction(entry.get("truncated_fraction"), f"{where}.truncated_fraction"),
             diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
                        if entry.get("diversity") is not None else None),
             judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None)
@@ -309,14 +337,54 @@ def fmt(value: Any) -> str:
     return "?" if value is None else str(value)
 
 
+def _typed(value: Any, kinds: tuple[type, ...], what: str, where: str) -> Any:
+    """``value`` when it is null or one of ``kinds`` (bool is never a number), else DsdrError ``where``."""
+    if value is None or (isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DsdrError(f"{where}: must be {what} (got {value})")
+        return value
+    raise DsdrError(f"{where}: must be {what} or null (got {json_type(value)} {str(value)[:40]!r})")
+
+
+def check_config(config: dict[str, Any], path: Path) -> None:
+    """The fields of an evaluation run's config.json that the readers use, checked once: DsdrError
+    ``FILE: field: message`` for a wrong type (README "config.json")."""
+    for key, kinds, what in (("label", (str,), "a string"), ("model", (dict, str), "an object"),
+                             ("template", (dict, str), "an object"), ("backend", (dict, str), "an object"),
+                             ("versions", (dict,), "an object"), ("protocol", (dict,), "an object"),
+                             ("mixed_settings", (list,), "a list of field names")):
+        _typed(config.get(key), kinds, what, f"{path}: {key}")
+    for key in ("name", "version"):
+        if isinstance(config.get("backend"), dict):
+            _typed(config["backend"].get(key), (str,), "a string", f"{path}: backend.{key}")
+    for key in ("name", "text"):
+        if isinstance(config.get("template"), dict):
+            _typed(config["template"].get(key), (str,), "a string", f"{path}: template.{key}")
+    if isinstance(config.get("template"), dict):
+        _typed(config["template"].get("chat"), (bool,), "true or false", f"{path}: template.chat")
+    for i, item in enumerate(config.get("mixed_settings") or []):
+        _typed(item, (str,), "a field name", f"{path}: mixed_settings[{i}]")
+    proto = config.get("protocol")
+    if isinstance(proto, dict):
+        _typed(proto.get("phases"), (list,), "a list of phase objects", f"{path}: protocol.phases")
+        for key in ("max_tokens", "seed"):
+            _typed(proto.get(key), (int,), "an integer", f"{path}: protocol.{key}")
+        for i, ph in enumerate(proto.get("phases") or []):
+            where = f"{path}: protocol.phases[{i}]"
+            if not isinstance(ph, dict) or not isinstance(ph.get("phase"), str):
+                raise DsdrError(f"{where}: must be an object with a 'phase' name")
+            _typed(ph.get("n"), (int,), "an integer", f"{where}.n")
+            for key in ("temperature", "top_p"):
+                _typed(ph.get(key), (int, float), "a number", f"{where}.{key}")
+
+
 def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
     proto = config.get("protocol")
     if not isinstance(proto, dict):
         raise DsdrError(f"{path}: field 'protocol' missing or not an object")
+    check_config(config, path)
     phases = []
-    for i, ph in enumerate(proto.get("phases") or []):
-        if not isinstance(ph, dict) or "phase" not in ph:
-            raise DsdrError(f"{path}: field protocol.phases[{i}] must be an object with a 'phase'")
+    for ph in proto.get("phases") or []:
         phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p")))
     template = config.get("template") or {}
     template = template if isinstance(template, dict) else {"name": str(template)}
@@ -420,6 +488,7 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
     type or a section of an unknown layout."""
     path = Path(path)
     rundir.require_run_dir(path, rundir.METRICS)
+    rundir.settle(path)  # an update a killed writer committed is completed first: old state or new, never half
     metrics_path = path / rundir.METRICS
     metrics = read_json(metrics_path)
     if not isinstance(metrics, dict) or not isinstance(metrics.get("benchmarks"), dict):
@@ -429,6 +498,7 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
     if config.get("kind") == "train":
         raise DsdrError(f"{path}: a training run (config.json kind=train); `report` takes evaluation runs "
                         "(evaluate a checkpoint with `dsdr-eval run --model RUN/final`)")
+    check_config(config, path / rundir.CONFIG)
     where = str(metrics_path)
     entries = {str(name): entry for name, entry in metrics["benchmarks"].items()}
     benchmarks = {name: BenchmarkResults.read(name, entries[name], f"{where}: benchmarks.{name}")

@@ -17,7 +17,7 @@ from dsdr_eval.answer_norm import GradingOptions
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import grade_samples, grader_provenance
-from dsdr_eval.jsonl import write_jsonl
+from dsdr_eval.jsonl import jsonl_chunks
 from dsdr_eval.metrics import compute_metrics
 from dsdr_eval.samples import GradedSample, SamplesFile, graded_from_grader
 
@@ -70,10 +70,11 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     if run_config:
         provenance["run_config"] = run_config
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / rundir.GRADED, (record.to_json() for record in graded))
-    # the scores' section of metrics.json; diversity / judge blocks already there are kept
+    # the scores' section of metrics.json (diversity / judge blocks already there are kept) and
+    # graded.jsonl in one all-or-nothing commit: metrics.json always describes the graded.jsonl beside it
     return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
-                                                   summary=metrics))
+                                                   summary=metrics, files={rundir.GRADED: jsonl_chunks(
+                                                       record.to_json() for record in graded)}))
 
 
 def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str, Any] | None:
