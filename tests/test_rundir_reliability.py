@@ -387,3 +387,10 @@ def test_formula_chips_hold_no_markup():
     for raw in ("![", "](", "<img", "$", ":red[", "_1*"):
         assert raw not in html, raw
     assert html.count("<code ") == 4
+
+
+def test_a_reply_nested_200000_deep_is_a_bad_reply_not_a_recursion_error():
+    from dsdr_eval.openai_sdk import completion_body_problem
+
+    problem = completion_body_problem(b"[" * 200_000 + b"]" * 200_000)
+    assert problem is not None and problem.startswith("body is not a JSON completion object")
