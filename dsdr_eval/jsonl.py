@@ -247,29 +247,28 @@ MAX_JSON_BYTES = 64 << 20  # a JSON document of a run directory (config / metric
 
 
 def read_bytes(path: str | Path, *, context: str = "", max_bytes: int | None = None) -> bytes:
-    """The whole of a regular file: DsdrError ``FILE: reason`` when absent, not a regular file (a
-    directory, a FIFO that would block, a device like /dev/zero that never ends), unreadable, or
-    (with ``max_bytes``) larger than that."""
-    path = Path(path)
+    """The whole of a regular file: DsdrError ``FILE: reason`` when absent, unreadable, larger than
+    ``max_bytes``, or not a regular file (a directory; a FIFO would block, /dev/zero never ends)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO never waits
+        _check_regular(fd, f"{context}{path}", max_bytes)
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
     except FileNotFoundError:
         raise DsdrError(f"{context}{path}: file not found") from None
     except OSError as exc:
         raise DsdrError(f"{context}{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _check_regular(fd: int, where: str, max_bytes: int | None) -> None:
+    """Nothing for a regular file within ``max_bytes``; else closes ``fd`` and raises DsdrError."""
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or (max_bytes is not None and info.st_size > max_bytes):
-        os.close(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise DsdrError(f"{context}{path}: a directory; expected a file")
-        if not stat.S_ISREG(info.st_mode):
-            raise DsdrError(f"{context}{path}: not a regular file (a FIFO, device or socket); expected a file")
-        raise DsdrError(f"{context}{path}: {info.st_size} bytes, over the {max_bytes}-byte limit for this file")
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            return fh.read()
-        except OSError as exc:
-            raise DsdrError(f"{context}{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    if stat.S_ISREG(info.st_mode) and (max_bytes is None or info.st_size <= max_bytes):
+        return
+    os.close(fd)
+    raise DsdrError(f"{where}: " + ("a directory, not a file" if stat.S_ISDIR(info.st_mode) else
+                                    "not a regular file (a FIFO, device or socket)" if not stat.S_ISREG(info.st_mode)
+                                    else f"{info.st_size} bytes, over the {max_bytes}-byte limit for this file"))
 
 
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
@@ -384,7 +383,13 @@ def _encode_line(record: Any, **dumps_options: Any) -> bytes:
 
 def encode_jsonl(records: Iterable[Any]) -> bytes:
     """Records as JSONL bytes, one line each (what ``append_jsonl`` / ``write_jsonl`` write)."""
-    return b"".join(_encode_line(record) + b"\n" for record in records)
+    return b"".join(jsonl_chunks(records))
+
+
+def jsonl_chunks(records: Iterable[Any]) -> Iterator[bytes]:
+    """Records as JSONL lines (bytes), one at a time (``rundir.commit_files`` takes them)."""
+    for record in records:
+        yield _encode_line(record) + b"\n"
 
 
 def append_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> None:
@@ -406,19 +411,11 @@ def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, fsync: 
 
 
 def atomic_temp(path: Path, chunks: Iterable[bytes]) -> Path:
-    """Write ``chunks`` (flushed to disk) to a new temp file beside ``path``; returns the temp's path.
-
-    The temp is created with mode 0666 less the umask, like any file the process creates (not
-    mkstemp's 0600: the renamed file keeps the temp's mode). On any failure (a full disk, an
-    interrupt) the temp is removed and the exception raised."""
+    """Write ``chunks`` (flushed to disk) to a new temp file beside ``path``, mode 0666 less the umask
+    (mkstemp's 0600 would stay after the rename); returns its path. On any failure it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            break
-        except FileExistsError:
-            continue
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"  # 64 random bits: O_EXCL meets no other
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             for chunk in chunks:
@@ -432,9 +429,7 @@ def atomic_temp(path: Path, chunks: Iterable[bytes]) -> Path:
 
 
 def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``.
-
-    On any failure (including an interrupt) the temp file is removed and ``path`` is untouched."""
+    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``. On any failure (including an interrupt) the temp file is removed and ``path`` is untouched."""
     tmp = atomic_temp(path, chunks)
     try:
         os.replace(tmp, path)
@@ -443,24 +438,16 @@ def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
         raise
 
 
-def jsonl_chunks(records: Iterable[Any]) -> Iterator[bytes]:
-    """Records as JSONL lines (bytes), one at a time (``rundir.commit_files`` takes them)."""
-    for record in records:
-        yield _encode_line(record) + b"\n"
-
-
 def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
     """Atomically (re)write a whole JSONL file (write to a temp file, then rename)."""
-    count = 0
+    counted = [0]
 
-    def lines() -> Iterator[bytes]:
-        nonlocal count
-        for record in records:
-            yield _encode_line(record) + b"\n"
-            count += 1
+    def each() -> Iterator[Any]:
+        for counted[0], record in enumerate(records, 1):
+            yield record
 
-    _atomic_write(Path(path), lines())
-    return count
+    _atomic_write(Path(path), jsonl_chunks(each()))
+    return counted[0]
 
 
 def write_json(path: str | Path, obj: Any) -> None:
