@@ -484,7 +484,7 @@ def escaping_cases(base: Path) -> dict[str, Callable[[Path], tuple[bool, str]]]:
         code = ("from collections import Counter; from dashboards.views.samples import _formula_chips;"
                 f"fs={HOSTILE + ['$![x](http://host/img.png)$', ':red[x]']!r};"
                 "print(_formula_chips(frozenset(fs), Counter({f: 1 for f in fs})))")
-        proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, cwd=REPO)
+        proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, cwd=root)  # not REPO: PYTHONPATH decides
         html = proc.stdout
         bad = [t for t in ("![", "<img", "$", "](http", ":red[") if t in html]
         return proc.returncode == 0 and not bad, f"raw in chips: {bad} {proc.stderr[-200:]}"
