@@ -18,11 +18,11 @@ escapes, which read back to the same string).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import re
-import secrets
 import stat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -266,9 +266,9 @@ def _check_regular(fd: int, where: str, max_bytes: int | None) -> None:
     if stat.S_ISREG(info.st_mode) and (max_bytes is None or info.st_size <= max_bytes):
         return
     os.close(fd)
-    raise DsdrError(f"{where}: " + ("a directory, not a file" if stat.S_ISDIR(info.st_mode) else
-                                    "not a regular file (a FIFO, device or socket)" if not stat.S_ISREG(info.st_mode)
-                                    else f"{info.st_size} bytes, over the {max_bytes}-byte limit for this file"))
+    raise DsdrError(f"{where}: " + ("a directory, not a file" if stat.S_ISDIR(info.st_mode) else "not a regular file "
+                    "(a FIFO, device or socket)" if not stat.S_ISREG(info.st_mode) else f"{info.st_size} bytes, over "
+                    f"the {max_bytes}-byte limit for this file"))
 
 
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
@@ -414,7 +414,7 @@ def atomic_temp(path: Path, chunks: Iterable[bytes]) -> Path:
     """Write ``chunks`` (flushed to disk) to a new temp file beside ``path``, mode 0666 less the umask
     (mkstemp's 0600 would stay after the rename); returns its path. On any failure it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"  # 64 random bits: O_EXCL meets no other
+    tmp = path.parent / f".{path.name}.{os.urandom(8).hex()}.tmp"  # 64 random bits: O_EXCL meets no other
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -429,7 +429,8 @@ def atomic_temp(path: Path, chunks: Iterable[bytes]) -> Path:
 
 
 def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``. On any failure (including an interrupt) the temp file is removed and ``path`` is untouched."""
+    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``. On any failure
+    (including an interrupt) the temp file is removed and ``path`` is untouched."""
     tmp = atomic_temp(path, chunks)
     try:
         os.replace(tmp, path)
@@ -439,25 +440,24 @@ def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
-    """Atomically (re)write a whole JSONL file (write to a temp file, then rename)."""
-    counted = [0]
+    """Atomically (re)write a whole JSONL file (write to a temp file, then rename); returns the line count."""
+    count = itertools.count()  # zip takes one number per line written, none after the last
+    _atomic_write(Path(path), (line for line, _ in zip(jsonl_chunks(records), count)))
+    return next(count)
 
-    def each() -> Iterator[Any]:
-        for counted[0], record in enumerate(records, 1):
-            yield record
 
-    _atomic_write(Path(path), jsonl_chunks(each()))
-    return counted[0]
+def json_document(obj: Any) -> bytes:
+    """What ``write_json`` writes: pretty JSON in UTF-8 (NaN as Python's json writes it: ``NaN``)."""
+    return _encode_line(obj, indent=2, sort_keys=False) + b"\n"
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Atomically write pretty JSON (NaN is written as Python's json writes it: ``NaN``)."""
-    _atomic_write(Path(path), [_encode_line(obj, indent=2, sort_keys=False) + b"\n"])
+    """Atomically write ``json_document(obj)``."""
+    _atomic_write(Path(path), [json_document(obj)])
 
 
 def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """One JSON document (a run directory's config / metrics / sweep.json): DsdrError ``FILE: reason``
-    for anything but a regular file of at most ``max_bytes`` holding valid UTF-8 JSON."""
+    """A run directory's config / metrics / sweep.json; DsdrError ``FILE: reason`` unless ``read_bytes`` reads it."""
     path = Path(path)
     raw = read_bytes(path, max_bytes=max_bytes)
     try:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import atomic_temp, read_json, write_json
+from dsdr_eval.jsonl import atomic_temp, json_document, read_json, write_json
 
 CONFIG = "config.json"
 SAMPLES = "samples.jsonl"
@@ -222,19 +222,15 @@ def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, d
         if settings is not None and section in STAGE_SETTINGS_KEYS and run_path(run_dir, CONFIG).exists():
             config = load_config(run_dir)
             config[section] = settings
-            outputs[CONFIG] = _json_bytes(config)
-        outputs[METRICS] = _json_bytes(merged)  # last: its rename is the last of the commit
+            outputs[CONFIG] = json_document(config)
+        outputs[METRICS] = json_document(merged)  # last: its rename is the last of the commit
         try:
             commit_files(path.parent, outputs)
-        except OSError as exc:
-            raise DsdrError(f"{path.parent}: cannot write {', '.join(outputs)} ({os_reason(exc)}); "
-                            "the run directory is unchanged") from None
+        except OSError as exc:  # before the commit record: nothing changed; after: the next reader completes it
+            state = ("an interrupted update is completed by the next command" if (path.parent / COMMIT).exists()
+                     else "the run directory is unchanged")
+            raise DsdrError(f"{path.parent}: cannot write {', '.join(outputs)} ({os_reason(exc)}); {state}") from None
     return merged
-
-
-def _json_bytes(obj: Any) -> bytes:
-    """What ``write_json`` writes."""
-    return json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8", "backslashreplace") + b"\n"
 
 
 @contextmanager

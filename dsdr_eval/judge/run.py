@@ -278,12 +278,14 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
     blocks = summarize(records, settings=settings, endpoint=endpoint, source=source.name,
                        structured_output=structured_output)
 
-    rundir.update_metrics(run_dir, rundir.JUDGE_SECTION, blocks, files={rundir.JUDGE: jsonl_chunks(kept + records)},
-                          settings={
+    stage_settings = {
         "prompt": prompt_record(settings.budget), "settings": settings.to_config(), "endpoint": endpoint,
         "structured_output": structured_output,
         "cache": str(cache.path) if cache is not None else None, "benchmarks": sorted(blocks),
-        "created": rundir.now_iso()})
+        "created": rundir.now_iso()}
+    # judge.jsonl, metrics.json's judge blocks and config.json's "judge" in one all-or-nothing commit
+    rundir.update_metrics(run_dir, rundir.JUDGE_SECTION, blocks, settings=stage_settings,
+                          files={rundir.JUDGE: jsonl_chunks(kept + records)})
     return blocks
 
 
