@@ -10,7 +10,8 @@ Every case runs the CLI in a subprocess (``python -m dsdr_eval.cli``; the code u
   next checkpoint is still evaluated (exit 2, no traceback);
 * consistency: a full disk (OSError 28 injected on the k-th file written) or ``kill -9`` between two
   renames leaves graded.jsonl / metrics.json (judge: judge.jsonl / metrics.json / config.json) all old
-  or all new, as a reader sees them, with no temp file left; the failed command exits 2 in one line;
+  or all new, as a reader sees them, and no temp file is left once the next writer ran (a reader cannot
+  tell a dead writer's temps from a live one's); the failed command exits 2 in one line;
 * clean errors: a malformed config.json / metrics.json / sweep.json (wrong types, a directory, a FIFO,
   /dev/zero, bad ``pass@k`` keys, NaN / Infinity / -5.0 / a reversed CI) or an OS error on an input or
   an output (EACCES, ENOSPC injected) ends in exit 2 with one ``error: FILE...`` line within 60 s;
@@ -252,10 +253,10 @@ def case_sweep_broken_checkpoint(root: Path) -> tuple[bool, str]:
 
 def _consistent_score(run: Path, before: dict[str, bytes]) -> tuple[bool, str]:
     """graded.jsonl and metrics.json, as a reader sees them, are both the old ones or both new and
-    matching (metrics' n_samples = graded rows); no temp file."""
+    matching (metrics' n_samples = graded rows); no temp file once the next writer has run."""
     cli("report", str(run), "--out", str(run.parent / f"{run.name}_report"), "--no-compare")  # a reader
     now = {name: (run / name).read_bytes() for name in before}
-    stray = temps(run)
+    stray = _temps_after_next_writer(run)
     if now == before:
         return not stray, f"old state kept; temps {stray}"
     if now["graded.jsonl"] == before["graded.jsonl"] or now["metrics.json"] == before["metrics.json"]:
@@ -278,11 +279,19 @@ def _rescore_case(root: Path, name: str, fault: tuple[str, int, int, str | None]
     return ok, f"exit {proc.returncode}; {detail}"
 
 
+def _temps_after_next_writer(run: Path) -> list[str]:
+    """Temp files a killed writer left, once the next writer of the directory has run (a `score`: a
+    reader cannot tell a dead writer's temps from a live one's; the next writer can)."""
+    cli("score", str(run), "--workers", "1", "--bootstrap", "0", "--no-progress")
+    return temps(run)
+
+
 def _judge_consistent(run: Path, before: dict[str, bytes]) -> tuple[bool, str]:
     cli("report", str(run), "--out", str(run.parent / f"{run.name}_report"), "--no-compare")
     now = {name: (run / name).read_bytes() if (run / name).exists() else b"" for name in before}
     changed = {name for name in before if now[name] != before[name]}
-    return changed in (set(), set(before)) and not temps(run), f"changed {sorted(changed)}; temps {temps(run)}"
+    stray = _temps_after_next_writer(run)
+    return changed in (set(), set(before)) and not stray, f"changed {sorted(changed)}; temps {stray}"
 
 
 def _judge_case(root: Path, name: str, fault: tuple[str, int, int, str | None]) -> tuple[bool, str]:
