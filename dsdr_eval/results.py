@@ -264,8 +264,7 @@ def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
     proto = config.get("protocol")
     if not isinstance(proto, dict):
         raise DsdrError(f"{path}: field 'protocol' missing or not an object")
-    fields.check_config(config, path)
-    phases = []
+    phases = []  # config.json was checked by load_run (fields.check_config)
     for ph in proto.get("phases") or []:
         phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p")))
     template = config.get("template") or {}

@@ -156,19 +156,32 @@ def test_the_lock_of_a_kill_9d_writer_is_not_stale(tmp_path):
     assert not rundir.holds_writer_lock(tmp_path)
 
 
-def test_a_forked_child_does_not_keep_the_lock(tmp_path):
-    """A worker forked while the lock is held (grading pool) must not hold it after the writer ends."""
-    with rundir.writer_lock(tmp_path):
-        pid = os.fork()
-        if pid == 0:  # the child outlives its parent's lock
-            time.sleep(5)
-            os._exit(0)
+FORKING_HOLDER = """
+import os, sys, time
+from dsdr_eval import rundir
+with rundir.writer_lock(sys.argv[1]):
+    child = os.fork()
+    if child == 0:  # a worker (grading pool, data loader) that outlives the writer
+        time.sleep(30)
+        os._exit(0)
+    print(child, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_worker_forked_by_a_kill_9d_writer_does_not_keep_the_lock(tmp_path):
+    """The writer dies by kill -9 (nothing released, lock file left); its forked worker lives on. The
+    worker must not hold the lock: the next writer takes it."""
+    holder = subprocess.Popen([PY, "-c", FORKING_HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
     try:
-        other = hold_lock(tmp_path)  # taken while the child still runs
-        stop(other)
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        assert (tmp_path / rundir.LOCK).exists()  # left behind, and not stale
+        with rundir.writer_lock(tmp_path):
+            pass
     finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        os.kill(child, signal.SIGKILL)
 
 
 def test_reentrant_in_process_and_ranks_do_not_refuse_each_other(tmp_path):
@@ -291,6 +304,8 @@ def _metrics_with(run: Path, text: str) -> None:
     ('"pass@k": {"\\u00b2": 0.5}', "pass@k"), ('"pass@k": {"' + "9" * 400 + '": 0.5}', "pass@k"),
     ('"pass1": NaN', "pass1"), ('"pass1": Infinity', "pass1"), ('"pass1": -Infinity', "pass1"),
     ('"pass1": -5.0', "pass1"), ('"avg@n": 7', "avg@n"), ('"pass1": 1e400', "pass1"),
+    ('"mean_completion_tokens": NaN', "mean_completion_tokens"),
+    ('"mean_completion_tokens": Infinity', "mean_completion_tokens"),
     ('"ci95": {"pass1": [0.9, 0.1]}', "ci95.pass1"), ('"ci95": {"pass1": [NaN, 0.5]}', "ci95.pass1"),
 ])
 def test_report_refuses_bad_metric_values_in_one_line(run_copy, tmp_path, capsys, text, field):
