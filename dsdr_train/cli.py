@@ -11,9 +11,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from dsdr_eval.cli.args import OneLineParser
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, os_error_line
 
 
 def build_parser() -> OneLineParser:
@@ -49,7 +50,6 @@ def run(argv: list[str]) -> int:
     overrides = C.parse_overrides(args.overrides)
     cli = {"algo": args.algo, "model": args.model, "train_data": args.train_data, "out": args.out,
            "engine": args.engine}
-    resume_from = None
     if args.resume:
         if not args.out:
             raise DsdrError("--resume needs --out RUN_DIR")
@@ -71,13 +71,21 @@ def run(argv: list[str]) -> int:
         if (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
             raise DsdrError(f"{run_dir}: already holds a training run; pass --resume to continue it or choose another --out")
 
+    from dsdr_eval.rundir import writer_lock
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # one training job per run directory; each torchrun rank holds its own lock file (rundir.lock_name)
+    with writer_lock(run_dir, rank=int(os.environ.get("RANK", "0") or 0)):
+        return _train(args, cfg, run_dir, argv)
+
+
+def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -> int:
     from dsdr_eval.models import resolve_model
     from dsdr_train import checkpoint as ckpt
     from dsdr_train.train import Trainer, prepare_metrics_for_resume
 
     resolved = resolve_model(cfg.model)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record = None
+    record, resume_from = None, None
     if args.resume:
         resume_from = ckpt.latest_checkpoint(run_dir)
     else:
@@ -106,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         return run(argv)
     except DsdrError as exc:
         print(f"dsdr-train: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a read-only output: one line, not a traceback
+        print(f"dsdr-train: error: {os_error_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -3,6 +3,7 @@ Chromium through Playwright, shows the fixture runs and a chart; a screenshot go
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -62,3 +63,61 @@ def test_dashboard_renders_in_chromium(tmp_path_factory, data_dir):
     finally:
         stop_process(server, timeout_s=20)
     assert (artifacts / "dashboard_evaluation.png").stat().st_size > 10_000
+
+
+HOSTILE_COMPLETION = ("We get $![x](http://10.255.255.1/f.png)$ and $<img src=http://10.255.255.1/g.png>$, "
+                      "also ![y](http://10.255.255.1/h.png) <img src=http://10.255.255.1/i.png> "
+                      "so \\boxed{4}")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_no_completion_makes_the_page_load_anything(tmp_path, data_dir):
+    """Issue 24: a formula chip `$![x](http://host/img.png)$` made the browser fetch a remote image.
+    Every request the samples page makes (all rollouts expanded) must go to the dashboard itself."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} not found: `make browser` (apt-get install chromium) installs it")
+    from playwright.sync_api import sync_playwright
+
+    from dsdr_eval.scoring import score_run_dir
+    from fixtures_runs import write_eval_samples
+
+    runs = tmp_path / "runs"
+    run = write_eval_samples(runs / "hostile", data_dir, label="hostile", accuracy=0.5, benchmarks={"math500": 1})
+    lines = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    for record in lines:
+        record["completion"] = HOSTILE_COMPLETION
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    score_run_dir(run, progress=False, workers=1, bootstrap=0)
+    port = free_port()
+    log = tmp_path / "streamlit.log"
+    command = launch.build_command(launch.parse_args(["--runs", str(runs), "--port", str(port)]))
+    artifacts = REPO / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    requests: list[str] = []
+    with log.open("w") as fh:
+        server = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_healthy(server, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=60,
+                           what="streamlit", poll_s=0.5)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1100})
+                page.on("request", lambda request: requests.append(request.url))
+                page.goto(f"http://127.0.0.1:{port}/?page=samples&run=hostile")
+                page.get_by_role("heading", name="Samples").wait_for(timeout=60_000)
+                page.locator("[data-testid='stExpander'] summary").first.wait_for(timeout=60_000)
+                for summary in page.locator("[data-testid='stExpander'] summary").all()[:4]:
+                    summary.click()
+                page.get_by_text("Formulas (green").first.wait_for(timeout=30_000)
+                page.wait_for_timeout(2000)
+                page.screenshot(path=str(artifacts / "dashboard_hostile_formulas.png"), full_page=True)
+                body = page.inner_text("body")
+            finally:
+                browser.close()
+    finally:
+        stop_process(server, timeout_s=20)
+    outside = [url for url in requests if not url.startswith((f"http://127.0.0.1:{port}/", "data:", "blob:"))]
+    assert not outside, outside
+    assert "![x](http://10.255.255.1/f.png)" in body  # shown as text

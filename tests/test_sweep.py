@@ -197,3 +197,23 @@ def test_training_page_overlays_sweeps_with_cis(tmp_path, data_dir, monkeypatch)
     assert not at.exception
     at.multiselect(key="sweep_runs").set_value(["sweeps/grpo"]).run()
     assert not at.exception
+
+
+def test_a_broken_checkpoint_is_recorded_and_the_sweep_goes_on(tmp_path, tiny_model_dir, data_dir, capsys):
+    """Issue 24: a truncated model.safetensors (10 bytes) raised from safetensors, exit 1, and left every
+    later checkpoint unevaluated and sweep.json 'pending'. Now: that checkpoint is 'error' with the
+    reason, the next one is evaluated, exit 2 with one line per failed checkpoint."""
+    train = make_train_run(tmp_path / "train", tiny_model_dir, steps=(1, 2), final=False)
+    weights = sorted((train / "checkpoints" / "step_000001").glob("*.safetensors"))
+    assert weights
+    for path in weights:
+        path.write_bytes(b"0123456789")
+    out = tmp_path / "sweep"
+    assert run_sweep(train, out, data_dir) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and err[0].startswith("error: step_000001: ")
+    record = sweep.load_sweep(out)
+    status = {e["name"]: (e["status"], e.get("message", "")) for e in record["checkpoints"]}
+    assert status["step_000001"][0] == "error" and status["step_000001"][1]
+    assert status["step_000002"] == ("done", "")
+    assert (out / "step_000002" / "metrics.json").exists()

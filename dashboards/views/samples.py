@@ -9,7 +9,6 @@ image would make the browser fetch its URL).
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from pathlib import Path
 
@@ -43,6 +42,18 @@ def _extracted(record: Record) -> str | None:
     return record.extracted if isinstance(record, GradedSample) else None
 
 
+# Characters with a meaning to Streamlit's Markdown (images ``![](url)``, links, math ``$``, emphasis,
+# ``:color[...]`` directives, code, HTML) become numeric character references: the chips' HTML is
+# parsed as Markdown too, and a reference is decoded only after parsing, so it shows as that character.
+_CHIP_LITERAL = set("!$[]()*_`\\~:{}#|<>&\"'=/^+-%@")
+
+
+def chip_text(formula: str) -> str:
+    """A formula (model output) as the literal text of an HTML chip: nothing in it can render as
+    Markdown, HTML or math, so it cannot make the page load anything."""
+    return "".join(f"&#{ord(ch)};" if ch in _CHIP_LITERAL or not ch.isprintable() else ch for ch in formula)
+
+
 def _formula_chips(own: frozenset[str], holders: Counter) -> str:
     """Formulas of one rollout: green = no other rollout of the group has it (counts toward D_eq)."""
     chips = []
@@ -51,7 +62,7 @@ def _formula_chips(own: frozenset[str], holders: Counter) -> str:
         style = ("background:#d4f7d4;border:1px solid #5cb85c" if unique
                  else "background:#eee;border:1px solid #ccc")
         chips.append(f'<code style="{style};border-radius:4px;padding:1px 4px;margin:2px;display:inline-block">'
-                     f"{html.escape(formula[:200])}</code>")
+                     f"{chip_text(formula[:200])}</code>")
     more = f" … and {len(own) - 40} more" if len(own) > 40 else ""
     return " ".join(chips) + more
 

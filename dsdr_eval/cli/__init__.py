@@ -14,7 +14,7 @@ from types import ModuleType
 
 from dsdr_eval import __version__
 from dsdr_eval.cli.args import OneLineParser
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, os_error_line
 
 # name -> (module, one-line help). Static on purpose: --help must not import anything heavy.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(_load(args.command).main(args) or 0)
     except DsdrError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a read-only output, an unreadable input: one line, not a traceback
+        print(f"error: {os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

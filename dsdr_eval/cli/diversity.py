@@ -73,10 +73,11 @@ def main(args: argparse.Namespace) -> int:
     rundir.require_run_dir(args.run_dir, rundir.GRADED)  # fail before loading any model
     equivalence = _equivalence(args)
     try:
-        encoder = load_encoder(args.encoder, args.device, chunked=args.chunked, batch_size=args.batch_size)
-        result = compute_run_diversity(args.run_dir, encoder=encoder, equivalence=equivalence,
-                                       progress=not args.no_progress, device=args.device,
-                                       log=lambda msg: console.print(f"[dim]{msg}[/dim]"))
+        with rundir.writer_lock(args.run_dir):  # one writer per run directory
+            encoder = load_encoder(args.encoder, args.device, chunked=args.chunked, batch_size=args.batch_size)
+            result = compute_run_diversity(args.run_dir, encoder=encoder, equivalence=equivalence,
+                                           progress=not args.no_progress, device=args.device,
+                                           log=lambda msg: console.print(f"[dim]{msg}[/dim]"))
     finally:
         equivalence.close()
     print_table(f"diversity of {args.run_dir} (mean over problems)",

@@ -61,10 +61,13 @@ def main(args: argparse.Namespace) -> int:
 
     fields = FieldMap(id=args.id_field, gold=args.gold_field, completion=args.completion_field,
                       problem=args.problem_field, prompt=args.prompt_field, correct=args.correct_field)
-    done = import_run(args.tool, Path(args.path), Path(args.out), benchmark=args.benchmark, label=args.label,
-                      command=["dsdr-eval", *sys.argv[1:]], data_dir=args.data_dir,
-                      filter_name=args.lm_eval_filter, step=args.step, fields=fields,
-                      batch_input=args.batch_input, strict=args.strict, extraction=args.extraction)
+    from dsdr_eval.rundir import writer_lock
+
+    with writer_lock(args.out):  # one writer per run directory
+        done = import_run(args.tool, Path(args.path), Path(args.out), benchmark=args.benchmark, label=args.label,
+                          command=["dsdr-eval", *sys.argv[1:]], data_dir=args.data_dir,
+                          filter_name=args.lm_eval_filter, step=args.step, fields=fields,
+                          batch_input=args.batch_input, strict=args.strict, extraction=args.extraction)
     source = done.config["source"]
     print(f"imported {done.n_samples} completions of {done.n_problems} problems from {source['tool']} "
           f"{source['version'] or '(version unknown)'} as benchmark {done.benchmark!r}; {_verdicts(done)}")

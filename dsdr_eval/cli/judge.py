@@ -85,7 +85,10 @@ def main(args: argparse.Namespace) -> int:
                              max_rollouts=args.max_rollouts, correct_only=args.correct_only, phase=args.phase,
                              temperature=args.judge_temperature, max_tokens=args.judge_max_tokens,
                              response_format=_response_format(args), use_cache=not args.no_cache, budget=budget)
-    with OpenAICompatClient(endpoint) as client:
+    from dsdr_eval.rundir import require_run_dir, writer_lock
+
+    require_run_dir(args.run_dir)  # a missing RUN_DIR is an error, not created by the lock
+    with writer_lock(args.run_dir), OpenAICompatClient(endpoint) as client:  # one writer per run directory
         blocks = run_judge(args.run_dir, client, settings, cache_dir=args.cache_dir,
                            progress=False if args.no_progress else None, retry_failed=args.retry_failed)
 

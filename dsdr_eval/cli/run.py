@@ -173,6 +173,14 @@ def _auto_choice(requested: str, benchmarks: list[Any], protocol: Any) -> Any:
 
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> RunResult:
+    """``dsdr-eval run`` with parsed arguments, holding RUN_DIR's writer lock (one writer per run directory)."""
+    from dsdr_eval import rundir
+
+    with rundir.writer_lock(args.out):
+        return _run_locked(args, argv)
+
+
+def _run_locked(args: argparse.Namespace, argv: list[str] | None) -> RunResult:
     from dsdr_eval import rundir
     from dsdr_eval.prompts import load_template
     from dsdr_eval.protocols import apply_overrides, protocol_file_record, resolve_protocol

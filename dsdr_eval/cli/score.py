@@ -47,10 +47,11 @@ def main(args: argparse.Namespace) -> int:
         samples, out = path, Path(args.out)
     else:
         raise DsdrError(f"{path}: no such file or directory")
-    metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
-                            progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed,
-                            options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance),
-                            extraction=args.extraction)
+    with rundir.writer_lock(out):  # one writer per run directory
+        metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
+                                progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed,
+                                options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance),
+                                extraction=args.extraction)
     print_summary(metrics)
     print_agreement(metrics["provenance"].get("source_agreement"), out)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")

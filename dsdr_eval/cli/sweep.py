@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval import sweep
+from dsdr_eval import rundir, sweep
 from dsdr_eval.cli import run as run_cli
 from dsdr_eval.cli.args import integer
 from dsdr_eval.errors import DsdrError
@@ -66,9 +66,11 @@ def _evaluate(args: argparse.Namespace, record: dict[str, Any], sweep_dir: Path,
         one = _checkpoint_args(args, entry, sweep_dir, record["label"])
         try:  # config.json's command: the sweep's (this checkpoint's --model/--out are in config.json)
             result = run_cli.run_from_args(one, argv=command)
-        except DsdrError as exc:  # one bad checkpoint: recorded, the others still run
-            print(f"error: {entry['name']}: {exc}", file=sys.stderr)
-            sweep.set_status(record, entry["run_dir"], "error", str(exc))
+        except Exception as exc:  # one bad checkpoint (bad config, truncated weights ...): recorded, the others still run
+            message = str(exc) if isinstance(exc, DsdrError) else f"{type(exc).__name__}: {exc}"
+            message = " ".join(message.split())[:2000]  # one line in sweep.json and on stderr
+            print(f"error: {entry['name']}: {message}", file=sys.stderr)
+            sweep.set_status(record, entry["run_dir"], "error", message)
             worst = max(worst, 2)
         else:
             status = "done" if result.exit_code == 0 else "incomplete"
@@ -88,6 +90,12 @@ def main(args: argparse.Namespace) -> int:
     train_run, sweep_dir = Path(args.train_run), Path(args.out)
     checkpoints = sweep.list_checkpoints(train_run, every=args.every, include_final=args.include_final)
     settings = eval_settings(args)
+    with rundir.writer_lock(sweep_dir):  # one sweep per SWEEP_DIR (each checkpoint's run locks its own)
+        return _sweep_locked(args, train_run, sweep_dir, checkpoints, settings, command)
+
+
+def _sweep_locked(args: argparse.Namespace, train_run: Path, sweep_dir: Path, checkpoints: list[Any],
+                  settings: dict[str, Any], command: list[str]) -> int:
     if (sweep_dir / sweep.SWEEP_FILE).exists():
         record = sweep.load_sweep(sweep_dir)
         sweep.check_settings(record, settings, sweep_dir)

@@ -42,7 +42,8 @@ from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
 from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.equivalence import CachedEquivalence, Equivalence
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import to_json_safe, write_jsonl
+from dsdr_eval.jsonl import jsonl_chunks
+from dsdr_eval.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.samples import SAMPLING as SAMPLING_PHASE
 from dsdr_eval.samples import GradedSample, iter_by_problem, read_graded
@@ -269,9 +270,6 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     problem_records, sample_records = _all_problems_diversity(problems, embeddings, equivalence, coverage_ns,
                                                               progress=progress)
 
-    write_jsonl(rundir.run_path(run_dir, rundir.DIVERSITY_PER_PROBLEM), (to_json_safe(r) for r in problem_records))
-    write_jsonl(rundir.run_path(run_dir, rundir.DIVERSITY_PER_SAMPLE), (to_json_safe(r) for r in sample_records))
-
     # Re-read after the loop: an equivalence that calls out (e.g. the LLM judge) counts its
     # pair decisions while it runs, and those counts belong in the recorded settings.
     settings["partition"] = equivalence.settings()
@@ -280,9 +278,10 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
         by_benchmark.setdefault(record["benchmark"], []).append(record)
     result = {name: to_json_safe(_benchmark_summary(records, settings)) for name, records in by_benchmark.items()}
 
-    rundir.update_metrics(run_dir, rundir.DIVERSITY_SECTION, result)
-
-    rundir.record_stage_settings(run_dir, rundir.DIVERSITY_SECTION, to_json_safe(settings))
+    # the per-problem / per-sample files, metrics.json's blocks and config.json's settings in one commit
+    rundir.update_metrics(run_dir, rundir.DIVERSITY_SECTION, result, settings=to_json_safe(settings), files={
+        rundir.DIVERSITY_PER_PROBLEM: jsonl_chunks(to_json_safe(r) for r in problem_records),
+        rundir.DIVERSITY_PER_SAMPLE: jsonl_chunks(to_json_safe(r) for r in sample_records)})
     return result
 
 

@@ -26,7 +26,7 @@ from dsdr_eval.judge.prompt import (
     prompt_record,
 )
 from dsdr_eval.judge.structured import AUTO, VERDICT_SCHEMA, Reply, StructuredAsker, check_response_format
-from dsdr_eval.jsonl import append_jsonl, read_jsonl, write_jsonl
+from dsdr_eval.jsonl import jsonl_chunks, read_jsonl
 from dsdr_eval.openai_client import OpenAICompatClient
 from dsdr_eval.samples import SAMPLING, GradedSample, Sample, read_graded, read_samples, sample_of
 
@@ -253,8 +253,9 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
               retry_failed: bool = False) -> dict[str, dict[str, Any]]:
     """Judge a run directory; write judge.jsonl, metrics.json["benchmarks"][b]["judge"], config.json["judge"].
 
-    Returns the per-benchmark judge blocks. judge.jsonl is appended as results arrive (a crash keeps
-    what was judged; the cache makes the rerun free) and rewritten in problem order at the end."""
+    Returns the per-benchmark judge blocks. The cache (judge_cache.jsonl) is appended as results arrive
+    (a crash keeps what was judged; the rerun gets it free); judge.jsonl, metrics.json and config.json
+    are replaced together at the end (``rundir.update_metrics``), so they always describe one judging."""
     run_dir = rundir.require_run_dir(run_dir)
     source = _source_file(run_dir, settings.correct_only)
     records = read_graded(source) if source.name == rundir.GRADED else read_samples(source)
@@ -268,25 +269,23 @@ def run_judge(run_dir: str | Path, client: OpenAICompatClient, settings: JudgeSe
     judged = {item.benchmark for item in items}
     kept = ([r for r in read_jsonl(judge_path, tolerate_truncated_tail=True) if r.get("benchmark") not in judged]
             if judge_path.exists() else [])
-    write_jsonl(judge_path, kept)
     asker = StructuredAsker(client, VERDICT_SCHEMA, settings.request_params(),
                             response_format=settings.response_format, cache=cache)
-    records = judge_problems(items, asker, settings, progress=progress, retry_failed=retry_failed,
-                             on_record=lambda record: append_jsonl(judge_path, [record], fsync=False))
-    write_jsonl(judge_path, kept + records)
+    records = judge_problems(items, asker, settings, progress=progress, retry_failed=retry_failed)
 
     endpoint = client.config.to_config()
     structured_output = asker.settings()
     blocks = summarize(records, settings=settings, endpoint=endpoint, source=source.name,
                        structured_output=structured_output)
 
-    rundir.update_metrics(run_dir, rundir.JUDGE_SECTION, blocks)
-
-    rundir.record_stage_settings(run_dir, rundir.JUDGE_SECTION, {
+    stage_settings = {
         "prompt": prompt_record(settings.budget), "settings": settings.to_config(), "endpoint": endpoint,
         "structured_output": structured_output,
         "cache": str(cache.path) if cache is not None else None, "benchmarks": sorted(blocks),
-        "created": rundir.now_iso()})
+        "created": rundir.now_iso()}
+    # judge.jsonl, metrics.json's judge blocks and config.json's "judge" in one all-or-nothing commit
+    rundir.update_metrics(run_dir, rundir.JUDGE_SECTION, blocks, settings=stage_settings,
+                          files={rundir.JUDGE: jsonl_chunks(kept + records)})
     return blocks
 
 

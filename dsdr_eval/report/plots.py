@@ -38,6 +38,9 @@ def _pyplot():
     matplotlib.use("Agg", force=True)  # headless: never needs a display
     import matplotlib.pyplot as plt
 
+    # Labels and benchmark names are data: a "$" in one is text, not mathtext (an unknown command
+    # such as \href would raise in the middle of a report)
+    plt.rcParams["text.parse_math"] = False
     return plt
 
 

