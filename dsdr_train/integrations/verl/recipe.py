@@ -93,6 +93,8 @@ def overrides(model: str, algo: str, *, train_files: str, val_files: str | None 
         raise ValueError(f"unknown algo {algo!r}; expected one of {sorted(ALGOS)}")
     hub_id, max_response = MODELS[model]
     out = [*COMMON, f"actor_rollout_ref.model.path={hub_id}", f"data.max_response_length={max_response}",
+           # Eq. 4d's L_max if loss_agg_mode is set to seq-mean-token-sum-norm (verl: the padded width)
+           f"actor_rollout_ref.actor.loss_scale_factor={max_response}",
            # dynamic batching packs whole sequences: at least one prompt + response per GPU
            f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={2 * (1024 + max_response)}",
            f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={2 * (1024 + max_response)}",

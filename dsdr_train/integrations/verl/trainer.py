@@ -72,6 +72,9 @@ def check_verl_config(config: DictConfig, settings: PluginSettings) -> None:
         raise PluginConfigError(f"actor_rollout_ref.actor.clip_ratio_c={clip_c:g} turns on verl's dual clip of "
                                 "negative-advantage tokens, which docs/ALGORITHMS.md Eq. 3 does not have; set "
                                 "actor_rollout_ref.actor.clip_ratio_c=inf")
+    if actor.get("loss_agg_mode") == "seq-mean-token-sum-norm" and actor.get("loss_scale_factor") is None:
+        raise PluginConfigError("actor_rollout_ref.actor.loss_scale_factor is unset: Eq. 4d divides by |B| * L_max, "
+                                "verl then by the padded width; set it to data.max_response_length")
     loss_mode = actor.get("policy_loss", {}).get("loss_mode", "vanilla")
     if loss_mode != "vanilla":
         raise PluginConfigError(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r}: the plugin's "
