@@ -45,13 +45,14 @@ def _trl_real_updates(trainer):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", ["dsdr", "dapo", "darling"])
-def test_trl_engine_gradients_equal_the_reference(algo, tiny_model_dir, train_data_dir, tmp_path):
+@pytest.mark.parametrize(("algo", "mode"), [("dsdr", None), ("dsdr", "seq-mean-token-sum-norm"), ("dapo", None),
+                                           ("darling", None)])
+def test_trl_engine_gradients_equal_the_reference(algo, mode, tiny_model_dir, train_data_dir, tmp_path):
     from dsdr_train import scoring
     from dsdr_train.integrations.trl.run import build_trainer
 
     s = R.spec(algo)
-    extra = {k: v for k, v in (("lambda_d", s.bonus), ("lambda_l", s.lambda_l)) if v}
+    extra = {k: v for k, v in (("lambda_d", s.bonus), ("lambda_l", s.lambda_l), ("loss_agg_mode", mode)) if v}
     cfg = _config(algo, tiny_model_dir, train_data_dir / "gsm8k_train.jsonl", tmp_path / "run", lr=LR, **extra)
     trainer, ctx = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "run")
     inject(trainer)

@@ -98,3 +98,31 @@ def test_print_gives_the_verl_command(capsys):
     out = capsys.readouterr().out
     assert "-m verl.trainer.main_ppo" in out and "algorithm.adv_estimator=dsdr" in out
     assert out.strip().endswith("trainer.total_epochs=1")
+
+
+def test_the_trainer_caps_dapo_generation_at_max_num_gen_batches(monkeypatch):
+    """verl 0.9.1's ReplayBuffer refills evicted DAPO groups without a cap (it ignores
+    max_num_gen_batches); the plugin's trainer counts the prompts a step asks for and stops the run
+    once more than max_num_gen_batches batches would be generated (§2, dapo_exhausted=error)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from dsdr_train.integrations.verl.settings import plugin_settings
+    from dsdr_train.integrations.verl.trainer import DsdrPPOTrainer
+
+    submitted: list[int] = []
+    monkeypatch.setattr(PPOTrainerSync, "_add_prompts_to_generate", lambda self, n: submitted.append(n) or n)
+    monkeypatch.setattr(PPOTrainerSync, "prepare_step", lambda self: {})
+    trainer = DsdrPPOTrainer.__new__(DsdrPPOTrainer)  # the two methods under test need no Ray
+    trainer.dsdr = plugin_settings("dapo", {"dapo_exhausted": "error", "max_num_gen_batches": 3})
+    trainer.config = OmegaConf.create({"data": {"train_batch_size": 4}})
+    trainer._generation_cap = generation_cap(trainer.dsdr, 4)
+    trainer.prepare_step()
+    trainer._add_prompts_to_generate(4)
+    trainer._add_prompts_to_generate(4)  # 3 batches of 4 prompts: the cap, still allowed
+    with pytest.raises(RuntimeError, match="max_num_gen_batches=3"):
+        trainer._add_prompts_to_generate(1)
+    assert submitted == [4, 4]
+    trainer.prepare_step()  # the next step starts counting again
+    trainer._add_prompts_to_generate(8)
+    assert submitted == [4, 4, 8]

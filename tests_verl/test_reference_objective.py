@@ -153,7 +153,7 @@ def _compare(s, mode, actor, rows, current, old, adv, w, n_prompts):
     ref_grads = torch.autograd.grad(ref, leaves)
     ref_grad = torch.cat(list(ref_grads))
     ours = torch.cat([grad[r, :LENGTHS[i]] for r, i in enumerate(rows)]).double()
-    return float(loss), float(ref), float((ours - ref_grad).norm() / ref_grad.norm())
+    return float(loss.detach()), float(ref.detach()), float((ours - ref_grad).norm() / ref_grad.norm())
 
 
 @pytest.mark.parametrize("mode", R.MODES)
