@@ -58,10 +58,11 @@ def _stage_hf(model: torch.nn.Module, tokenizer: Any, target: Path) -> Path:
 
 def save_hf(model: torch.nn.Module, tokenizer: Any, target: Path) -> None:
     """save_pretrained + tokenizer into ``target`` atomically (tmp dir, then rename)."""
-    _replace_dir(_stage_hf(model, tokenizer, target), target)
+    replace_dir(_stage_hf(model, tokenizer, target), target)
 
 
-def _replace_dir(tmp: Path, target: Path) -> None:
+def replace_dir(tmp: Path, target: Path) -> None:
+    """Put the complete directory ``tmp`` at ``target`` by renames (a kill leaves the old or the new one)."""
     if target.exists():
         old = target.with_name(target.name + ".old")
         if old.exists():
@@ -81,7 +82,7 @@ def save_checkpoint(run_dir: str | Path, *, step: int, model: torch.nn.Module, t
     state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
              "rng": rng_state(), **extra}
     torch.save(state, tmp / TRAINER_STATE)
-    _replace_dir(tmp, target)
+    replace_dir(tmp, target)
     if keep_last > 0:
         for old in list_checkpoints(run_dir)[:-keep_last]:
             shutil.rmtree(old, ignore_errors=True)

@@ -68,7 +68,9 @@ class TrainConfig:
     group_size: int = _f(8, "G: rollouts per prompt (§3.5: 8)")
     prompts_per_step: int = _f(256, "prompts per rollout batch (§3.5: 256); split evenly over DDP ranks")
     mini_batch_prompts: int = _f(16, "prompts per PPO mini-batch = per optimizer update (§3.5: 16)")
-    micro_batch_size: int = _f(8, "rollouts per forward/backward pass (gradient accumulation unit)")
+    micro_batch_size: int | None = _f(None, "rollouts per forward/backward pass (gradient accumulation unit); None = "
+                                      "8 on the compact engine, and on engine trl the largest divisor <= 8 of a "
+                                      "mini-batch's rollouts per process (recorded in config.json engine_layout)")
     ppo_epochs: int = _f(1, "passes over each rollout batch")
     temperature: float = _f(1.0, "rollout sampling temperature (§3.5: 1.0); logits are divided by it in the loss too")
     top_p: float = _f(1.0, "rollout nucleus sampling")
@@ -311,6 +313,8 @@ def resolve_config(values: dict[str, Any]) -> TrainConfig:
     if objective["loss_agg_mode"] == "seq-mean-token-sum-norm" and merged.get("loss_norm_constant") is None:
         # Dr.GRPO's constant, as verl's loss_scale_factor: fixed over training (a padded width is not)
         merged["loss_norm_constant"] = max_response_length
+    if merged.get("micro_batch_size") is None and merged.get("engine", "compact") == "compact":
+        merged["micro_batch_size"] = 8  # engine trl picks its own default from its batch layout (mapping.geometry)
     if objective["overlong_shaping"] and objective["overlong_buffer"] is None:
         objective["overlong_buffer"] = max(1, max_response_length // 4)
     try:
@@ -338,7 +342,7 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.prompts_per_step >= 1, "prompts_per_step", "must be >= 1")
     need(1 <= cfg.mini_batch_prompts <= cfg.prompts_per_step, "mini_batch_prompts", "must be in [1, prompts_per_step]")
     need(cfg.prompts_per_step % cfg.mini_batch_prompts == 0, "mini_batch_prompts", "must divide prompts_per_step")
-    need(cfg.micro_batch_size >= 1, "micro_batch_size", "must be >= 1")
+    need(cfg.micro_batch_size is None or cfg.micro_batch_size >= 1, "micro_batch_size", "must be >= 1 (or null)")
     need(cfg.ppo_epochs >= 1, "ppo_epochs", "must be >= 1")
     need(cfg.total_steps >= 1, "total_steps", "must be >= 1")
     need(cfg.temperature > 0, "temperature", "must be > 0 (the loss divides logits by it)")

@@ -359,7 +359,7 @@ RAGGED_MASK = t64([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]])
         ("token-mean", (1 + 2 + 3 + 4 + 5 + 6 + 7) / 7),
         ("seq-mean-token-mean", (10 / 4 + 11 / 2 + 7 / 1) / 3),
         ("seq-mean-token-sum", (10 + 11 + 7) / 3),
-        ("seq-mean-token-sum-norm", (10 + 11 + 7) / 4),  # verl: divide the total by mask.shape[-1]
+        ("seq-mean-token-sum-norm", (10 + 11 + 7) / (3 * 4)),  # Eq. 4d: |B| * C, C = mask.shape[-1] by default
     ],
 )
 def test_agg_loss_modes_on_ragged_mask(mode, expected):
@@ -371,7 +371,8 @@ def test_agg_loss_modes_on_ragged_mask(mode, expected):
 
 
 def test_agg_loss_norm_constant_and_validation():
-    assert abs(float(C.agg_loss(RAGGED_LOSS, RAGGED_MASK, "seq-mean-token-sum-norm", norm_constant=8)) - 28 / 8) < 1e-12
+    assert abs(float(C.agg_loss(RAGGED_LOSS, RAGGED_MASK, "seq-mean-token-sum-norm", norm_constant=8)) - 28 / (3 * 8)
+               ) < 1e-12
     with pytest.raises(ValueError, match="norm_constant"):
         C.agg_loss(RAGGED_LOSS, RAGGED_MASK, "token-mean", norm_constant=8)
     with pytest.raises(ValueError, match="loss_agg_mode"):
@@ -398,7 +399,7 @@ def test_agg_loss_pieces_with_whole_batch_divisors_sum_to_one_pass(mode):
         "token-mean": sum(loss[i, :n].sum().item() for i, n in enumerate(lengths)) / 30,
         "seq-mean-token-mean": sum(loss[i, :n].mean().item() for i, n in enumerate(lengths) if n) / 8,
         "seq-mean-token-sum": sum(loss[i, :n].sum().item() for i, n in enumerate(lengths)) / 8,
-        "seq-mean-token-sum-norm": sum(loss[i, :n].sum().item() for i, n in enumerate(lengths)) / 16,
+        "seq-mean-token-sum-norm": sum(loss[i, :n].sum().item() for i, n in enumerate(lengths)) / (8 * 16),
     }[mode]
     assert abs(one_pass.item() - by_hand) < 1e-12
     accumulated = 0.0
@@ -413,7 +414,7 @@ def test_agg_divisors_and_their_validation():
     assert C.agg_divisors("seq-mean-token-mean", num_tokens=30, num_sequences=8) == {"num_sequences": 8.0}
     assert C.agg_divisors("seq-mean-token-sum", num_tokens=0, num_sequences=0) == {"num_sequences": 1.0}
     assert C.agg_divisors("seq-mean-token-sum-norm", num_tokens=30, num_sequences=8, norm_constant=4096) == {
-        "norm_constant": 4096.0}
+        "num_sequences": 8.0, "norm_constant": 4096.0}
     with pytest.raises(ValueError, match="norm_constant"):
         C.agg_divisors("seq-mean-token-sum-norm", num_tokens=30, num_sequences=8)
     with pytest.raises(ValueError, match="num_tokens only applies"):

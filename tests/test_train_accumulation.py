@@ -93,7 +93,7 @@ def test_gradient_accumulation_equals_one_pass(trainer, mode):
     signed = sum(a * n for a, n in zip(ADVANTAGES, LENGTHS))
     expected = {"token-mean": -signed / sum(LENGTHS), "seq-mean-token-mean": -sum(ADVANTAGES) / len(LENGTHS),
                 "seq-mean-token-sum": -signed / len(LENGTHS),
-                "seq-mean-token-sum-norm": -signed / MAX_RESPONSE}[mode]  # Dr.GRPO: a fixed C, not the padded width
+                "seq-mean-token-sum-norm": -signed / (len(LENGTHS) * MAX_RESPONSE)}[mode]  # Eq. 4d: |B| * a fixed C
     assert one["loss/pg"] == pytest.approx(expected, abs=1e-6)
     assert one["loss/kl"] > 0 and one["loss/local"] != 0
 

@@ -127,3 +127,53 @@ def test_trl_run_on_smollm2_then_evaluated(smollm2_dir, train_data_dir, data_dir
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((ev / "metrics.json").read_text())["benchmarks"]["math500"]["n_problems"] == 1
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_resume_of_a_finished_trl_run_trains_nothing(tiny_model_dir, train_data_dir, tmp_path):
+    """issue 24.5: `--resume` of a finished TRL run said nothing of being done and trained one more
+    step each time (steps 3, 4 of total_steps=2, final/ overwritten). Now it says "done: 2 steps",
+    leaves metrics.jsonl, the checkpoints and final/ byte for byte, also when the run was killed while
+    final/ was written (final/ is then rebuilt from the last checkpoint, nothing trained). The
+    smallest layout (2 prompts x G=2, micro_batch_size unset: the largest divisor <= 8) runs."""
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    base = [sys.executable, "-m", "dsdr_train.cli"]
+    tiny = [a for a in TINY if not a.startswith(("micro_batch_size", "mini_batch_prompts"))] + ["mini_batch_prompts=2"]
+    first = subprocess.run(base + ["--engine", "trl", "--algo", "grpo", "--model", str(tiny_model_dir), "--train-data",
+                                   str(train_data_dir / "gsm8k_train.jsonl"), "--out", str(out), "total_steps=2",
+                                   "save_every=1", "keep_last=0", *tiny], capture_output=True, text=True, env=env,
+                           timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    layout = json.loads((out / "config.json").read_text())["engine_layout"]
+    assert layout["micro_batch_size"] == 4 and layout["micro_batch_size_from"].startswith("default")
+    metrics, final = (out / "metrics.jsonl").read_bytes(), _tree(out / "final")
+    checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert [r["step"] for r in _metrics(out)] == [1, 2]
+
+    def resume() -> str:
+        proc = subprocess.run(base + ["--resume", "--out", str(out)], capture_output=True, text=True, env=env,
+                              timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "done: 2 steps" in proc.stderr, proc.stderr[-3000:]
+        assert (out / "metrics.jsonl").read_bytes() == metrics
+        assert sorted(p.name for p in (out / "checkpoints").iterdir()) == checkpoints
+        return proc.stderr
+
+    resume()
+    assert _tree(out / "final") == final
+    resume()  # twice: still nothing
+    # killed while final/ was written: the rename never happened, a partial final.tmp is left
+    (out / "final").rename(out / "final.tmp")
+    next((out / "final.tmp").glob("*.safetensors")).unlink()
+    assert "rebuilt" in resume()
+    from safetensors.torch import load, load_file
+
+    weights = load_file(next((out / "final").glob("*.safetensors")))
+    before = load(next(v for k, v in final.items() if k.endswith(".safetensors")))
+    assert weights.keys() == before.keys() and all(bool((weights[k] == before[k]).all()) for k in weights)
+    assert not (out / "final.tmp").exists()

@@ -70,3 +70,33 @@ def test_rollout_engine_auto_on_trl_is_vllm_only_with_a_gpu():
     # the GRPOConfig follows the choice: auto on a CPU machine generates with transformers
     assert grpo_config_kwargs(_paper(rollout_engine="auto"), geometry(cfg, 8), Path("runs/x"),
                               device_type="cpu")["use_vllm"] is False
+
+
+@pytest.mark.parametrize("changes, world, micro", [
+    # the smallest config: 2 prompts x G=2 on one process = 4 rollouts, was refused (8 does not divide 4)
+    ({"group_size": 2, "prompts_per_step": 2, "mini_batch_prompts": 2}, 1, 4),
+    ({"group_size": 3, "prompts_per_step": 4, "mini_batch_prompts": 2}, 1, 6),
+    ({"group_size": 5, "prompts_per_step": 7, "mini_batch_prompts": 7}, 1, 7),
+    ({}, 8, 8),  # paper scale: 16 rollouts per process per mini-batch
+    ({"group_size": 8, "prompts_per_step": 24, "mini_batch_prompts": 12}, 4, 8),  # 24 per process
+    ({"group_size": 3, "prompts_per_step": 6, "mini_batch_prompts": 6}, 2, 3),  # 9 per process
+])
+def test_unset_micro_batch_size_is_the_largest_divisor_up_to_8_and_recorded(changes, world, micro):
+    cfg = _paper(**changes, micro_batch_size=None)
+    assert cfg.micro_batch_size is None  # unset stays unset in config.json; the choice is in engine_layout
+    geo = geometry(cfg, world)
+    per_mini = cfg.mini_batch_prompts * cfg.group_size // world
+    assert geo.micro_batch_size == micro and per_mini % micro == 0 and geo.grad_accum == per_mini // micro
+    assert geo.micro_batch_size_from.startswith("default") and str(per_mini) in geo.micro_batch_size_from
+    kw = grpo_config_kwargs(cfg, geo, Path("runs/x"), device_type="cpu")
+    assert kw["per_device_train_batch_size"] == micro
+
+
+def test_a_user_set_micro_batch_size_is_kept_or_refused_never_changed():
+    assert geometry(_paper(micro_batch_size=4), 8).micro_batch_size_from == "config"
+    with pytest.raises(DsdrError, match="micro_batch_size.*got 8"):  # set explicitly, even to the default's value
+        geometry(_paper(group_size=2, prompts_per_step=2, mini_batch_prompts=2, micro_batch_size=8), 1)
+
+
+def test_compact_engine_default_micro_batch_size_is_still_8():
+    assert _paper(engine="compact", micro_batch_size=None).micro_batch_size == 8

@@ -11,7 +11,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from dsdr_train.core_algos import RolloutSignals, group_ids_from_prompt_index, objective_config, shape_rewards
-from dsdr_train.integrations.verl.estimators import REWARDS_SHAPED_KEY
+from dsdr_train.integrations.verl.estimators import REWARDS_FLOOR_KEY, REWARDS_SHAPED_KEY
 
 # two prompts, four rollouts each, interleaved, with verl's string uids
 UIDS = ["u-a", "u-b", "u-a", "u-b", "u-b", "u-a", "u-a", "u-b"]
@@ -62,7 +62,7 @@ def test_verl_dispatch_equals_core_algos(name):
 def test_grpo_pop_std_is_the_population_std_and_verl_grpo_is_not():
     rewards = torch.tensor(ACCURACY, dtype=torch.float64)
     rewards[0] = 0.0
-    ours = compute_advantage(_data(rewards), adv_estimator="grpo_pop_std", config=OmegaConf.create({}))
+    ours = compute_advantage(_data(rewards), adv_estimator="grpo_pop_std", config=_marked(1.0))
     verl_grpo = compute_advantage(_data(rewards), adv_estimator="grpo", config=OmegaConf.create({}))
     signals = RolloutSignals(accuracy=rewards, group_ids=group_ids_from_prompt_index(UIDS),
                              response_lengths=torch.tensor(LENGTHS), max_response_length=T)
@@ -85,3 +85,32 @@ def test_a_shaping_estimator_refuses_rewards_the_plugin_trainer_did_not_shape():
         compute_advantage(_data(plus_minus_one), adv_estimator="dsdr", config=_marked(1.001))
     with pytest.raises(ValueError, match="not a darling-shaped reward"):
         compute_advantage(_data(plus_minus_one), adv_estimator="darling", config=_marked(1.0))
+
+
+def test_every_plugin_estimator_refuses_verl_raw_scores():
+    """verl's math_dapo +-1 score (GRPO, DAPO too): the spec's reward is the {0, 1} verdict (§1), plus
+    Eq. 6's overlong term for DAPO, written by the plugin's trainer."""
+    plus_minus_one = torch.tensor([1.0 if a else -1.0 for a in ACCURACY], dtype=torch.float64)
+    for name in ("grpo_pop_std", "dapo"):
+        with pytest.raises(ValueError, match="trainer_mode=dsdr_sync"):
+            compute_advantage(_data(plus_minus_one), adv_estimator=name, config=OmegaConf.create({}))
+    with pytest.raises(ValueError, match="not a verifier-shaped reward"):
+        compute_advantage(_data(plus_minus_one), adv_estimator="grpo_pop_std", config=_marked(1.0))
+
+
+def test_dapo_advantages_are_the_specs_on_0_1_rewards_with_the_overlong_term():
+    """Defect 2's case: a group of 2 correct / 2 wrong, one of each overlong (penalty -0.6):
+    {0, 1} + penalty gives [1.4, 0.2, -0.2, -1.4]-like spec advantages, not verl's +-1 ones."""
+    uids = ["g"] * 4
+    rewards = torch.tensor([1.0, 1.0 - 0.6, 0.0, -0.6], dtype=torch.float64)
+    mask = torch.ones(4, 1)
+    data = DataProto.from_dict(tensors={"token_level_rewards": rewards[:, None].clone(), "response_mask": mask},
+                               non_tensors={"uid": np.array(uids, dtype=object)})
+    marks = OmegaConf.create({"adv_estimator": "dapo", REWARDS_SHAPED_KEY: 1.0, REWARDS_FLOOR_KEY: -1.0})
+    ours = compute_advantage(data, adv_estimator="dapo", config=marks).batch["advantages"][:, 0].to(torch.float64)
+    centred = rewards - rewards.mean()
+    expected = centred / (centred.pow(2).mean().sqrt() + 1e-6)  # Eq. 1, population std
+    assert torch.allclose(ours, expected, atol=1e-6)
+    verl_like = torch.tensor([1.0, 0.4, -1.0, -1.6], dtype=torch.float64)  # math_dapo +-1 + the same penalty
+    c = verl_like - verl_like.mean()
+    assert not torch.allclose(ours, c / (c.pow(2).mean().sqrt() + 1e-6), atol=1e-2)

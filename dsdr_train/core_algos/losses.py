@@ -43,11 +43,11 @@ def agg_loss(
     * ``seq-mean-token-mean`` (Eq. 4b; the DSDR paper's GRPO Eq. 3): mean over sequences of
       ``sum_t m*l / T_i``.
     * ``seq-mean-token-sum`` (Eq. 4c): mean over sequences of ``sum_t m*l``.
-    * ``seq-mean-token-sum-norm`` (Dr.GRPO, Eq. 4d): ``sum_{i,t} m*l / C`` with ``C = norm_constant`` when
-      given, else ``loss_mask.shape[-1]`` (the padded length, verl's choice). Dr.GRPO wants a
-      constant ``C`` over training (e.g. the max response length): pass ``norm_constant``, since
-      the padded length changes from batch to batch. Note verl sums (does not average) over
-      sequences here; so does this function.
+    * ``seq-mean-token-sum-norm`` (Dr.GRPO, Eq. 4d): ``sum_{i,t} m*l / (|B| * C)`` with ``|B|`` the
+      sequences (as in the two seq-mean modes) and ``C = norm_constant`` when given, else
+      ``loss_mask.shape[-1]`` (the padded length, verl's default). Dr.GRPO wants a constant ``C``
+      over training (e.g. the max response length): pass ``norm_constant``, since the padded
+      length changes from batch to batch.
 
     Rows with no valid token (padding rows) are left out of the sequence means (verl would
     return NaN for them in ``seq-mean-token-mean``). Masked entries of ``loss_mat`` may hold
@@ -56,9 +56,9 @@ def agg_loss(
     Pieces of a batch (gradient accumulation, data parallelism): every mode is a sum over the
     rows divided by a divisor of the *whole* batch, so a piece's loss computed with the whole
     batch's divisor is its exact share, and the shares add up to the one-pass loss. Pass the
-    whole batch's ``num_tokens`` (token-mean) or ``num_sequences`` (the two seq-mean modes; rows
+    whole batch's ``num_tokens`` (token-mean) or ``num_sequences`` (the three seq modes; rows
     with at least one valid token) as verl's ``batch_num_tokens`` / ``global_batch_size`` do;
-    ``seq-mean-token-sum-norm`` needs nothing more than its constant ``C``.
+    ``seq-mean-token-sum-norm`` also needs its constant ``C``.
     :func:`agg_divisors` returns the keyword a mode needs. (DDP averages gradients over ranks:
     the caller multiplies the loss by the world size, verl's ``dp_size``.)
 
@@ -69,8 +69,9 @@ def agg_loss(
         norm_constant: ``C`` for ``seq-mean-token-sum-norm`` (> 0); an error for other modes.
         num_tokens: divisor of ``token-mean`` (> 0) instead of this piece's token count; an error
             for other modes.
-        num_sequences: divisor of ``seq-mean-token-mean`` / ``seq-mean-token-sum`` (> 0) instead
-            of this piece's number of non-empty rows; an error for other modes.
+        num_sequences: ``|B|`` of ``seq-mean-token-mean`` / ``seq-mean-token-sum`` /
+            ``seq-mean-token-sum-norm`` (> 0) instead of this piece's number of non-empty rows; an
+            error for ``token-mean``.
 
     Returns:
         scalar loss.
@@ -81,7 +82,8 @@ def agg_loss(
         raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; expected one of {LOSS_AGG_MODES}")
     for name, value, modes in (("norm_constant", norm_constant, ("seq-mean-token-sum-norm",)),
                                ("num_tokens", num_tokens, ("token-mean",)),
-                               ("num_sequences", num_sequences, ("seq-mean-token-mean", "seq-mean-token-sum"))):
+                               ("num_sequences", num_sequences, ("seq-mean-token-mean", "seq-mean-token-sum",
+                                                                 "seq-mean-token-sum-norm"))):
         if value is None:
             continue
         if loss_agg_mode not in modes:
@@ -104,7 +106,7 @@ def agg_loss(
     if loss_agg_mode == "seq-mean-token-sum":
         return token_sums.sum() / n_sequences
     divisor = float(norm_constant) if norm_constant is not None else float(loss_mask.shape[-1])
-    return token_sums.sum() / max(divisor, 1.0)
+    return token_sums.sum() / (n_sequences * max(divisor, 1.0))  # Eq. 4d: |B| * L_max
 
 
 def agg_divisors(
@@ -120,8 +122,9 @@ def agg_divisors(
             over training, e.g. the max response length: the padded width of a piece is not).
 
     Returns:
-        ``{"num_tokens": ...}``, ``{"num_sequences": ...}`` or ``{"norm_constant": ...}``
-        (counts floored at 1, so an all-empty batch gives a zero loss rather than 0/0).
+        ``{"num_tokens": ...}``, ``{"num_sequences": ...}`` or, for Eq. 4d,
+        ``{"num_sequences": ..., "norm_constant": ...}`` (counts floored at 1, so an all-empty
+        batch gives a zero loss rather than 0/0).
     """
     if loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; expected one of {LOSS_AGG_MODES}")
@@ -130,7 +133,7 @@ def agg_divisors(
     if loss_agg_mode == "seq-mean-token-sum-norm":
         if norm_constant is None:
             raise ValueError("seq-mean-token-sum-norm needs a norm_constant (e.g. max_response_length)")
-        return {"norm_constant": float(norm_constant)}
+        return {"num_sequences": max(float(num_sequences), 1.0), "norm_constant": float(norm_constant)}
     return {"num_sequences": max(float(num_sequences), 1.0)}
 
 

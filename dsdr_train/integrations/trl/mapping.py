@@ -6,6 +6,7 @@ step of ``gradient_accumulation_steps`` micro-batches of ``micro_batch_size`` ro
 
     rows per process per step        n = prompts_per_step * G / world
     steps_per_generation               = n / micro_batch_size          (micro-batches per step)
+    micro_batch_size (unset)           = the largest divisor <= 8 of mini_batch_prompts * G / world
     gradient_accumulation_steps        = mini_batch_prompts * G / world / micro_batch_size
     optimizer updates per step         = prompts_per_step / mini_batch_prompts * ppo_epochs
     max_steps (TRL optimizer steps)    = total_steps * updates per step
@@ -40,6 +41,8 @@ class Geometry:
     steps_per_generation: int
     grad_accum: int
     updates_per_step: int
+    micro_batch_size: int
+    micro_batch_size_from: str  # "config" (set by the user) or why this default was chosen
 
     @property
     def mini_batches(self) -> int:
@@ -48,7 +51,7 @@ class Geometry:
 
 def geometry(cfg: TrainConfig, world: int) -> Geometry:
     """The layout of ``cfg`` on ``world`` processes; a one-line error naming the key otherwise."""
-    G, micro = cfg.group_size, cfg.micro_batch_size
+    G = cfg.group_size
 
     def need(cond: bool, key: str, why: str) -> None:
         if not cond:
@@ -60,14 +63,19 @@ def geometry(cfg: TrainConfig, world: int) -> Geometry:
     need(cfg.mini_batch_prompts * G % world == 0, "mini_batch_prompts", "mini_batch_prompts * group_size must be "
          "divisible by the number of processes")
     per_mini = cfg.mini_batch_prompts * G // world
-    need(per_mini % micro == 0, "micro_batch_size", f"must divide the {per_mini} rollouts per process of a "
-         "mini-batch (TRL's micro-batches are equal)")
+    if cfg.micro_batch_size is None:  # TRL's micro-batches are equal: the largest divisor <= 8 (8 = compact's default)
+        micro = max(d for d in range(1, 9) if per_mini % d == 0)
+        source = f"default: the largest divisor <= 8 of the {per_mini} rollouts per process of a mini-batch"
+    else:
+        micro, source = cfg.micro_batch_size, "config"
+        need(per_mini % micro == 0, "micro_batch_size", f"must divide the {per_mini} rollouts per process of a "
+             "mini-batch (TRL's micro-batches are equal; leave it unset for the largest divisor <= 8)")
     mini_batches = cfg.prompts_per_step // cfg.mini_batch_prompts
     if mini_batches > 1:
         need(cfg.mini_batch_prompts % world == 0, "mini_batch_prompts", "must be divisible by the number of "
              "processes when a step has several mini-batches (whole groups per process, as the compact trainer)")
     return Geometry(world=world, rows_per_process=n, steps_per_generation=n // micro, grad_accum=per_mini // micro,
-                    updates_per_step=mini_batches * cfg.ppo_epochs)
+                    updates_per_step=mini_batches * cfg.ppo_epochs, micro_batch_size=micro, micro_batch_size_from=source)
 
 
 def rollout_choice(cfg: TrainConfig, *, cuda_available: bool, vllm_ok: bool | None = None) -> BackendChoice:
@@ -99,7 +107,7 @@ def grpo_config_kwargs(cfg: TrainConfig, geo: Geometry, run_dir: Path, *, device
     save_steps = cfg.save_every * geo.updates_per_step
     kwargs: dict[str, Any] = dict(
         output_dir=str(run_dir / "checkpoints"), seed=cfg.seed, max_steps=cfg.total_steps * geo.updates_per_step,
-        per_device_train_batch_size=cfg.micro_batch_size, gradient_accumulation_steps=geo.grad_accum,
+        per_device_train_batch_size=geo.micro_batch_size, gradient_accumulation_steps=geo.grad_accum,
         steps_per_generation=geo.steps_per_generation, num_generations=cfg.group_size, num_iterations=cfg.ppo_epochs,
         max_completion_length=cfg.max_response_length, temperature=cfg.temperature, top_p=cfg.top_p, top_k=0,
         repetition_penalty=1.0, learning_rate=cfg.lr, weight_decay=cfg.weight_decay, adam_beta1=cfg.adam_beta1,

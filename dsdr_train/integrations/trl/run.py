@@ -54,6 +54,49 @@ def _last_trl_checkpoint(run_dir: Path) -> str | None:
     return str(max(found)[1]) if found else None
 
 
+# files of a TRL checkpoint-N that are training state, not the HF model directory final/ is
+_TRAINING_STATE = ("optimizer.pt", "scheduler.pt", "rng_state*.pth", "trainer_state.json", "training_args.bin",
+                   "global_step*", "latest", "zero_to_fp32.py", "dsdr_*.json")
+
+
+def _last_logged_step(run_dir: Path) -> int:
+    """The largest ``step`` in metrics.jsonl (0 when none; a torn last line is ignored)."""
+    import json
+
+    path, last = run_dir / "metrics.jsonl", 0
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                last = max(last, int(json.loads(line)["step"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return last
+
+
+def _finish_without_training(cfg: TrainConfig, run_dir: Path, resume_from: str | None, steps: int, main: bool) -> int:
+    """``--resume`` of a run that already trained ``total_steps``: train nothing, keep final/ as it is;
+    only when final/ is missing (killed while it was written, which happens in final.tmp) write it from
+    the newest checkpoint, which then holds the last step's weights."""
+    from dsdr_train import checkpoint as ckpt
+
+    final = run_dir / ckpt.FINAL
+    if main and cfg.save_final and not final.is_dir():
+        if resume_from is None:
+            raise DsdrError(f"{run_dir}: {steps} steps logged but neither final/ nor a checkpoint to rebuild it from")
+        import shutil
+
+        staged = final.with_name(final.name + ".tmp")
+        shutil.rmtree(staged, ignore_errors=True)
+        # the checkpoint's HF files as they are (weights, config, tokenizer), not TRL's training state
+        shutil.copytree(resume_from, staged, ignore=shutil.ignore_patterns(*_TRAINING_STATE))
+        ckpt.replace_dir(staged, final)
+        print(f"final/ was missing (interrupted while written): rebuilt from {resume_from}", file=sys.stderr)
+    if main:
+        print(f"done: {steps} steps (engine trl); nothing left to train (total_steps={cfg.total_steps}); "
+              f"final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}", file=sys.stderr)
+    return 0
+
+
 def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path: str | None = None) -> Any:
     """The ``DsdrGRPOTrainer`` of ``cfg`` (also used by the tests and the benchmark) and the
     context the compact trainer's helpers ran on (template, chat mode, encoder)."""
@@ -142,12 +185,20 @@ def run_trl(cfg: TrainConfig, *, model_path: str, run_dir: Path, resume: bool,
                                                       "distributed_type": str(trainer.accelerator.distributed_type),
                                                       **trainer.setup.geometry.__dict__}))
     per_step = trainer.setup.geometry.updates_per_step
-    if resume and main:
+    if resume:
         done = 0
         if resume_from:
             import json
 
             done = json.loads((Path(resume_from) / "trainer_state.json").read_text())["global_step"] // per_step
+        # A finished run: its newest checkpoint is at total_steps, or final/ (written last, atomically)
+        # exists beside a log of every step. TRL would train another step from there.
+        logged = _last_logged_step(run_dir)
+        finished_final = (run_dir / ckpt.FINAL).is_dir() and logged >= cfg.total_steps
+        if done >= cfg.total_steps or finished_final:
+            return _finish_without_training(cfg, run_dir, resume_from, max(done, logged if finished_final else 0),
+                                            main)
+    if resume and main:
         dropped = prepare_metrics_for_resume(run_dir, done)
         print(f"resuming {run_dir} from {resume_from or 'scratch (no checkpoint yet)'} at step {done}"
               f" (dropped {dropped} metrics lines past it)", file=sys.stderr)
@@ -156,7 +207,18 @@ def run_trl(cfg: TrainConfig, *, model_path: str, run_dir: Path, resume: bool,
     scoring.close_grading_pools()
     final = run_dir / ckpt.FINAL
     if cfg.save_final:
-        trainer.save_model(str(final))  # gathers ZeRO-3 / FSDP shards; the tokenizer too
+        # gathers ZeRO-3 / FSDP shards (every process), the tokenizer too; written beside final/ and
+        # renamed into place, so a kill leaves no partial final/ (the resume rebuilds it)
+        staged = final.with_name(final.name + ".tmp")
+        if main:
+            import shutil
+
+            shutil.rmtree(staged, ignore_errors=True)  # a stale one from a kill
+        trainer.accelerator.wait_for_everyone()
+        trainer.save_model(str(staged))
+        trainer.accelerator.wait_for_everyone()
+        if main:
+            ckpt.replace_dir(staged, final)
     if main:
         steps = trainer.state.global_step // per_step
         print(f"done: {steps} steps (engine trl); final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}",

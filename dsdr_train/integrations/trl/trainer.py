@@ -123,7 +123,7 @@ class DsdrGRPOTrainer(GRPOTrainer):
             step = self.state.global_step // self.setup.geometry.updates_per_step  # the compact step index
             order = group_order(batch["dsdr_group_ids"], cfg.seed, step)
             self._buffered_inputs = mini_batch_chunks(
-                batch, order, micro=cfg.micro_batch_size, grad_accum=self.setup.geometry.grad_accum,
+                batch, order, micro=self.setup.geometry.micro_batch_size, grad_accum=self.setup.geometry.grad_accum,
                 objective=cfg.objective, norm_constant=cfg.loss_norm_constant, gather_object=gather_object)
         return self._buffered_inputs[self._step % self.args.steps_per_generation]
 

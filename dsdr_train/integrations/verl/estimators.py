@@ -1,4 +1,4 @@
-"""verl advantage estimators ``dsdr``, ``dsdr_wo_gd``, ``dsdr_wo_gc``, ``darling``, ``grpo_pop_std``.
+"""verl advantage estimators ``dsdr``, ``dsdr_wo_gd``, ``dsdr_wo_gc``, ``darling``, ``grpo_pop_std``, ``dapo``.
 
 Registered in verl's ``ADV_ESTIMATOR_REGISTRY`` (``register_adv_est``) when verl loads the plugin,
 so ``algorithm.adv_estimator=dsdr`` dispatches here from verl's own ``compute_advantage``. Each is
@@ -6,11 +6,12 @@ the group advantage of docs/ALGORITHMS.md §1, Eq. 1 (population std) / §4, Eq.
 computed by :func:`dsdr_train.core_algos.get_adv_estimator_fn` with the algorithm's settings, on
 ``token_level_rewards.sum(-1)`` grouped by ``index`` (verl's ``uid``).
 
-For the DSDR and DARLING names the per-rollout reward must already be the group-shaped one
-(Eq. 11 / Eq. 16): only the plugin's trainer (``trainer.v1.trainer_mode=dsdr_sync``) sees whole uid
-groups of decoded responses, computes it (:mod:`.group_rewards`) and marks the algorithm config with
-:data:`REWARDS_SHAPED_KEY`; these estimators refuse a batch without that mark, instead of silently
-training GRPO on verl's raw score.
+For every name the per-rollout reward must already be the spec's one: the {0, 1} verdict (plus
+Eq. 6 for DAPO), the DSDR bonus (Eq. 11) or DARLING's r * Div (Eq. 16). Only the plugin's trainer
+(``trainer.v1.trainer_mode=dsdr_sync``) sees whole uid groups of decoded responses, computes it
+(:mod:`.group_rewards`) and marks the algorithm config with :data:`REWARDS_SHAPED_KEY`; these
+estimators refuse a batch without that mark, instead of silently training on verl's raw score
+(``math_dapo``'s +-1, which moves DAPO's advantages once the overlong term is added).
 """
 
 from __future__ import annotations
@@ -26,26 +27,34 @@ from dsdr_train.core_algos import get_adv_estimator_fn, group_ids_from_prompt_in
 from dsdr_train.integrations.verl.settings import ESTIMATOR_ALGOS, plugin_settings
 
 # Set in the algorithm config by the plugin's trainer: the largest reward its shaping can give
-# (1 + lambda_d * sigma_d for DSDR, Eq. 11; 1 for DARLING, Eq. 16).
+# (1 + lambda_d * sigma_d for DSDR, Eq. 11; 1 for DARLING, Eq. 16, and the verifier).
 REWARDS_SHAPED_KEY = "dsdr_rewards_shaped_max"
+# ... and the smallest one: 0, or -overlong_factor when the overlong term of Eq. 6 is added
+REWARDS_FLOOR_KEY = "dsdr_rewards_shaped_min"
 
 
-def shaped_reward_bound(config: Any) -> float | None:
-    """The trainer's mark in the algorithm config (None when the rewards were not shaped by it)."""
+def shaped_reward_bound(config: Any, key: str = REWARDS_SHAPED_KEY) -> float | None:
+    """The trainer's mark ``key`` in the algorithm config (None when the rewards were not shaped by it)."""
     if config is None:
         return None
     getter = getattr(config, "get", None)
-    value = getter(REWARDS_SHAPED_KEY, None) if callable(getter) else getattr(config, REWARDS_SHAPED_KEY, None)
+    value = getter(key, None) if callable(getter) else getattr(config, key, None)
     return None if value is None else float(value)
 
 
-def _check_shaped_range(name: str, rewards: Tensor, bound: float, reward: str) -> None:
-    """The rewards can be what the shaping produces: DSDR {0} u [1, bound] (Eq. 11), DARLING
-    [0, bound] (Eq. 16). Catches verl's +-1 math_dapo score reaching the estimator unmapped."""
-    if reward == "dsdr":
-        ok = (rewards == 0) | ((rewards >= 1) & (rewards <= bound + 1e-12))
+def _check_shaped_range(name: str, rewards: Tensor, bound: float, reward: str, penalty: float) -> None:
+    """The rewards can be what the shaping produces, plus an overlong term in [-penalty, 0] (Eq. 6):
+    verifier {0, 1}, DSDR {0} u [1, bound] (Eq. 11), DARLING [0, bound] (Eq. 16). Catches verl's +-1
+    math_dapo score reaching the estimator unmapped."""
+    tol = 1e-12
+    if penalty > 0:  # a penalised reward is anywhere in [-penalty, bound]
+        ok = (rewards >= -penalty - tol) & (rewards <= bound + tol)
+    elif reward == "dsdr":
+        ok = (rewards == 0) | ((rewards >= 1) & (rewards <= bound + tol))
+    elif reward == "verifier":
+        ok = (rewards == 0) | (rewards == 1)
     else:
-        ok = (rewards >= 0) & (rewards <= bound + 1e-12)
+        ok = (rewards >= 0) & (rewards <= bound + tol)
     if not bool(ok.all()):
         bad = float(rewards[~ok][0])
         raise ValueError(f"adv_estimator={name}: per-rollout reward {bad} is not a {reward}-shaped reward; "
@@ -59,12 +68,12 @@ def group_advantage(name: str, token_level_rewards: Tensor, response_mask: Tenso
     settings = plugin_settings(name, None)
     objective = settings.objective
     rewards = token_level_rewards.to(torch.float64).sum(dim=-1)
-    if settings.shapes_rewards:
-        bound = shaped_reward_bound(config)
-        if bound is None:
-            raise ValueError(f"adv_estimator={name} needs the group-shaped rewards of the plugin's trainer: "
-                             "run with trainer.v1.trainer_mode=dsdr_sync (see README 'Training on verl')")
-        _check_shaped_range(name, rewards, bound, objective.reward)
+    bound = shaped_reward_bound(config)
+    if bound is None:
+        raise ValueError(f"adv_estimator={name} needs the spec's rewards written by the plugin's trainer: "
+                         "run with trainer.v1.trainer_mode=dsdr_sync (see README 'Training on verl')")
+    floor = shaped_reward_bound(config, REWARDS_FLOOR_KEY) or 0.0
+    _check_shaped_range(name, rewards, bound, objective.reward, -floor)
     group_ids = group_ids_from_prompt_index(list(index))
     advantages = get_adv_estimator_fn(objective.adv_estimator)(
         rewards, group_ids, std_mode=objective.std_mode, eps=objective.eps, singleton=objective.singleton_advantage)

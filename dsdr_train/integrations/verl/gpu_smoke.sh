@@ -55,7 +55,13 @@ import pandas as pd
 from dsdr_eval.models import build_tiny_random_llama
 
 smoke = Path(sys.argv[1])
-build_tiny_random_llama(smoke / "tiny", smoke / "tokenizer", hidden_size=64, num_hidden_layers=2)
+# head_dim = hidden_size / heads = 64: FlashAttention (vLLM's and FSDP's) supports head sizes from 32 up,
+# and 64 is one every backend has kernels for; the default tiny model's 16 is not
+build_tiny_random_llama(smoke / "tiny", smoke / "tokenizer", hidden_size=128, intermediate_size=256,
+                        num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=2)
+config = json.loads((smoke / "tiny" / "config.json").read_text())
+head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+assert head_dim >= 64, f"smoke model head_dim {head_dim} < 64"
 rng = random.Random(0)
 rows, bench = [], []
 for i in range(20):
@@ -76,7 +82,8 @@ EOF
 rm -f "$VERL_FILE_LOGGER_PATH"
 "$PY" -m verl.trainer.main_ppo \
   algorithm.adv_estimator=dsdr trainer.v1.trainer_mode=dsdr_sync \
-  +dsdr.lambda_d=0.001 +dsdr.lambda_l=0.001 +dsdr.tau=5.0 +dsdr.encoder_device=cuda \
+  +dsdr.lambda_d=0.001 +dsdr.lambda_l=0.001 +dsdr.tau=5.0 +dsdr.encoder_device=auto \
+  actor_rollout_ref.actor.clip_ratio_c=inf \
   data.train_files="$SMOKE/train.parquet" data.val_files="$SMOKE/train.parquet" \
   data.train_batch_size=4 data.max_prompt_length=128 data.max_response_length=64 data.dataloader_num_workers=0 \
   actor_rollout_ref.model.path="$SMOKE/tiny" actor_rollout_ref.rollout.name=vllm \
@@ -91,6 +98,9 @@ rm -f "$VERL_FILE_LOGGER_PATH"
   trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1 \
   trainer.logger=[console,file] trainer.project_name=dsdr_smoke trainer.experiment_name=tiny_dsdr \
   trainer.default_local_dir="$SMOKE/ckpt" 2>&1 | tee "$SMOKE/verl_console.log"
+
+# the encoder's placement is recorded (the trainer runs in a Ray actor without a GPU: CPU, with the reason)
+grep -q "\[dsdr\] diversity encoder on" "$SMOKE/verl_console.log" || fail "no encoder placement line in the verl log"
 
 # --- (2) its log as a dsdr run ------------------------------------------------------------------
 "$PY" -m dsdr_train.integrations.verl.metrics_log "$VERL_FILE_LOGGER_PATH" --out "$SMOKE/runs/verl_dsdr" --algo dsdr

@@ -50,35 +50,35 @@ MODELS: dict[str, tuple[str, int]] = {
     "qwen3-4b": ("Qwen/Qwen3-4B", 8192),
 }
 
-_DSDR_TRAINER = "trainer.v1.trainer_mode=dsdr_sync"
+# Every recipe runs the plugin's trainer: it writes the spec's reward (verl's math_dapo score is +-1)
+# and refuses verl settings that change Eq. 3 (its dual clip: clip_ratio_c=inf turns it off)
+_PLUGIN = ("trainer.v1.trainer_mode=dsdr_sync", "actor_rollout_ref.actor.clip_ratio_c=inf")
 ALGOS: dict[str, tuple[str, ...]] = {
     # §1 GRPO with the population std (verl's built-in `grpo` is Bessel: algorithm.adv_estimator=grpo)
-    "grpo": ("algorithm.adv_estimator=grpo_pop_std", "actor_rollout_ref.actor.clip_ratio_low=0.2",
+    "grpo": ("algorithm.adv_estimator=grpo_pop_std", *_PLUGIN, "actor_rollout_ref.actor.clip_ratio_low=0.2",
              "actor_rollout_ref.actor.clip_ratio_high=0.2", "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"),
-    # §2 DAPO: clip-higher, token-mean, dynamic sampling on accuracy, overlong shaping (verl's dapo reward manager)
-    "dapo": ("algorithm.adv_estimator=grpo_pop_std", "actor_rollout_ref.actor.clip_ratio_low=0.2",
+    # §2 DAPO: clip-higher, token-mean, {0, 1} reward + Eq. 6 overlong term (buffer L_max // 4, the plugin's
+    # trainer), dynamic sampling on accuracy (verl's ReplayBuffer; the cap of 10 generation batches is
+    # enforced by the plugin's trainer, which stops the run when it is reached)
+    "dapo": ("algorithm.adv_estimator=dapo", *_PLUGIN, "actor_rollout_ref.actor.clip_ratio_low=0.2",
              "actor_rollout_ref.actor.clip_ratio_high=0.28", "actor_rollout_ref.actor.loss_agg_mode=token-mean",
              "algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc",
-             "algorithm.filter_groups.max_num_gen_batches=10", "reward.reward_manager.name=dapo",
-             "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
-             "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
-             "+reward.reward_kwargs.overlong_buffer_cfg.log=false",
-             "+reward.reward_kwargs.max_resp_len=${data.max_response_length}"),
+             "algorithm.filter_groups.max_num_gen_batches=10", "+dsdr.dapo_exhausted=error"),
     # §3 DSDR: bonus lambda_d, coupling tau, local term lambda_l, clip-higher
-    "dsdr": ("algorithm.adv_estimator=dsdr", _DSDR_TRAINER, "actor_rollout_ref.actor.clip_ratio_low=0.2",
+    "dsdr": ("algorithm.adv_estimator=dsdr", *_PLUGIN, "actor_rollout_ref.actor.clip_ratio_low=0.2",
              "actor_rollout_ref.actor.clip_ratio_high=0.28", "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
              "+dsdr.lambda_d=0.001", "+dsdr.tau=5.0", "+dsdr.lambda_l=0.001"),
     # §3.6 w/o GD: no bonus, uniform coupling, local term kept
-    "dsdr_wo_gd": ("algorithm.adv_estimator=dsdr_wo_gd", _DSDR_TRAINER, "actor_rollout_ref.actor.clip_ratio_low=0.2",
+    "dsdr_wo_gd": ("algorithm.adv_estimator=dsdr_wo_gd", *_PLUGIN, "actor_rollout_ref.actor.clip_ratio_low=0.2",
                    "actor_rollout_ref.actor.clip_ratio_high=0.28",
                    "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "+dsdr.lambda_l=0.001"),
     # §3.6 w/o GC: bonus kept, no local term
-    "dsdr_wo_gc": ("algorithm.adv_estimator=dsdr_wo_gc", _DSDR_TRAINER, "actor_rollout_ref.actor.clip_ratio_low=0.2",
+    "dsdr_wo_gc": ("algorithm.adv_estimator=dsdr_wo_gc", *_PLUGIN, "actor_rollout_ref.actor.clip_ratio_low=0.2",
                    "actor_rollout_ref.actor.clip_ratio_high=0.28",
                    "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean", "+dsdr.lambda_d=0.001"),
     # §4 DARLING: r * Div, no std, token-mean, clip (0.2, 0.2); the authors' partition is a fine-tuned
     # classifier (+dsdr.darling_partition=classifier:PATH); the embedding threshold is the default here
-    "darling": ("algorithm.adv_estimator=darling", _DSDR_TRAINER, "actor_rollout_ref.actor.clip_ratio_low=0.2",
+    "darling": ("algorithm.adv_estimator=darling", *_PLUGIN, "actor_rollout_ref.actor.clip_ratio_low=0.2",
                 "actor_rollout_ref.actor.clip_ratio_high=0.2", "actor_rollout_ref.actor.loss_agg_mode=token-mean",
                 "+dsdr.darling_partition=embedding"),
 }
@@ -93,13 +93,13 @@ def overrides(model: str, algo: str, *, train_files: str, val_files: str | None 
         raise ValueError(f"unknown algo {algo!r}; expected one of {sorted(ALGOS)}")
     hub_id, max_response = MODELS[model]
     out = [*COMMON, f"actor_rollout_ref.model.path={hub_id}", f"data.max_response_length={max_response}",
+           # Eq. 4d's L_max if loss_agg_mode is set to seq-mean-token-sum-norm (verl: the padded width)
+           f"actor_rollout_ref.actor.loss_scale_factor={max_response}",
            # dynamic batching packs whole sequences: at least one prompt + response per GPU
            f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={2 * (1024 + max_response)}",
            f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={2 * (1024 + max_response)}",
            *ALGOS[algo], f"data.train_files={train_files}", f"data.val_files={val_files or train_files}",
            f"trainer.n_gpus_per_node={n_gpus}", f"trainer.nnodes={nnodes}", f"trainer.experiment_name={model}-{algo}"]
-    if algo == "dapo":  # docs/ALGORITHMS.md §2, Eq. 6: buffer L_max // 4
-        out.append(f"+reward.reward_kwargs.overlong_buffer_cfg.len={max_response // 4}")
     return out
 
 

@@ -25,10 +25,14 @@ ESTIMATOR_ALGOS: dict[str, str] = {
     "darling": "darling",
     # GRPO with the population std of docs/ALGORITHMS.md §1 (verl's built-in `grpo` divides by G-1)
     "grpo_pop_std": "grpo",
+    # §2 DAPO: {0, 1} verifier reward + the overlong penalty (Eq. 6), dynamic sampling capped by the trainer
+    "dapo": "dapo",
 }
 # ObjectiveConfig keys a `dsdr:` block may override (the others are fixed by the estimator name or
 # are verl's own config keys)
-OBJECTIVE_OVERRIDES = ("lambda_d", "sigma_d", "tau", "lambda_l", "local_norm", "darling_floor", "log_ratio_clamp")
+OBJECTIVE_OVERRIDES = ("lambda_d", "sigma_d", "tau", "lambda_l", "local_norm", "darling_floor", "log_ratio_clamp",
+                       "dynamic_sampling", "max_num_gen_batches", "dapo_exhausted", "overlong_shaping",
+                       "overlong_buffer", "overlong_factor")
 # J_local's divisor in verl: the worker sees one micro-batch, so only batch-independent divisors
 PLUGIN_LOCAL_NORMS = ("prompts", "none")
 # darling partitions that need no dsdr grading (verl's reward gives no answer classes)
@@ -47,22 +51,30 @@ class PluginSettings:
     estimator: str
     objective: ObjectiveConfig
     encoder: str | None = None
-    encoder_device: str = "cpu"
+    encoder_device: str = "cpu"  # cpu | auto | cuda[:N] (see encoder_placement)
     encoder_chunked: bool = False
     encoder_max_seq_length: int | None = None
     formula_rules: str = "extended"
     darling_partition: str = "embedding"
     darling_threshold: float | None = None
 
-    @property
-    def shapes_rewards(self) -> bool:
-        """True when the trainer must replace verl's score by a group-level reward (§3.2 / §4)."""
-        return self.objective.reward in ("dsdr", "darling")
-
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["objective"] = self.objective.to_dict()
         return out
+
+
+def encoder_placement(requested: str, *, cuda_available: bool) -> tuple[str, str]:
+    """``(device, reason)`` of the diversity encoder in the trainer's process. verl runs the trainer
+    inside its TaskRunner, a Ray actor given no GPU: ``cuda`` there would fail on the first step, so
+    ``auto`` and ``cuda`` fall back to the CPU when no GPU is visible, with the reason (logged)."""
+    if requested == "cpu":
+        return "cpu", "dsdr.encoder_device=cpu"
+    if cuda_available:
+        device = "cuda" if requested == "auto" else requested
+        return device, f"dsdr.encoder_device={requested}: a CUDA device is visible to the trainer process"
+    return "cpu", (f"dsdr.encoder_device={requested}: no CUDA device is visible to the trainer process (verl's "
+                   "TaskRunner is a Ray actor without a GPU), so the encoder runs on the CPU")
 
 
 _RUN_KEYS = tuple(f.name for f in dataclasses.fields(PluginSettings) if f.name not in ("estimator", "objective"))
@@ -80,7 +92,7 @@ def plugin_settings(estimator: str, block: Mapping[str, Any] | None = None) -> P
                                 f"{sorted(OBJECTIVE_OVERRIDES + _RUN_KEYS)}")
     overrides = {k: block.pop(k) for k in list(block) if k in OBJECTIVE_OVERRIDES}
     algo = ESTIMATOR_ALGOS[estimator]
-    if "lambda_l" in overrides and algo in ("grpo", "darling", "dsdr_wo_gc"):
+    if "lambda_l" in overrides and algo in ("grpo", "dapo", "darling", "dsdr_wo_gc"):
         raise PluginConfigError(f"dsdr.lambda_l: estimator {estimator!r} has no local term")
     try:
         objective = objective_config(algo, **overrides)
@@ -93,6 +105,9 @@ def plugin_settings(estimator: str, block: Mapping[str, Any] | None = None) -> P
     if partition.split(":", 1)[0] not in PLUGIN_PARTITIONS:
         raise PluginConfigError(f"dsdr.darling_partition: {partition!r} needs dsdr's grading answer classes; "
                                 f"verl's reward gives none. Use one of {PLUGIN_PARTITIONS}")
+    device = str(block.get("encoder_device", "cpu"))
+    if device not in ("cpu", "auto", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise PluginConfigError(f"dsdr.encoder_device: {device!r}; expected cpu | auto | cuda | cuda:N")
     if block.get("formula_rules", "extended") not in ("extended", "diver"):
         raise PluginConfigError(f"dsdr.formula_rules: {block['formula_rules']!r}; expected extended | diver")
     return PluginSettings(estimator=estimator, objective=objective, **block)

@@ -1,21 +1,39 @@
-"""verl trainer mode ``dsdr_sync``: verl's synchronous v1 trainer plus the group-level DSDR / DARLING
-reward and the coupling weights of the local term.
+"""verl trainer mode ``dsdr_sync``: verl's synchronous v1 trainer plus the spec's reward for every
+plugin estimator (GRPO, DAPO, DSDR and its ablations, DARLING) and the coupling weights of the
+local term.
 
-Select it with ``trainer.v1.trainer_mode=dsdr_sync`` beside ``algorithm.adv_estimator=<dsdr name>``.
+Select it with ``trainer.v1.trainer_mode=dsdr_sync`` beside ``algorithm.adv_estimator=<plugin name>``.
 Before verl's own ``_compute_advantage`` (KL-in-reward, rollout correction, the estimator dispatch,
 all unchanged) it reads the step's ``responses``, ``uid`` and verifier scores from the
 TransferQueue, decodes the responses, and writes back (:mod:`.group_rewards`):
 
-* ``rm_scores``: the shaped reward (Eq. 11 / Eq. 16) on each response's last token, float64 (the
-  DSDR bonus is ~1e-4 of the reward; float32 would round the differences between rollouts away);
+* ``rm_scores``: the spec's reward on each response's last token, float64: the {0, 1} verdict
+  (§1; DAPO adds Eq. 6's overlong term), the DSDR reward (Eq. 11) or DARLING's (Eq. 16). The DSDR
+  bonus is ~1e-4 of the reward; float32 would round the differences between rollouts away;
 * ``dsdr_weights``: the coupling weight w_i (Eq. 12) on each response token, read by the actor
   loss (:mod:`.loss`), whose ``lambda_l`` and batch divisor go with the update's ``extra_info``.
+
+It refuses, at construction, a verl setting that would change the spec's objective
+(:func:`check_verl_config`): verl's dual clip (Eq. 3 has none), a policy loss other than the
+vanilla one, and a DAPO group filter that disagrees with the objective. DAPO's dynamic sampling
+(§2) is verl's own (the sync ReplayBuffer evicts the groups whose accuracy does not vary and
+regenerates); verl 0.9.1 ignores ``max_num_gen_batches``, so this trainer enforces it: a step that
+would generate more than ``max_num_gen_batches * train_batch_size`` prompts stops the run with an
+error (``dapo_exhausted=error``, verl's DAPO semantics; ``train`` is refused).
+
+verl's ``_balance_batch`` reorders the rows over data-parallel ranks before the mini-batches are
+cut, so a mini-batch need not hold whole groups. The objective does not change: the advantages and
+coupling weights are computed on whole groups before the split, and every divisor of the loss is
+the mini-batch's (rows, tokens) or a configured constant (J_local: ``ppo_mini_batch_size`` prompts,
+as the compact trainer's full mini-batches have), never a count of the groups present
+(``tests_verl/test_reference_objective.py`` checks it on a split that cuts groups).
 
 The actor workers are :class:`.worker.DsdrActorRolloutRefWorker` (verl's, with the DSDR loss).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import ray
@@ -27,10 +45,11 @@ from verl.trainer.ppo.utils import Role
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from dsdr_train.integrations.verl.estimators import REWARDS_SHAPED_KEY
+from dsdr_train.integrations.verl.estimators import REWARDS_FLOOR_KEY, REWARDS_SHAPED_KEY
 from dsdr_train.integrations.verl.group_rewards import group_metrics, group_rewards, token_rows, verifier_accuracy
 from dsdr_train.integrations.verl.loss import CLAMP_KEY, LAMBDA_L_KEY, NUM_GROUPS_KEY, WEIGHTS_FIELD
-from dsdr_train.integrations.verl.settings import PluginSettings, plugin_settings
+from dsdr_train.integrations.verl.settings import (PluginConfigError, PluginSettings, encoder_placement,
+                                                   plugin_settings)
 from dsdr_train.integrations.verl.worker import DsdrActorRolloutRefWorker
 
 TRAINER_MODE = "dsdr_sync"
@@ -42,6 +61,51 @@ def settings_from_verl_config(config: DictConfig) -> PluginSettings:
     block = config.get("dsdr", None)
     block = OmegaConf.to_container(block, resolve=True) if block is not None else None
     return plugin_settings(str(config.algorithm.adv_estimator), block)
+
+
+def check_verl_config(config: DictConfig, settings: PluginSettings) -> None:
+    """Refuse (:class:`PluginConfigError` naming the key) the verl settings that would make the
+    actor loss or the data differ from the spec's objective, instead of training them silently."""
+    actor = config.actor_rollout_ref.actor
+    clip_c = float(actor.get("clip_ratio_c", 3.0))
+    if math.isfinite(clip_c):
+        raise PluginConfigError(f"actor_rollout_ref.actor.clip_ratio_c={clip_c:g} turns on verl's dual clip of "
+                                "negative-advantage tokens, which docs/ALGORITHMS.md Eq. 3 does not have; set "
+                                "actor_rollout_ref.actor.clip_ratio_c=inf")
+    if actor.get("loss_agg_mode") == "seq-mean-token-sum-norm" and actor.get("loss_scale_factor") is None:
+        raise PluginConfigError("actor_rollout_ref.actor.loss_scale_factor is unset: Eq. 4d divides by |B| * L_max, "
+                                "verl then by the padded width; set it to data.max_response_length")
+    loss_mode = actor.get("policy_loss", {}).get("loss_mode", "vanilla")
+    if loss_mode != "vanilla":
+        raise PluginConfigError(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r}: the plugin's "
+                                "objective is the vanilla clipped surrogate (Eq. 3)")
+    objective = settings.objective
+    filter_groups = config.algorithm.get("filter_groups", None) or {}
+    enabled = bool(filter_groups.get("enable", False))
+    if enabled != objective.dynamic_sampling:
+        raise PluginConfigError(f"algorithm.filter_groups.enable={enabled} but estimator "
+                                f"{settings.estimator!r} has dynamic_sampling={objective.dynamic_sampling} "
+                                "(set +dsdr.dynamic_sampling or the filter to agree)")
+    if not enabled:
+        return
+    if filter_groups.get("metric", None) != "acc":
+        raise PluginConfigError(f"algorithm.filter_groups.metric={filter_groups.get('metric', None)!r}: DAPO's "
+                                "filter reads the verifier's accuracy (§2), set it to acc")
+    if objective.dapo_exhausted != "error":
+        raise PluginConfigError(f"dsdr.dapo_exhausted={objective.dapo_exhausted!r}: verl's ReplayBuffer cannot "
+                                "train on the groups kept so far; set +dsdr.dapo_exhausted=error")
+    verl_cap = int(filter_groups.get("max_num_gen_batches", 0) or 0)
+    if verl_cap not in (0, objective.max_num_gen_batches):
+        raise PluginConfigError(f"algorithm.filter_groups.max_num_gen_batches={verl_cap} (ignored by verl 0.9.1) "
+                                f"differs from dsdr.max_num_gen_batches={objective.max_num_gen_batches}, which "
+                                "this trainer enforces; set them equal")
+
+
+def generation_cap(settings: PluginSettings, train_batch_size: int) -> int | None:
+    """Prompts one step may generate under DAPO's dynamic sampling (§2: at most
+    ``max_num_gen_batches`` generation batches); None without dynamic sampling."""
+    objective = settings.objective
+    return objective.max_num_gen_batches * int(train_batch_size) if objective.dynamic_sampling else None
 
 
 def _accuracy_entries(extra_fields: Any, n: int) -> list[Any] | None:
@@ -63,8 +127,24 @@ class DsdrPPOTrainer(PPOTrainerSync):
 
     def __init__(self, config: DictConfig):
         self.dsdr = settings_from_verl_config(config)
+        check_verl_config(config, self.dsdr)
+        self._generation_cap = generation_cap(self.dsdr, config.data.train_batch_size)
+        self._generated = 0
         super().__init__(config)
         self._diversity_models: tuple[Any, Any] | None = None
+
+    def prepare_step(self) -> dict:
+        self._generated = int(self.config.data.train_batch_size)  # the step's first generation batch
+        return super().prepare_step()
+
+    def _add_prompts_to_generate(self, num_prompts: int) -> int:
+        """verl's refill of evicted DAPO groups, capped at ``max_num_gen_batches`` batches per step (§2)."""
+        self._generated += int(num_prompts)
+        if self._generation_cap is not None and self._generated > self._generation_cap:
+            raise RuntimeError(f"DAPO dynamic sampling: max_num_gen_batches={self.dsdr.objective.max_num_gen_batches} "
+                               f"generation batches used ({self._generated} prompts asked for, cap "
+                               f"{self._generation_cap}) and the batch is not full (dapo_exhausted=error)")
+        return super()._add_prompts_to_generate(num_prompts)
 
     def _init_resource_pool_mgr(self):
         super()._init_resource_pool_mgr()
@@ -77,16 +157,19 @@ class DsdrPPOTrainer(PPOTrainerSync):
         if self._diversity_models is None:
             settings, reward = self.dsdr, self.dsdr.objective.reward
             encoder = equivalence = None
-            if reward == "dsdr" or settings.darling_partition.startswith("embedding"):
+            device, reason = encoder_placement(settings.encoder_device, cuda_available=torch.cuda.is_available())
+            self.encoder_device = (device, reason)
+            print(f"[dsdr] diversity encoder on {device}: {reason}", flush=True)
+            if reward == "dsdr" or (reward == "darling" and settings.darling_partition.startswith("embedding")):
                 from dsdr_eval.diversity import load_encoder
 
-                encoder = load_encoder(settings.encoder, device=settings.encoder_device, chunked=settings.encoder_chunked,
+                encoder = load_encoder(settings.encoder, device=device, chunked=settings.encoder_chunked,
                                        max_seq_length=settings.encoder_max_seq_length)
             if reward == "darling":
                 from dsdr_eval.partition_methods import make_equivalence
 
                 equivalence = make_equivalence(settings.darling_partition, encoder=encoder,
-                                               threshold=settings.darling_threshold, device=settings.encoder_device)
+                                               threshold=settings.darling_threshold, device=device)
             self._diversity_models = (encoder, equivalence)
         return self._diversity_models
 
@@ -120,12 +203,12 @@ class DsdrPPOTrainer(PPOTrainerSync):
         metrics.update(group_metrics(rewards))
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
-        if self.dsdr.shapes_rewards:
-            self._shape_group_rewards(batch, metrics)
-            objective = self.dsdr.objective
-            bound = 1.0 + objective.lambda_d * objective.sigma_d if objective.reward == "dsdr" else 1.0
-            with open_dict(self.config.algorithm):
-                self.config.algorithm[REWARDS_SHAPED_KEY] = bound
+        self._shape_group_rewards(batch, metrics)
+        objective = self.dsdr.objective
+        bound = 1.0 + objective.lambda_d * objective.sigma_d if objective.reward == "dsdr" else 1.0
+        with open_dict(self.config.algorithm):
+            self.config.algorithm[REWARDS_SHAPED_KEY] = bound
+            self.config.algorithm[REWARDS_FLOOR_KEY] = -objective.overlong_factor if objective.overlong_shaping else 0.0
         return super()._compute_advantage(batch, metrics)
 
     def _update_actor(self, batch: Any, metrics: dict) -> Any:
