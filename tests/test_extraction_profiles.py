@@ -164,7 +164,7 @@ MEMORY_FAMILIES = {
     "number_runs": lambda n: "1, " * (n // 3),
     "answer_tags": lambda n: "<answer></answer>" * (n // 17),
     "output_blocks": lambda n: "```output\n```" * (n // 13),
-    "long_output_block": lambda n: "```output\n" + " " * n + "x" * n,
+    "long_output_block": lambda n: "print(x)\n```output\n" + " " * n + "x" * n,
 }
 
 
