@@ -28,9 +28,10 @@ each extractor returns the *last* answer of its kind in the text.
 * ``flexible``: answer tag, box, answer line, ``####``, the last inline-math span of the last
   line, then the last number (lm-eval's flexible-extract, Qwen2.5-Math's / ToRA's fallbacks);
 * ``tool-output``: tool-integrated completions (ToRA's ``tora`` prompt, Qwen2.5-Math's ``*tir*`` /
-  ``tool-integrated``): box, answer line, the last program output block, then the last number --
-  the order of ToRA's ``src/utils/parser.py`` ``extract_answer``, which reads ``extract_program_output``
-  after "he answer is" and before the last number;
+  ``tool-integrated``): ``flexible`` with the last program output block read after the box and the
+  answer line and before the last number -- where ToRA's ``src/utils/parser.py`` ``extract_answer``
+  reads ``extract_program_output`` (after "he answer is", before the last number). Without an
+  output block it is ``flexible`` exactly, so a directory of cot and tora files is graded with it;
 * ``program-output``: the last program output block only (both tools' ``program_only`` prompt types,
   whose ``run_execute`` reads nothing else).
 
@@ -59,7 +60,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from dsdr_eval.errors import DsdrError
 
@@ -124,6 +125,22 @@ def choose_extraction(override: str | None, protocol_profile: str, task_profiles
         raise DsdrError(f"--benchmarks: the benchmarks name different extraction profiles: {listed}; "
                         "run them separately or pass --extraction PROFILE")
     return get_profile(distinct[0] if distinct else protocol_profile).name
+
+
+_BLOCK_ONLY_EXTRACTORS = frozenset({"program_output"})  # find nothing without their block (```output)
+
+
+def extending_profile(names: "Iterable[str]") -> str | None:
+    """The profile among ``names`` that reads every other's completions as that one does, if any:
+    its extractors are each other's, in order, plus extractors that find nothing in a completion
+    without their own block (``program_output``: a ```output block, which a chain-of-thought
+    completion does not write). Lets one run grade a directory of cot and tool-integrated files."""
+    profiles = [get_profile(name) for name in sorted(set(names))]
+    for candidate in profiles:
+        kept = tuple(e for e in candidate.extractors if e not in _BLOCK_ONLY_EXTRACTORS)
+        if all(other.extractors in (candidate.extractors, kept) for other in profiles):
+            return candidate.name
+    return None
 
 
 def get_profile(name: str) -> ExtractionProfile:
@@ -407,9 +424,12 @@ EXTRACTION_PROFILES: Mapping[str, ExtractionProfile] = MappingProxyType({profile
     ExtractionProfile("flexible", ("answer_tag", "boxed", "answer_line", "gsm8k", "last_math", "last_number"),
                       "answer tag, box, 'answer is' line, '####', last math span of the last line, else the last "
                       "number (lm-eval flexible-extract, Qwen2.5-Math / ToRA fallbacks)"),
-    ExtractionProfile("tool-output", ("boxed", "answer_line", "program_output", "last_number"),
-                      "box, 'answer is' line, first line of the last ```output block, else the last number "
-                      "(ToRA / Qwen2.5-Math tool-integrated prompts: tora, pal, *tir*, tool-integrated)"),
+    # flexible plus ToRA's program-output step before the prose's last number: on a completion
+    # without a ```output block it is flexible exactly (see extending_profile)
+    ExtractionProfile("tool-output", ("answer_tag", "boxed", "answer_line", "gsm8k", "program_output", "last_math",
+                                      "last_number"),
+                      "flexible with the first line of the last ```output block before the last math span and the "
+                      "last number (ToRA / Qwen2.5-Math tool-integrated prompts: tora, pal, *tir*, tool-integrated)"),
     ExtractionProfile("program-output", ("program_output",),
                       "first line of the last ```output block only (ToRA / Qwen2.5-Math program_only prompts)"),
 )})

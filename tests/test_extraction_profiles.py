@@ -17,7 +17,7 @@ import pytest
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_PROFILES, EXTRACTORS, Extraction, choose_extraction,
-                                  extract_answer, extract_answer_with_method, get_profile)
+                                  extending_profile, extract_answer, extract_answer_with_method, get_profile)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,6 +70,7 @@ TORA_COMPLETION = ("rough_first_half = cars_through_jam()\nprint(cars_through_fi
     ("tool-output", "print(x)\n```\n```output\n4", "4", "program_output"),  # unclosed: to the end
     ("tool-output", "```output\n  \n```\nSo 9 cars.", "9", "last_number"),  # empty output: the last number
     ("tool-output", "There are 9 cars.", "9", "last_number"),
+    ("tool-output", "So the probability is $\\frac{1}{4}$.", "\\frac{1}{4}", "last_math"),  # flexible's steps
     ("program-output", TORA_COMPLETION, "5", "program_output"),
     ("program-output", "\\boxed{5} and 7", None, None),
     ("flexible", TORA_COMPLETION, "15", "last_number"),  # what the flexible profile read (ToRA-70B idx 98)
@@ -88,6 +89,16 @@ def test_profiles_are_documented_and_use_known_extractors():
     assert extract_answer("\\boxed{2}") == "2" and extract_answer("#### 2", "gsm8k") == "2"
     with pytest.raises(DsdrError, match="unknown extraction profile 'nope'.*known: boxed"):
         get_profile("nope")
+
+
+def test_extending_profile_reads_each_profile_alike_only_with_block_only_steps():
+    assert extending_profile(["flexible", "tool-output"]) == "tool-output"
+    assert extending_profile(["program-output", "tool-output"]) is None  # program-output finds no box
+    assert extending_profile(["boxed", "tool-output"]) is None and extending_profile(["gsm8k", "flexible"]) is None
+    assert extending_profile(["boxed"]) == "boxed"
+    # without a ```output block tool-output reads what flexible reads (sample of every flexible case above)
+    for text in (R1_COMPLETION, GSM8K_COMPLETION, MINERVA_COMPLETION, "Thus 60% of the students.", "We get $x=2$."):
+        assert extract_answer(text, "tool-output") == extract_answer(text, "flexible")
 
 
 def test_choose_extraction_override_tasks_then_protocol():

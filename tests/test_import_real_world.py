@@ -203,6 +203,15 @@ def test_a_chain_of_thought_prompt_type_has_no_program_output_note(tmp_path, cap
     assert _config(tmp_path / "run")["extraction"] == "flexible"
 
 
+def test_a_directory_of_cot_and_tora_files_is_graded_with_tool_output(tmp_path, capsys):
+    for data_set, prompt_type in (("gsm8k", "tora"), ("gsm8k_cot", "qwen25-math-cot")):
+        (tmp_path / "out" / data_set).mkdir(parents=True)
+        shutil.copy(TORA_70B, tmp_path / "out" / data_set / f"test_{prompt_type}_-1_seed0_t0.0_s0_e1319.jsonl")
+    code, out, err = _run(capsys, "import", tmp_path / "out", "--out", tmp_path / "run")
+    assert code == 0, err  # flexible + tool-output: tool-output reads cot completions as flexible does
+    assert _config(tmp_path / "run")["extraction"] == "tool-output"
+
+
 def test_similar_text_needs_most_words_in_common_more_without_a_gold():
     text = "Let N be the number of subsets of sixteen chairs arranged in a row such that no person sits next to two others"
     matcher = ProblemMatcher([_problem("a", text + ".", "907")])
