@@ -21,7 +21,7 @@ Source used for the figures in the report (not shipped: 1.8 MB each, MIT licence
 
 Usage (rerun unchanged after grader changes):
     python benchmarks/bench_grader_agreement.py FILE.jsonl [--benchmark gsm8k] [--labels auto]
-        [--published 84.3] [--show 50] [--workers N] [--timeout 5]
+        [--published 84.3] [--show 50] [--workers N] [--timeout 5] [--extraction tool-output]
 """
 
 from __future__ import annotations
@@ -100,6 +100,8 @@ def main() -> int:
     parser.add_argument("--show", type=int, default=50, help="disagreements to print")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--extraction", default="boxed",
+                        help="extraction profile (dsdr_eval.extraction); tool-output for ToRA's tora prompt")
     parser.add_argument("--out", type=Path, default=None, help="write every disagreement as JSONL here")
     args = parser.parse_args()
 
@@ -119,13 +121,14 @@ def main() -> int:
         return 1
 
     start = time.perf_counter()
-    graded = grade_samples(rows, timeout_s=args.timeout, workers=args.workers, progress=False)
+    graded = grade_samples(rows, timeout_s=args.timeout, workers=args.workers, progress=False,
+                          extraction=args.extraction)
     elapsed = time.perf_counter() - start
     ours = [row["correct"] for row in graded]
     agree = sum(a == b for a, b in zip(ours, theirs))
-    provenance = grader_provenance(args.timeout, args.workers)
+    provenance = grader_provenance(args.timeout, args.workers, extraction=args.extraction)
     print(f"our grader: math-verify {provenance['math_verify_version']}, extraction rules "
-          f"v{provenance['extraction_rules_version']}; graded in {elapsed:.1f} s; "
+          f"v{provenance['extraction_rules_version']}, profile {args.extraction}; graded in {elapsed:.1f} s; "
           f"our mean {100 * sum(ours) / len(ours):.1f} %; statuses {dict(Counter(r['status'] for r in graded))}")
     print(f"AGREEMENT: {agree}/{len(rows)} = {100 * agree / len(rows):.2f} %")
     table = Counter((a, b) for a, b in zip(ours, theirs))

@@ -26,7 +26,14 @@ each extractor returns the *last* answer of its kind in the text.
 * ``answer-tag``: the R1 / RLVR ``<answer>...</answer>`` tag (a box or "the answer is" inside the
   tag is unwrapped);
 * ``flexible``: answer tag, box, answer line, ``####``, the last inline-math span of the last
-  line, then the last number (lm-eval's flexible-extract, Qwen2.5-Math's / ToRA's fallbacks).
+  line, then the last number (lm-eval's flexible-extract, Qwen2.5-Math's / ToRA's fallbacks);
+* ``tool-output``: tool-integrated completions (ToRA's ``tora`` prompt, Qwen2.5-Math's ``*tir*`` /
+  ``tool-integrated``): ``flexible`` with the last program output block read after the box and the
+  answer line and before the last number -- where ToRA's ``src/utils/parser.py`` ``extract_answer``
+  reads ``extract_program_output`` (after "he answer is", before the last number). Without an
+  output block it is ``flexible`` exactly, so a directory of cot and tora files is graded with it;
+* ``program-output``: the last program output block only (both tools' ``program_only`` prompt types,
+  whose ``run_execute`` reads nothing else).
 
 Extractors (the ``method`` recorded per sample):
 
@@ -42,6 +49,9 @@ Extractors (the ``method`` recorded per sample):
   phrase, else its whole (stripped) content;
 * ``last_math``: the last ``$..$`` / ``$$..$$`` / ``\\(..\\)`` / ``\\[..\\]`` span of the last
   non-empty line (its last ``_LAST_LINE_CHARS`` characters);
+* ``program_output``: the first line of the last ```` ```output ```` block (up to its closing
+  ```` ``` ````, or the end of the text when unclosed), stripped -- what the interpreter printed;
+  an empty block finds nothing (ToRA then falls back to the last number);
 * ``last_number``: the last number of the text (``-1,234.5``, ``60%``), thousands commas dropped.
 """
 
@@ -50,7 +60,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from dsdr_eval.errors import DsdrError
 
@@ -65,7 +75,7 @@ _LAST_LINE_CHARS = 2 * MAX_ANSWER_CHARS
 class Extraction:
     answer: str | None
     # "boxed" | "fbox" | "answer_line" | "answer_is" | "minerva" | "gsm8k" | "answer_tag" | "last_math"
-    # | "last_number" | None
+    # | "program_output" | "last_number" | None
     method: str | None
 
 
@@ -115,6 +125,22 @@ def choose_extraction(override: str | None, protocol_profile: str, task_profiles
         raise DsdrError(f"--benchmarks: the benchmarks name different extraction profiles: {listed}; "
                         "run them separately or pass --extraction PROFILE")
     return get_profile(distinct[0] if distinct else protocol_profile).name
+
+
+_BLOCK_ONLY_EXTRACTORS = frozenset({"program_output"})  # find nothing without their block (```output)
+
+
+def extending_profile(names: "Iterable[str]") -> str | None:
+    """The profile among ``names`` that reads every other's completions as that one does, if any:
+    its extractors are each other's, in order, plus extractors that find nothing in a completion
+    without their own block (``program_output``: a ```output block, which a chain-of-thought
+    completion does not write). Lets one run grade a directory of cot and tool-integrated files."""
+    profiles = [get_profile(name) for name in sorted(set(names))]
+    for candidate in profiles:
+        kept = tuple(e for e in candidate.extractors if e not in _BLOCK_ONLY_EXTRACTORS)
+        if all(other.extractors in (candidate.extractors, kept) for other in profiles):
+            return candidate.name
+    return None
 
 
 def get_profile(name: str) -> ExtractionProfile:
@@ -352,6 +378,27 @@ def _last_math(text: str) -> Extraction | None:
     return Extraction(answer, "last_math") if answer else None
 
 
+_OUTPUT_OPEN, _FENCE = "```output", "```"
+
+
+def _program_output(text: str) -> Extraction | None:
+    # One rfind and one find: linear on any input. ToRA's extract_program_output splits on every
+    # "```output" and keeps the last piece, then cuts it at the next fence; extract_answer keeps
+    # the first line of that (``pred.split("\n")[0]``): a multi-line print is read by its first line.
+    opening = text.rfind(_OUTPUT_OPEN)
+    if opening < 0:
+        return None
+    end = text.find(_FENCE, opening + len(_OUTPUT_OPEN))
+    end = len(text) if end < 0 else end
+    first = _NON_SPACE_RE.search(text, opening + len(_OUTPUT_OPEN), end)  # no copy of a long block
+    if first is None:
+        return None
+    line_end = text.find("\n", first.start(), end)
+    line_end = min(end if line_end < 0 else line_end, first.start() + _FALLBACK_TAIL_CHARS)
+    answer = text[first.start():line_end].strip().rstrip(".").strip()
+    return Extraction(answer, "program_output") if answer else None
+
+
 def _last_number(text: str) -> Extraction | None:
     match = _last_match(_NUMBER_RE, text)
     return None if match is None else Extraction(_plain_number(match.group()), "last_number")
@@ -359,7 +406,8 @@ def _last_number(text: str) -> Extraction | None:
 
 EXTRACTORS: Mapping[str, Extractor] = MappingProxyType({
     "boxed": _last_boxed, "answer_line": _last_answer_line, "minerva": _minerva, "gsm8k": _gsm8k,
-    "answer_tag": _answer_tag, "last_math": _last_math, "last_number": _last_number,
+    "answer_tag": _answer_tag, "last_math": _last_math, "program_output": _program_output,
+    "last_number": _last_number,
 })
 
 DEFAULT_EXTRACTION = "boxed"
@@ -376,6 +424,14 @@ EXTRACTION_PROFILES: Mapping[str, ExtractionProfile] = MappingProxyType({profile
     ExtractionProfile("flexible", ("answer_tag", "boxed", "answer_line", "gsm8k", "last_math", "last_number"),
                       "answer tag, box, 'answer is' line, '####', last math span of the last line, else the last "
                       "number (lm-eval flexible-extract, Qwen2.5-Math / ToRA fallbacks)"),
+    # flexible plus ToRA's program-output step before the prose's last number: on a completion
+    # without a ```output block it is flexible exactly (see extending_profile)
+    ExtractionProfile("tool-output", ("answer_tag", "boxed", "answer_line", "gsm8k", "program_output", "last_math",
+                                      "last_number"),
+                      "flexible with the first line of the last ```output block before the last math span and the "
+                      "last number (ToRA / Qwen2.5-Math tool-integrated prompts: tora, pal, *tir*, tool-integrated)"),
+    ExtractionProfile("program-output", ("program_output",),
+                      "first line of the last ```output block only (ToRA / Qwen2.5-Math program_only prompts)"),
 )})
 
 

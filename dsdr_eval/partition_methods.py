@@ -36,6 +36,7 @@ class EquivalenceOptions:
     judge_pair: Any = None           # judge: a JudgePairSettings (None = its defaults)
     judge_cache_dir: Any = None      # judge: where judge_cache.jsonl caches pair decisions (None = no cache)
     progress: bool | None = False    # judge: a progress bar per batch of pairs
+    extraction: str = "boxed"        # answer-formula: profile for groups given without answer classes
 
 
 EquivalenceBuilder = Callable[[str | None, EquivalenceOptions], Equivalence]
@@ -81,7 +82,7 @@ def _classifier(argument: str | None, options: EquivalenceOptions) -> Equivalenc
 def _answer_formula(argument: str | None, options: EquivalenceOptions) -> Equivalence:
     from dsdr_eval.diversity.partition import AnswerFormulaEquivalence
 
-    return AnswerFormulaEquivalence()
+    return AnswerFormulaEquivalence(options.extraction)
 
 
 @register_equivalence("judge")

@@ -99,6 +99,18 @@ def test_answer_formula_equivalence() -> None:
     assert ids.tolist() == [0, 0, 1, 2, 3, 3]
 
 
+def test_answer_formula_without_answer_classes_reads_answers_with_its_profile() -> None:
+    # ToRA-style completions: the answer is the program's output, the prose has no box and no number.
+    texts = ["print(a)\n```\n```output\n5\n```\nSo that many cars.",
+             "print(b)\n```\n```output\n6\n```\nSo that many cars."]
+    assert darling_partition(texts, AnswerFormulaEquivalence()).tolist() == [0, 0]  # boxed: no answer twice
+    assert darling_partition(texts, AnswerFormulaEquivalence("tool-output")).tolist() == [0, 1]
+    assert darling_partition(texts, make_equivalence("answer-formula", extraction="tool-output")).tolist() == [0, 1]
+    assert darling_partition(texts, AnswerFormulaEquivalence("tool-output"), answer_classes=[3, 3]).tolist() == [0, 0]
+    with pytest.raises(DsdrError, match="unknown extraction profile 'nope'"):
+        AnswerFormulaEquivalence("nope")
+
+
 def test_registry_and_judge_hook() -> None:
     assert {"embedding", "classifier", "answer-formula"} <= set(EQUIVALENCES)
     assert make_equivalence("embedding", threshold=0.8).settings()["threshold"] == 0.8

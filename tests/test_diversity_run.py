@@ -161,6 +161,22 @@ def test_answer_formula_partition_on_a_run(run_dir: Path) -> None:
     assert result["math500"]["settings"]["partition"]["method"] == "answer-formula"
 
 
+def test_a_graded_run_partitions_by_its_graded_answer_classes_never_by_re_extraction(run_dir: Path,
+                                                                                     monkeypatch) -> None:
+    # AnswerFormulaEquivalence extracts (with its own profile, boxed by default) only when a group
+    # comes without answer classes; a graded run always brings graded.jsonl's, made with the run's profile.
+    from dsdr_eval.diversity import partition
+
+    def fail(*args, **kwargs):
+        raise AssertionError("answer re-extracted in a graded run")
+
+    monkeypatch.setattr(partition, "extract_answer", fail)
+    compute_run_diversity(run_dir, encoder=BagOfWordsEncoder(), equivalence=make_equivalence("answer-formula"),
+                          progress=False)
+    per_problem = {r["problem_id"]: r for r in read_jsonl(run_dir / "diversity_per_problem.jsonl")}
+    assert per_problem["p-none-correct"]["all"]["n_classes"] == 3
+
+
 def test_bad_graded_line_names_file_line_and_field(tmp_path: Path) -> None:
     rows = _samples()
     del rows[3]["completion"]

@@ -65,7 +65,7 @@ def test_run_and_score_choose_record_and_warn(tmp_path, data_dir, capsys):
     warning = [line for line in proc.stderr.splitlines() if "no answer" in line]
     assert len(warning) == 1 and "math500: 6 of 6 samples (100%)" in warning[0]
     assert "extraction profile 'boxed'" in warning[0] and "sample 0 ends '3 + 4 = 7 apples.\\n#### 7'" in warning[0]
-    assert "gsm8k, flexible (--extraction)" in warning[0]
+    assert "gsm8k, flexible, tool-output (--extraction)" in warning[0]  # tool-output falls back to the last number
     assert read_json(out / "metrics.json")["provenance"]["grading"]["extraction"] == "boxed"
     assert read_json(out / "config.json")["extraction"] == "gsm8k"  # an override is not a new run setting
 

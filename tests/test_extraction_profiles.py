@@ -17,7 +17,7 @@ import pytest
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_PROFILES, EXTRACTORS, Extraction, choose_extraction,
-                                  extract_answer, extract_answer_with_method, get_profile)
+                                  extending_profile, extract_answer, extract_answer_with_method, get_profile)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,6 +28,9 @@ GSM8K_COMPLETION = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"
 R1_COMPLETION = "<think>\nLet me add: 1 + 2 = 3. Maybe the answer is 4? No.\n</think>\n<answer>3</answer>"
 MINERVA_COMPLETION = ("We have $x = \\frac{1}{2}$ and so $\\boxed{2x}$ is the double.\n"
                       "Final Answer: The final answer is $\\frac{1}{4}$. I hope it is correct.")
+# ToRA-70B's GSM8K completion idx 98 (tests/real_files), its end: the prose's last number is not the output
+TORA_COMPLETION = ("rough_first_half = cars_through_jam()\nprint(cars_through_first_half)\n```\n```output\n5\n```\n"
+                   "5 cars drove through the traffic jam in the first 15 minutes.")
 
 
 @pytest.mark.parametrize("profile, text, answer, method", [
@@ -59,6 +62,18 @@ MINERVA_COMPLETION = ("We have $x = \\frac{1}{2}$ and so $\\boxed{2x}$ is the do
     ("flexible", "Thus 60% of the students.", "60%", "last_number"),
     ("flexible", "We get $x=2$ and $y = 3$.\n\n", "y = 3", "last_math"),
     ("flexible", "nothing at all", None, None),
+    # tool-output (ToRA's extract_answer): box, 'answer is', first line of the last ```output block, last number
+    ("tool-output", TORA_COMPLETION, "5", "program_output"),
+    ("tool-output", TORA_COMPLETION + "\nSo \\boxed{6}.", "6", "boxed"),
+    ("tool-output", TORA_COMPLETION + "\nThe answer is 7.", "7", "answer_is"),
+    ("tool-output", "```output\n1\n```\nthen\n```output\n 2.0\n3\n```\nSo 9 cars.", "2.0", "program_output"),
+    ("tool-output", "print(x)\n```\n```output\n4", "4", "program_output"),  # unclosed: to the end
+    ("tool-output", "```output\n  \n```\nSo 9 cars.", "9", "last_number"),  # empty output: the last number
+    ("tool-output", "There are 9 cars.", "9", "last_number"),
+    ("tool-output", "So the probability is $\\frac{1}{4}$.", "\\frac{1}{4}", "last_math"),  # flexible's steps
+    ("program-output", TORA_COMPLETION, "5", "program_output"),
+    ("program-output", "\\boxed{5} and 7", None, None),
+    ("flexible", TORA_COMPLETION, "15", "last_number"),  # what the flexible profile read (ToRA-70B idx 98)
 ])
 def test_each_convention_is_read_by_its_profile(profile, text, answer, method):
     assert extract_answer_with_method(text, profile) == Extraction(answer, method)
@@ -66,13 +81,24 @@ def test_each_convention_is_read_by_its_profile(profile, text, answer, method):
 
 def test_profiles_are_documented_and_use_known_extractors():
     assert DEFAULT_EXTRACTION == "boxed" and set(EXTRACTION_PROFILES) == {"boxed", "minerva", "gsm8k", "answer-tag",
-                                                                          "flexible"}
+                                                                          "flexible", "tool-output",
+                                                                          "program-output"}
     for name, profile in EXTRACTION_PROFILES.items():
         assert profile.name == name and profile.description and profile.extractors
         assert set(profile.extractors) <= set(EXTRACTORS)
     assert extract_answer("\\boxed{2}") == "2" and extract_answer("#### 2", "gsm8k") == "2"
     with pytest.raises(DsdrError, match="unknown extraction profile 'nope'.*known: boxed"):
         get_profile("nope")
+
+
+def test_extending_profile_reads_each_profile_alike_only_with_block_only_steps():
+    assert extending_profile(["flexible", "tool-output"]) == "tool-output"
+    assert extending_profile(["program-output", "tool-output"]) is None  # program-output finds no box
+    assert extending_profile(["boxed", "tool-output"]) is None and extending_profile(["gsm8k", "flexible"]) is None
+    assert extending_profile(["boxed"]) == "boxed"
+    # without a ```output block tool-output reads what flexible reads (sample of every flexible case above)
+    for text in (R1_COMPLETION, GSM8K_COMPLETION, MINERVA_COMPLETION, "Thus 60% of the students.", "We get $x=2$."):
+        assert extract_answer(text, "tool-output") == extract_answer(text, "flexible")
 
 
 def test_choose_extraction_override_tasks_then_protocol():
@@ -148,6 +174,8 @@ MEMORY_FAMILIES = {
     "empty_answer_is_lines": lambda n: "the answer is *\n" * (n // 16),
     "number_runs": lambda n: "1, " * (n // 3),
     "answer_tags": lambda n: "<answer></answer>" * (n // 17),
+    "output_blocks": lambda n: "```output\n```" * (n // 13),
+    "long_output_block": lambda n: "print(x)\n```output\n" + " " * n + "x" * n,
 }
 
 
@@ -190,6 +218,8 @@ HOSTILE = {
     "final_answer_is": "'final answer is ' * (MB // 16)", "hope_lines": "'The final answer is ' + ' ' * MB",
     "unclosed_boxes": "'\\\\boxed{' * (MB // 7)", "answer_spaces": "'Answer' + ' ' * MB + 'x'",
     "trailing_spaces": "'x' + ' ' * MB",
+    "output_fences": "'```output' * (MB // 9)", "output_spaces": "'```output' + ' ' * MB + 'x'",
+    "output_blocks": "'```output\\n```' * (MB // 13)",
 }
 
 

@@ -156,16 +156,42 @@ def test_lm_eval_gsm8k_real_file_gold_prompt_and_verdicts(tmp_path, capsys):
     assert "agreement with the source's grader: 2/2 (100.0%)" in out
 
 
-def test_tora_real_file_settings_no_verdict_and_the_program_output_gap_is_said(tmp_path, capsys):
+def test_tora_real_file_settings_no_verdict_and_the_tool_output_profile(tmp_path, capsys):
     code, out, err = _run(capsys, "import", TORA_70B.parent.parent, "--out", tmp_path / "run")  # its output dir
     assert code == 0, err
     assert "as benchmark 'gsm8k'; the source file has no verdict field" in out
-    assert "prompt type 'tora' runs code: math_eval.py takes the last ```output block" in out
     samples = read_samples(tmp_path / "run" / "samples.jsonl")
     assert {(s.temperature, s.seed) for s in samples} == {(0.0, 0)}
     assert {s.problem_id: s.gold for s in samples} == {"0": "18", "2": "70000", "98": "5", "288": "3", "760": "16"}
-    source = _config(tmp_path / "run")["source"]
+    config = _config(tmp_path / "run")
+    source = config["source"]
     assert source["verdict_field"] is None and source["details"]["prompt_type"] == "tora"
+    assert config["extraction"] == "tool-output"
+
+
+@pytest.mark.parametrize("fixture, expected", [
+    # ToRA-70B: 98, 288, 760 end in prose whose last number is not the program's printed output
+    (TORA_70B, {"0": True, "2": True, "98": True, "288": True, "760": True}),
+    # ToRA-Code-34B idx 659: the program prints 0.0 (ToRA's pred '0', wrong); the prose's last number equals the gold
+    (REAL / "tora-code-34b" / "gsm8k" / "test_tora_-1_seed0_t0.0_s0_e1319.jsonl", {"0": True, "659": False}),
+])
+def test_tora_files_are_graded_from_the_last_program_output(tmp_path, capsys, fixture, expected):
+    code, out, err = _run(capsys, "import", fixture.parent.parent, "--out", tmp_path / "run")
+    assert code == 0, err
+    code, out, err = _run(capsys, "score", tmp_path / "run")
+    assert code == 0, err
+    graded = {row["problem_id"]: row for row in _lines(tmp_path / "run" / "graded.jsonl")}
+    assert {pid: row["correct"] for pid, row in graded.items()} == expected
+    assert {graded[pid]["extraction"] for pid in expected if pid not in ("0", "2")} == {"program_output"}
+
+
+def test_a_program_only_prompt_type_reads_the_program_output_alone(tmp_path, capsys):
+    directory = tmp_path / "out" / "gsm8k"
+    directory.mkdir(parents=True)
+    shutil.copy(TORA_70B, directory / "test_program_only_-1_seed0_t0.0_s0_e1319.jsonl")
+    code, out, err = _run(capsys, "import", directory.parent, "--out", tmp_path / "run")
+    assert code == 0, err
+    assert _config(tmp_path / "run")["extraction"] == "program-output"
 
 
 def test_a_chain_of_thought_prompt_type_has_no_program_output_note(tmp_path, capsys):
@@ -174,7 +200,16 @@ def test_a_chain_of_thought_prompt_type_has_no_program_output_note(tmp_path, cap
     shutil.copy(TORA_70B, directory / "test_qwen25-math-cot_-1_seed0_t0.0_s0_e1319.jsonl")
     code, out, err = _run(capsys, "import", directory.parent, "--out", tmp_path / "run")
     assert code == 0, err
-    assert "```output" not in out
+    assert _config(tmp_path / "run")["extraction"] == "flexible"
+
+
+def test_a_directory_of_cot_and_tora_files_is_graded_with_tool_output(tmp_path, capsys):
+    for data_set, prompt_type in (("gsm8k", "tora"), ("gsm8k_cot", "qwen25-math-cot")):
+        (tmp_path / "out" / data_set).mkdir(parents=True)
+        shutil.copy(TORA_70B, tmp_path / "out" / data_set / f"test_{prompt_type}_-1_seed0_t0.0_s0_e1319.jsonl")
+    code, out, err = _run(capsys, "import", tmp_path / "out", "--out", tmp_path / "run")
+    assert code == 0, err  # flexible + tool-output: tool-output reads cot completions as flexible does
+    assert _config(tmp_path / "run")["extraction"] == "tool-output"
 
 
 def test_similar_text_needs_most_words_in_common_more_without_a_gold():

@@ -29,6 +29,7 @@ import numpy as np
 from dsdr_eval.diversity._blas import single_threaded_blas
 from dsdr_eval.equivalence import Equivalence, GroupView, PairFunctionEquivalence
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.extraction import DEFAULT_EXTRACTION, extract_answer, get_profile
 
 DEFAULT_COSINE_THRESHOLD = 0.9
 DARLING_DIV_FLOOR = 0.1
@@ -189,9 +190,18 @@ class EmbeddingThresholdEquivalence(Equivalence):
 
 class AnswerFormulaEquivalence(Equivalence):
     """Equivalent iff the same final-answer class (None = no answer, a class of its own) AND
-    the same formula set. Without ``answer_classes`` the extracted answer string is used."""
+    the same formula set. Without ``answer_classes`` the answer string extracted with
+    ``extraction`` (a profile of ``dsdr_eval.extraction``) is used.
+
+    Graded runs never take that path: ``compute_run_diversity`` and ``dsdr_train.scoring`` pass
+    graded.jsonl's / the reward grader's ``answer_class`` per rollout (a list, never None), which
+    the run's own profile produced. A library caller grouping raw texts names the profile here, so
+    a tool-output or gsm8k completion is not read with the boxed default."""
 
     name = "answer-formula"
+
+    def __init__(self, extraction: str = DEFAULT_EXTRACTION) -> None:
+        self.extraction = get_profile(extraction).name  # unknown names fail here, not per group
 
     def settings(self) -> dict[str, Any]:
         return {"method": self.name,
@@ -202,9 +212,7 @@ class AnswerFormulaEquivalence(Equivalence):
 
         answers: Sequence[Any] | None = group.answer_classes
         if answers is None:
-            from dsdr_eval.grading import extract_answer
-
-            answers = [extract_answer(t) for t in group.texts]
+            answers = [extract_answer(t, self.extraction) for t in group.texts]
         sets = group.formula_sets if group.formula_sets is not None else [formula_set(t) for t in group.texts]
         keys = canonical_labels([(a, s) for a, s in zip(answers, sets)])
         return keys[:, None] == keys[None, :]

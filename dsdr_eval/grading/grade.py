@@ -16,6 +16,7 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction,
                                   ExtractionProfile, extract_answer_with_method, get_profile)
 from dsdr_eval.grading.pool import GradingPool, _ProblemJob, _WorkerPool, default_workers
+from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.samples import DEFAULT_BENCHMARK
 
@@ -76,9 +77,10 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         if worker_pool is not None and pool is None:
             worker_pool.close()
     job_iter = iter(jobs)
+    budget_s = worker_pool.timeout_s if worker_pool is not None else timeout_s  # a given pool's own timeout
     for problem in problems.values():
         job = next(job_iter) if problem["answers"] else None
-        _finish_problem(problem["rows"], job)
+        _finish_problem(problem["rows"], job, budget_s)
     return graded
 
 
@@ -111,7 +113,7 @@ def _extract_into(out: dict, answer_counts: dict[str, int], profile: ExtractionP
         answer_counts[extraction.answer] = answer_counts.get(extraction.answer, 0) + 1
 
 
-def _finish_problem(rows: list[dict], job: _ProblemJob | None) -> None:
+def _finish_problem(rows: list[dict], job: _ProblemJob | None, budget_s: float) -> None:
     """Copy verdicts onto rows; renumber classes 0, 1, ... by first appearance in the rows."""
     index = {answer: i for i, answer in enumerate(job.answers)} if job else {}
     class_numbers: dict[Any, int] = {}
@@ -122,7 +124,10 @@ def _finish_problem(rows: list[dict], job: _ProblemJob | None) -> None:
             row["status"] = job.status[i] or "error"
             row["grade_note"] = row["grade_note"] or job.notes[i]
             if row["status"] == "timeout" and not row["grade_note"]:
-                row["grade_note"] = "math-verify's own timeout fired (answer counted as not correct)"
+                # math-verify's own alarms are off in the workers (grading.budget): a timeout without a
+                # note is the worker's per-answer budget timer, not a per-call math-verify timeout
+                row["grade_note"] = (f"the answer's grading budget ({budget_s:g} s for its parse and its comparison "
+                                     "with the gold together) was spent (answer counted as not correct)")
             ref: Any = job.class_ref[i] if job.class_ref[i] is not None else ("solo", i)
         elif answer is not None:  # over-long answer: a class of its own per distinct string
             ref = ("long", answer)
@@ -152,6 +157,11 @@ def grader_provenance(timeout_s: float, workers: int | None, options: GradingOpt
     return {"grader": "math-verify", "math_verify_version": version("math-verify"),
             "latex2sympy2_extended_version": version("latex2sympy2_extended"), "sympy_version": version("sympy"),
             "timeout_s": timeout_s, "workers": workers or default_workers(),
+            # issue 24: timeout_s is a budget per answer, not per math-verify call (grading.budget, grading.task)
+            "timeout_scope": "per answer: its parse, its comparison with the gold and its answer-class comparisons "
+                             "share one timeout_s budget; a problem's class comparisons together get at most "
+                             f"{CLASS_BUDGET_TIMEOUTS:g} x timeout_s; a call stuck past timeout_s kills the worker",
+            "class_budget_timeouts": CLASS_BUDGET_TIMEOUTS,
             "extraction": extraction, "extraction_profile": get_profile(extraction).provenance(),
             "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,
             "gold_wrapping": "\\boxed{gold}", "python": sys.version.split()[0],

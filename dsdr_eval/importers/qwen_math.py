@@ -12,10 +12,10 @@ settings are read from the name's ``_<key><value>`` tokens wherever they stand (
 ``top_k8``, ``enable_thinkingFalse``, ``top_p0.95``, ``n8`` ...), the data set is the directory.
 Answer extraction: math_eval.py's ``extract_answer`` (boxed, then "the answer is", then the last
 number), the ``flexible`` profile. For a tool-integrated prompt type (ToRA's ``tora``, ``pal``,
-``*tir*``...) ``extract_answer`` reads the last program output (```` ```output ````) before falling back
-to the last number; no dsdr profile has that step, so such a file is graded ``flexible`` with a note
-saying so (measured on ToRA-70B's real GSM8K file: 3 of 1319 completions end in prose whose last number
-is not the program's output: 84.1 % against ToRA's 84.3 %).
+``*tir*``, ``tool-integrated``...) ToRA's ``extract_answer`` reads the last program output
+(```` ```output ````) before falling back to the last number: the ``tool-output`` profile (ToRA-70B's
+real GSM8K file: 3 of 1319 completions end in prose whose last number is not the program's output).
+``program_only`` prompt types read the program output alone: the ``program-output`` profile.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from dsdr_eval.importers.source import (SourceRecord, SourceRun, answers, checke
 
 TOOL = "qwen-math"
 EXTRACTION = ("flexible", "math_eval.py extract_answer: boxed, then 'the answer is', then the last number")
+TOOL_EXTRACTION = ("tool-output", "tool-integrated prompt type: extract_answer reads boxed, then 'the answer is', "
+                   "then the last ```output block, then the last number")
+PROGRAM_EXTRACTION = ("program-output", "program_only prompt type: run_execute reads the last ```output block only")
 GOLD_FIELDS = ("gt", "answer")  # the tool's gold, then the data set's answer it was parsed from
 # settings token of the file name -> (key in config, type); a token is "_<name><value>" anywhere in the name
 _TOKENS = {"seed": ("seed", int), "temperature": ("temperature", float), "temp": ("temperature", float),
@@ -85,13 +88,18 @@ def read(path: Path, **_: Any) -> SourceRun:
         notes.append(f"gold from the data set's 'answer' field where 'gt' is empty or missing ({fallback} lines)")
     details = {k: v for k, v in settings.items() if k not in sampling}
     prompt_type = settings.get("prompt_type")
-    if isinstance(prompt_type, str) and _TOOL_PROMPT.search(prompt_type):
-        notes.append(f"prompt type {prompt_type!r} runs code: math_eval.py takes the last ```output block before the "
-                     "last number, a step no extraction profile has; graded with 'flexible' (boxed, 'the answer is', "
-                     "then the last number), which differs where prose after the output ends in another number")
     benchmark = path.resolve().parent.name or None  # math_eval.py writes into <output_dir>/<data_name>/
     return SourceRun(TOOL, None, benchmark, records, sampling, details, notes, sha256,
-                     verdict_field="score" if has_score else None, extraction=EXTRACTION)
+                     verdict_field="score" if has_score else None, extraction=extraction_for(prompt_type))
+
+
+def extraction_for(prompt_type: Any) -> tuple[str, str]:
+    """(profile, why) of a math_eval.py prompt type: run_execute's branch for it."""
+    if isinstance(prompt_type, str) and "program_only" in prompt_type:
+        return PROGRAM_EXTRACTION
+    if isinstance(prompt_type, str) and _TOOL_PROMPT.search(prompt_type):
+        return TOOL_EXTRACTION
+    return EXTRACTION
 
 
 def _record(row: dict[str, Any], lineno: int, where: str) -> tuple[SourceRecord, str | None]:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from dsdr_eval import rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.extraction import DEFAULT_EXTRACTION, get_profile
+from dsdr_eval.extraction import DEFAULT_EXTRACTION, extending_profile, get_profile
 from dsdr_eval.importers import IMPORTERS, detect, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.jsonl import write_jsonl
@@ -375,6 +375,8 @@ def _run_extraction(profiles: dict[str, dict[str, str]], override: str | None) -
     if override is not None:
         return override
     names = sorted({profile["profile"] for profile in profiles.values()})
+    if len(names) > 1 and extending_profile(names) is not None:  # cot + tora files: tool-output reads both alike
+        return extending_profile(names)
     if len(names) > 1:
         used = ", ".join(f"{name}: {profile['profile']}" for name, profile in profiles.items())
         raise DsdrError(f"these result files use different answer conventions ({used}); a run is graded with one "

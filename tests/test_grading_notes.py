@@ -1,0 +1,31 @@
+"""What grading records about its time budget: grader provenance and the note of a timeout (issue 21 follow-up)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from dsdr_eval.grading import grader_provenance
+from dsdr_eval.grading.grade import _finish_problem
+from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
+
+
+def test_provenance_says_the_timeout_is_per_answer_with_a_class_budget():
+    provenance = grader_provenance(5.0, 1)
+    scope = provenance["timeout_scope"]
+    assert scope.startswith("per answer") and "comparison with the gold" in scope and "class comparisons" in scope
+    assert provenance["class_budget_timeouts"] == CLASS_BUDGET_TIMEOUTS == 4.0
+    assert f"{CLASS_BUDGET_TIMEOUTS:g} x timeout_s" in scope
+
+
+def test_a_timeout_without_a_worker_note_says_the_answer_budget_was_spent():
+    # A worker's verdict "timeout" with no note comes from the per-answer budget timer (math-verify's
+    # own alarms are switched off in the workers): the note names the budget, not math-verify's timeout.
+    job = SimpleNamespace(answers=["x", "y"], status=["timeout", "timeout"], class_ref=[None, None],
+                          notes=[None, "math-verify call exceeded 2 s; worker killed"])
+    rows = [{"extracted": "x", "status": None, "grade_note": None},
+            {"extracted": "y", "status": None, "grade_note": None}]
+    _finish_problem(rows, job, 2.0)
+    assert rows[0]["grade_note"] == ("the answer's grading budget (2 s for its parse and its comparison with the "
+                                     "gold together) was spent (answer counted as not correct)")
+    assert rows[1]["grade_note"] == "math-verify call exceeded 2 s; worker killed"  # a worker's own note is kept
+    assert [row["correct"] for row in rows] == [False, False]
