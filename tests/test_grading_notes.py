@@ -21,11 +21,11 @@ def test_a_timeout_without_a_worker_note_says_the_answer_budget_was_spent():
     # A worker's verdict "timeout" with no note comes from the per-answer budget timer (math-verify's
     # own alarms are switched off in the workers): the note names the budget, not math-verify's timeout.
     job = SimpleNamespace(answers=["x", "y"], status=["timeout", "timeout"], class_ref=[None, None],
-                          notes=[None, "math-verify call exceeded 2 s; worker killed"])
+                          notes=[None, "an answer's grading call ran past 2 s; worker killed"])
     rows = [{"extracted": "x", "status": None, "grade_note": None},
             {"extracted": "y", "status": None, "grade_note": None}]
     _finish_problem(rows, job, 2.0)
     assert rows[0]["grade_note"] == ("the answer's grading budget (2 s for its parse and its comparison with the "
                                      "gold together) was spent (answer counted as not correct)")
-    assert rows[1]["grade_note"] == "math-verify call exceeded 2 s; worker killed"  # a worker's own note is kept
+    assert rows[1]["grade_note"] == "an answer's grading call ran past 2 s; worker killed"  # a worker's own note is kept
     assert [row["correct"] for row in rows] == [False, False]

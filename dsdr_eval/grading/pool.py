@@ -309,7 +309,7 @@ class _WorkerPool:
                     if not worker.ready:
                         raise _startup_timeout()
                     self._replace(worker, pending, reason="timeout",
-                                  note=f"math-verify call exceeded {self.timeout_s:g} s; worker killed")
+                                  note=f"an answer's grading call ran past {self.timeout_s:g} s; worker killed")
 
     def _may_refork(self, worker: _Worker) -> bool:
         """A forked worker that dies before it is ready was killed with its zygote (it exits at
