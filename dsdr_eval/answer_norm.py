@@ -22,7 +22,8 @@ from typing import Any, Mapping
 from dsdr_eval.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, numeral_value,
                                      relation_rule, relation_tokens, strip_ordinal)
 
-RULES_VERSION = "2"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases
+RULES_VERSION = "3"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
+# 3: grouped_number_gold, extremes in order (ordered_list)
 
 RULES: dict[str, str] = {
     "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
@@ -52,8 +53,12 @@ RULES: dict[str, str] = {
     "base_subscript": "a gold in base b (52_8): the answer must have the same ASCII digits (no Unicode case mapping: "
                       "the ligature \ufb00 is not FF) and no or the same base",
     "ordered_list": "OlympiadBench answer_type Tuple, or is_multiple_answer with the question naming the "
-                    "quantities in order ('values of $b$ and $c$'): items compared in order; a parenthesised "
+                    "quantities in order ('values of $b$ and $c$'), or a two-item gold for a question asking for "
+                    "two extremes ('the smallest and largest value'): items compared in order; a parenthesised "
                     "gold tuple is compared element by element against a parenthesised answer",
+    "grouped_number_gold": "a gold written with plain-comma digit groups (58,500) is one number, not a list "
+                           "(which would accept 500, 58), unless the metadata (is_multiple_answer) or the question "
+                           "('separated by commas', 'all values') asks for several answers",
     "unordered_list": "other multiple answers: items matched as a multiset ('or'/'and'/';' separate items)",
     "numeric_rel_tol": "two plain numbers are equal iff |a-b| <= rel_tol * max(|a|,|b|) (default 1e-8: "
                        "the same number; a rounded answer only with the rounded-fraction option, 1e-4), replacing "
@@ -274,6 +279,17 @@ _NAMED_QUANTITIES_RE = re.compile(
     r"\$[^$]{1,40},[^$]{1,40}\$\s*,?\s*and\s+\$[^$]{1,60}\$")
 
 
+# "Find the smallest and largest possible value of N": two extremes asked for in an order
+_EXTREMES_RE = re.compile(
+    r"(?i)\b(?:smallest|least|minimum|minimal|lowest)\b[^.?;$]{0,60}?\band\s+(?:the\s+)?"
+    r"(?:largest|greatest|maximum|maximal|highest)\b"
+    r"|\b(?:largest|greatest|maximum|maximal|highest)\b[^.?;$]{0,60}?\band\s+(?:the\s+)?"
+    r"(?:smallest|least|minimum|minimal|lowest)\b")
+# the question asks for several values: a gold "1,125" is then a list, not one grouped number
+_LIST_REQUEST_RE = re.compile(r"(?i)separated\s+by\s+commas|comma[- ]separated|\ball\s+(?:the\s+)?(?:possible\s+)?"
+                              r"(?:real\s+|integer\s+|positive\s+)?(?:values|solutions|roots|numbers|integers|pairs)\b")
+
+
 def list_mode(gold_items: list[str], meta: Mapping[str, Any] | None, problem: str | None) -> str:
     """'ordered' | 'unordered' | 'single' for a gold with ``gold_items`` top-level items."""
     meta = meta or {}
@@ -282,10 +298,20 @@ def list_mode(gold_items: list[str], meta: Mapping[str, Any] | None, problem: st
         return "single"
     if answer_type == "Tuple" and not meta.get("is_multiple_answer"):
         return "ordered"
+    if problem and answer_type != "Tuple" and len(gold_items) == 2 and _EXTREMES_RE.search(problem):
+        return "ordered"  # "the smallest and largest value": the answer lists them in that order
     if meta.get("is_multiple_answer") and problem and answer_type != "Tuple":
         if _NAMED_QUANTITIES_RE.search(problem):
             return "ordered"
     return "unordered"
+
+
+def grouped_number_gold(text: str, meta: Mapping[str, Any] | None, problem: str | None) -> bool:
+    """A gold "58,500" is the number 58500 written with digit groups -- not the list {58, 500}, which
+    would accept "500, 58" -- unless the metadata or the question asks for several answers."""
+    if not _PLAIN_GROUPED_RE.fullmatch(text) or (meta or {}).get("is_multiple_answer"):
+        return False
+    return not (problem and _LIST_REQUEST_RE.search(problem))
 
 
 # --- disowning / hedging boxes -------------------------------------------------------------------
@@ -317,6 +343,8 @@ def prepare_gold(gold: str, meta: Mapping[str, Any] | None = None, problem: str 
     base = _BASE_RE.match(text)
     if base and re.fullmatch(r"[0-9A-Fa-f]+", base.group(1)):  # ASCII: no Unicode case mapping (\ufb00)
         return GoldForm(text, mode="base", items=(base.group(1).upper(),), base=base.group(2), exempt_words=exempt)
+    if grouped_number_gold(text, meta, problem):
+        text = text.replace(",", "")
     numeric = is_plain_number(strip_units(text, bare=False)) and "," not in text
     if numeric:
         text = strip_units(text, bare=False)

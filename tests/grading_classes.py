@@ -88,7 +88,14 @@ def _sci(answer: str) -> tuple[str, str] | None:
 
 def _ordered(gold: Gold) -> bool:
     from_meta = gold.meta or {}
-    return from_meta.get("answer_type") == "Tuple" or _names_quantities(gold)
+    return from_meta.get("answer_type") == "Tuple" or _names_quantities(gold) or _asks_extremes(gold)
+
+
+def _asks_extremes(gold: Gold) -> bool:
+    """Two values asked for in an order: 'the smallest and largest possible value of N'."""
+    return len(_split_top(gold.answer)) == 2 and bool(re.search(
+        r"(?i)(smallest|least|minimum)\b[^.?]{0,60}\band (the )?(largest|greatest|maximum)"
+        r"|(largest|greatest|maximum)\b[^.?]{0,60}\band (the )?(smallest|least|minimum)", gold.problem))
 
 
 def _names_quantities(gold: Gold) -> bool:
@@ -373,6 +380,15 @@ def n_reversed_ordered(g: Gold) -> Iterator[str]:
         yield ", ".join(reversed(items))
 
 
+def n_grouped_gold_as_list(g: Gold) -> Iterator[str]:
+    """A gold written with digit groups (58,500: a count of license plates) read as a list and permuted."""
+    if re.fullmatch(r"\d{1,3}(,\d{3})+", g.answer.strip()) and not (g.meta or {}).get("is_multiple_answer") \
+            and not re.search(r"(?i)separated by commas|\ball\b", g.problem):
+        groups = g.answer.strip().split(",")
+        if groups != groups[::-1]:
+            yield ", ".join(reversed(groups))
+
+
 def n_number_times_symbol(g: Gold) -> Iterator[str]:
     """A numeric gold with a stray factor (x, n, \\pi, \\sqrt{2}): units must not absorb it."""
     if _value(g.answer) is not None and _value(g.answer) != 0:
@@ -510,7 +526,8 @@ EQUIVALENT: dict[str, Callable[[Gold], Iterator[str]]] = {
     "variable_grouped": g_variable_grouped,
 }
 NEAR_MISS: dict[str, Callable[[Gold], Iterator[str]]] = {
-    "reversed_ordered": n_reversed_ordered, "dropped_unit_variable": n_dropped_unit_variable,
+    "reversed_ordered": n_reversed_ordered, "grouped_gold_as_list": n_grouped_gold_as_list,
+    "dropped_unit_variable": n_dropped_unit_variable,
     "wrong_base": n_wrong_base, "negated_or_disowned": n_negated, "hedged": n_hedged,
     "wrong_mantissa_or_exponent": n_wrong_mantissa, "euler_e_reading": n_euler_reading,
     "close_number": n_close_number, "rounded_fraction_default": n_rounded_fraction,

@@ -141,3 +141,26 @@ def test_all_relation_spellings_between_numbers(subtests=None):
     gold = prepare_gold("5")
     for relation, (left, right) in itertools.product(RELATIONS, [("6", "5"), ("5", "6"), ("5.5", "5")]):
         assert prepare_answer(f"{left} {relation} {right}", gold).verdict == "incorrect", (relation, left, right)
+
+
+def test_order_and_grouping_come_from_the_question():
+    """Rules ordered_list (two extremes asked for in an order) and grouped_number_gold: a gold
+    "58,500" for a count is one number, so "500, 58" is not its value; a list stays a list when the
+    question asks for several values; "the smallest and largest" keeps its order."""
+    extremes = "Let N be the number of pairs. Find the smallest and largest possible value of $N$."
+    largest_first = "Find the largest and the smallest values of $f$ on the interval."
+    roots = "Find all the integer roots of x^3 - 7x + 6. Enter all the roots, separated by commas."
+    count = "How many license plates can be formed?"
+    cases = [  # (gold, problem, metadata, box, verdict)
+        ("2500,7500", extremes, {"is_multiple_answer": True, "answer_type": "Numerical"}, "2500, 7500", "correct"),
+        ("2500,7500", extremes, {"is_multiple_answer": True, "answer_type": "Numerical"}, "7500, 2500", "incorrect"),
+        ("3,-1", largest_first, None, "3, -1", "correct"), ("3,-1", largest_first, None, "-1, 3", "incorrect"),
+        ("58,500", count, None, "58500", "correct"), ("58,500", count, None, "58{,}500", "correct"),
+        ("58,500", count, None, "500, 58", "incorrect"), ("58,500", count, None, "58", "incorrect"),
+        ("1,125", roots, None, "125, 1", "correct"),  # a list the question asks for: any order
+        ("1,125", "Solve for $x$.", {"is_multiple_answer": True}, "125, 1", "correct"),  # metadata: a list
+        ("-3,2", roots, None, "2, -3", "correct")]
+    rows = [{"problem_id": f"p{i}", "gold": g, "problem": p, "answer_meta": m, "completion": f"so \\boxed{{{a}}}.",
+             "sample_idx": 0} for i, (g, p, m, a, _) in enumerate(cases)]
+    graded = grade_samples(rows, workers=1, progress=False)
+    assert [(c[0], c[3], r["status"]) for c, r in zip(cases, graded)] == [(c[0], c[3], c[4]) for c in cases]
