@@ -1,0 +1,169 @@
+"""The ablation study's task generator, statistics and scripts (reports/ablation_study/, docs/ablation_study.md).
+
+Fast tests check the statistics against independent references on synthetic data (brute-force pass@k,
+scipy's bootstrap, a known effect / no effect); the slow test runs `run.sh --smoke` end to end.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dsdr_train import gentask
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("ablation_analyze", ROOT / "reports/ablation_study/analyze.py")
+analyze = importlib.util.module_from_spec(_spec)
+sys.modules["ablation_analyze"] = analyze  # dataclasses look their module up
+_spec.loader.exec_module(analyze)
+
+
+# ---- task generator ----
+
+@pytest.mark.parametrize("design", sorted(gentask.DESIGNS))
+def test_gentask_deterministic_disjoint_and_gradable(design):
+    train, held = gentask.make(design, 3, 100, 40)
+    assert (train, held) == gentask.make(design, 3, 100, 40)
+    assert gentask.make(design, 4, 100, 40) != (train, held)
+    assert not {tuple(r["key"]) for r in train} & {tuple(r["key"]) for r in held}
+    for r in train + held:
+        # the worked examples carry two $...$ equations before the boxed answer
+        assert r["problem"].count("\\boxed{") == 2 and r["problem"].endswith("\nA:")
+        assert int(r["answer"]) == int(r["answer"])
+    # the answer is the arithmetic truth of the operands
+    if design == "linear":
+        a, x, b = train[0]["key"]
+        assert f"${a}x + {b} = {a * x + b}$" in train[0]["problem"].rsplit("Q:", 1)[1] and train[0]["answer"] == str(x)
+
+
+def test_check_disjoint_catches_overlap(tmp_path):
+    train, held = gentask.make("linear", 0, 20, 5)
+    with pytest.raises(ValueError, match="also in the training split"):
+        gentask.check_disjoint(train, held + [train[3]])
+    for name, rows in (("train", train), ("heldout", held + [dict(train[0], id="x")])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = subprocess.run([sys.executable, "-m", "dsdr_train.gentask", "--check", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "also in the training split" in p.stderr
+
+
+# ---- statistics ----
+
+def test_pass_at_k_matches_brute_force():
+    for n in (1, 4, 7):
+        for c in range(n + 1):
+            outcomes = [1] * c + [0] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(outcomes, k))
+                ref = sum(any(s) for s in subsets) / len(subsets)
+                assert analyze.pass_at_k(n, c, k) == pytest.approx(ref)
+
+
+def test_bootstrap_one_seed_matches_scipy():
+    from scipy.stats import bootstrap
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.05, 0.3, size=(1, 300))
+    mean, lo, hi = analyze.paired_bootstrap(d, 4000, 0)
+    ref = bootstrap((d[0],), np.mean, n_resamples=4000, method="percentile", random_state=2).confidence_interval
+    width = ref.high - ref.low
+    assert mean == pytest.approx(d.mean())
+    assert abs(lo - ref.low) < 0.08 * width and abs(hi - ref.high) < 0.08 * width
+
+
+def test_bootstrap_two_way_width_matches_normal_theory():
+    # d[s, p] = seed effect + problem effect; the mean's variance is var_s/S + var_p/P (independent axes).
+    rng = np.random.default_rng(2)
+    S, P, ss, sp = 5, 200, 0.1, 0.4
+    seed_eff, prob_eff = rng.normal(0, ss, S), rng.normal(0, sp, P)
+    d = seed_eff[:, None] + prob_eff[None, :]
+    _, lo, hi = analyze.paired_bootstrap(d, 4000, 0)
+    # bootstrap variance uses the plug-in (1/n) variances of the observed effects
+    sd = np.sqrt(seed_eff.var() / S + prob_eff.var() / P)
+    assert (hi - lo) == pytest.approx(2 * 1.96 * sd, rel=0.15)
+
+
+# ---- claims on synthetic run directories ----
+
+def _fake_sweep(root: Path, arm: str, seed: int, p_correct: float, d_emb: float, rng, n=8, problems=40, steps=(5, 10)):
+    sweep = root / arm / f"s{seed}" / "sweep"
+    cks = []
+    for step in steps:
+        run = sweep / f"step_{step:06d}"
+        run.mkdir(parents=True)
+        graded, div = [], []
+        for i in range(problems):
+            pid = f"p{i}"
+            graded.append({"problem_id": pid, "phase": "pass1", "correct": bool(rng.random() < p_correct)})
+            graded += [{"problem_id": pid, "phase": "sampling", "correct": bool(rng.random() < p_correct)}
+                       for _ in range(n)]
+            div.append({"problem_id": pid, "all": {"d_emb": d_emb + rng.normal(0, 0.01), "d_eq": 0.0}})
+        (run / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in graded))
+        (run / "diversity_per_problem.jsonl").write_text("".join(json.dumps(r) + "\n" for r in div))
+        cks.append({"name": f"step_{step:06d}", "step": step, "run_dir": str(run), "status": "done"})
+    (sweep / "sweep.json").write_text(json.dumps({"kind": "sweep", "checkpoints": cks}))
+
+
+def _verdicts(tmp_path, dsdr_p, grpo_p, dsdr_div=0.2, grpo_div=0.2, seeds=3):
+    rng = np.random.default_rng(0)
+    for s in range(seeds):
+        _fake_sweep(tmp_path, "grpo", s, grpo_p, grpo_div, rng)
+        _fake_sweep(tmp_path, "dsdr", s, dsdr_p, dsdr_div, rng)
+    rows = analyze.claims(analyze.load_runs(tmp_path), 1000, 0)
+    return {r["claim"]: r for r in rows}
+
+
+def test_known_effect_holds(tmp_path):
+    v = _verdicts(tmp_path, 0.6, 0.2, dsdr_div=0.3)
+    assert v["DSDR >= GRPO on pass@1"]["verdict"] == "holds"
+    assert v["DSDR >= GRPO on pass@1"]["diff"] == pytest.approx(0.4, abs=0.1)
+    assert v["DSDR keeps higher semantic diversity (D_emb)"]["verdict"] == "holds"
+    assert v["GD contributes (DSDR > DSDR w/o GD, pass@1)"]["verdict"] == "not run"
+
+
+def test_reverse_effect_does_not_hold(tmp_path):
+    v = _verdicts(tmp_path, 0.2, 0.6)
+    assert v["DSDR >= GRPO on pass@1"]["verdict"] == "does not hold"
+
+
+def test_no_effect_inconclusive(tmp_path):
+    v = _verdicts(tmp_path, 0.4, 0.4)
+    assert v["DSDR >= GRPO on pass@1"]["verdict"] == "inconclusive"
+    assert v["DSDR keeps higher semantic diversity (D_emb)"]["verdict"] == "inconclusive"
+    assert v["the DSDR-GRPO gap grows with k"]["verdict"] == "inconclusive"
+
+
+def test_analyze_cli_writes_report_and_refuses_empty(tmp_path):
+    _verdicts(tmp_path / "runs", 0.6, 0.2)
+    out = tmp_path / "rep"
+    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "200"]) == 0
+    assert {"analysis.md", "analysis.json", "passk.png", "steps.png", "div_vs_acc.png"} <= {f.name for f in out.iterdir()}
+    assert "| holds |" in (out / "analysis.md").read_text()
+    p = subprocess.run([sys.executable, str(ROOT / "reports/ablation_study/analyze.py"), "--runs", str(tmp_path / "none"),
+                        "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.startswith("error:")
+
+
+# ---- the script, 2 steps x 1 seed ----
+
+@pytest.mark.slow
+def test_run_sh_smoke_end_to_end_and_resumes(tmp_path):
+    env = dict(os.environ, RUNS=str(tmp_path / "runs"), PYTHON=sys.executable, ARMS="grpo dsdr")
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    cmd = ["bash", "reports/ablation_study/run.sh", "--smoke"]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-3000:]
+    runs = tmp_path / "runs"
+    assert (runs / "grpo/s0/sweep.done").exists() and (runs / "dsdr/s0/sweep.done").exists()
+    assert (runs / "report/analysis.md").exists() and (runs / "report/passk.png").exists()
+    assert "cpu_s=" in (runs / "cpu_time.log").read_text()
+    # rerun: everything done is skipped (no training, no sweep)
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "seed 0: done" in p.stdout and "train" not in p.stdout.replace("seed 0: done", "")
