@@ -167,3 +167,29 @@ def test_run_sh_smoke_end_to_end_and_resumes(tmp_path):
     # rerun: everything done is skipped (no training, no sweep)
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0 and "seed 0: done" in p.stdout and "train" not in p.stdout.replace("seed 0: done", "")
+
+
+def _cell(pass1, n_c, step=10):
+    ids = [f"p{i}" for i in range(len(n_c))]
+    return analyze.Cell(dict(zip(ids, pass1)), dict(zip(ids, n_c)), dict(zip(ids, [0.1] * len(ids))),
+                        dict(zip(ids, [0.0] * len(ids))), step)
+
+
+def test_pairing_by_problem_narrows_the_ci():
+    # Problems differ a lot (0..1), DSDR is GRPO + 1/8 on every problem: paired, the difference is exact.
+    n_c_grpo = [(8, c) for c in range(8)] * 5
+    n_c_dsdr = [(8, c + 1) for c in range(8)] * 5
+    data = {"grpo": {0: [_cell([0.0] * 40, n_c_grpo)], 1: [_cell([0.0] * 40, n_c_grpo)]},
+            "dsdr": {0: [_cell([0.0] * 40, n_c_dsdr)], 1: [_cell([0.0] * 40, n_c_dsdr)]}}
+    r = analyze.compare(data, "dsdr", "grpo", "avg@n", 1000, 0)
+    assert r["diff"] == pytest.approx(1 / 8) and r["ci95"] == pytest.approx([1 / 8, 1 / 8])
+    assert r["verdict"] == "holds"
+
+
+def test_gap_growth_known_value():
+    # GRPO: half the problems always right, half never -> pass@k = 0.5 for every k.
+    # DSDR: every problem 2 of 8 right -> pass@1 = 0.25, pass@8 = 1. Gap(8) - gap(1) = 0.5 + 0.25 = 0.75.
+    grpo = [_cell([1.0] * 10 + [0.0] * 10, [(8, 8)] * 10 + [(8, 0)] * 10)]
+    dsdr = [_cell([0.0] * 20, [(8, 2)] * 20)]
+    r = analyze.gap_growth({"grpo": {0: grpo}, "dsdr": {0: dsdr}}, "dsdr", "grpo", 8, 500, 0)
+    assert r["diff"] == pytest.approx(0.75) and r["verdict"] == "holds"
