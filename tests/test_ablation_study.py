@@ -107,7 +107,7 @@ def _fake_sweep(root: Path, arm: str, seed: int, p_correct: float, d_emb: float,
             div.append({"problem_id": pid, "all": {"d_emb": d_emb + rng.normal(0, 0.01), "d_eq": 0.0}})
         (run / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in graded))
         (run / "diversity_per_problem.jsonl").write_text("".join(json.dumps(r) + "\n" for r in div))
-        cks.append({"name": f"step_{step:06d}", "step": step, "run_dir": str(run), "status": "done"})
+        cks.append({"name": f"step_{step:06d}", "step": step, "run_dir": run.name, "status": "done"})
     (sweep / "sweep.json").write_text(json.dumps({"kind": "sweep", "checkpoints": cks}))
 
 
@@ -193,3 +193,15 @@ def test_gap_growth_known_value():
     dsdr = [_cell([0.0] * 20, [(8, 2)] * 20)]
     r = analyze.gap_growth({"grpo": {0: grpo}, "dsdr": {0: dsdr}}, "dsdr", "grpo", 8, 500, 0)
     assert r["diff"] == pytest.approx(0.75) and r["verdict"] == "holds"
+
+
+def test_bad_graded_line_is_one_line_error_with_file_line_field(tmp_path):
+    _verdicts(tmp_path / "runs", 0.6, 0.2, seeds=1)
+    graded = tmp_path / "runs/dsdr/s0/sweep/step_000010/graded.jsonl"
+    lines = graded.read_text().splitlines()
+    lines[4] = json.dumps({"problem_id": "p0", "phase": "sampling"})  # no 'correct'
+    graded.write_text("\n".join(lines) + "\n")
+    p = subprocess.run([sys.executable, str(ROOT / "reports/ablation_study/analyze.py"), "--runs", str(tmp_path / "runs"),
+                        "--out", str(tmp_path / "rep")], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip() == f"error: {graded}:5:correct: missing"

@@ -78,15 +78,28 @@ class Cell:
     step: int
 
 
-def _jsonl(path: Path) -> list[dict]:
+def _jsonl(path: Path, fields: tuple[str, ...]) -> list[dict]:
+    """Records of a JSONL file; a bad line is a one-line error naming FILE:LINE:FIELD."""
+    rows = []
     with path.open() as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{i}: not JSON ({exc.msg})") from None
+            for f in fields:
+                if not isinstance(r, dict) or f not in r:
+                    raise ValueError(f"{path}:{i}:{f}: missing")
+            rows.append(r)
+    return rows
 
 
 def read_eval(run_dir: Path, step: int) -> Cell:
     pass1: dict[str, float] = {}
     n_c: dict[str, list[int]] = {}
-    for r in _jsonl(run_dir / "graded.jsonl"):
+    for r in _jsonl(run_dir / "graded.jsonl", ("problem_id", "phase", "correct")):
         pid = r["problem_id"]
         if r["phase"] == "pass1":
             pass1[pid] = float(bool(r["correct"]))
@@ -98,7 +111,7 @@ def read_eval(run_dir: Path, step: int) -> Cell:
     d_eq: dict[str, float] = {}
     div = run_dir / "diversity_per_problem.jsonl"
     if div.exists():
-        for r in _jsonl(div):
+        for r in _jsonl(div, ("problem_id", "all")):
             d_emb[r["problem_id"]] = float(r["all"]["d_emb"])
             d_eq[r["problem_id"]] = float(r["all"]["d_eq"])
     return Cell(pass1, {k: (v[0], v[1]) for k, v in n_c.items()}, d_emb, d_eq, step)
@@ -110,8 +123,8 @@ def read_sweep(sweep_dir: Path) -> list[Cell]:
     cells = []
     for ck in meta["checkpoints"]:
         run_dir = Path(ck["run_dir"])
-        if not run_dir.is_absolute() and not run_dir.exists():
-            run_dir = sweep_dir / run_dir.name
+        if not run_dir.is_absolute():  # sweep.json names each run relative to the sweep directory
+            run_dir = sweep_dir / run_dir
         if ck.get("status") == "done" and (run_dir / "graded.jsonl").exists():
             cells.append(read_eval(run_dir, int(ck["step"])))
     return sorted(cells, key=lambda c: c.step)
@@ -277,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.runs}: no <arm>/s<seed>/sweep/sweep.json with a done checkpoint")
         rows = claims(data, args.bootstrap, args.seed)
     except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
-        print(f"error: {args.runs}: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
