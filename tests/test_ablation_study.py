@@ -166,7 +166,9 @@ def test_run_sh_smoke_end_to_end_and_resumes(tmp_path):
     assert "cpu_s=" in (runs / "cpu_time.log").read_text()
     # rerun: everything done is skipped (no training, no sweep)
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0 and "seed 0: done" in p.stdout and "train" not in p.stdout.replace("seed 0: done", "")
+    assert p.returncode == 0 and "grpo seed 0: done" in p.stdout and "dsdr seed 0: done" in p.stdout
+    assert ": train\n" not in p.stdout and ": sweep\n" not in p.stdout
+    assert len((runs / "cpu_time.log").read_text().splitlines()) == 2
 
 
 def _cell(pass1, n_c, step=10):

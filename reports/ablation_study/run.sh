@@ -7,7 +7,7 @@
 #   bash reports/ablation_study/run.sh --smoke                                           # 2 steps, 1 seed
 # Knobs (environment): RUNS (default reports/ablation_study/runs, smoke: .../runs_smoke), ARMS, SEEDS_MAIN
 # (seeds of grpo and dsdr, default 5), SEEDS_ABL (other arms, default 3), N (T=1.0 rollouts, default 32),
-# LIMIT (held-out problems, default 64), KEEP_WEIGHTS=1 (keep checkpoints after their sweep).
+# LIMIT (held-out problems, default 32), KEEP_WEIGHTS=1 (keep checkpoints after their sweep).
 set -euo pipefail
 HERE=reports/ablation_study
 SMOKE=0
@@ -27,8 +27,8 @@ if [ "$SMOKE" = 1 ]; then
   MAXTOK=24
 else
   RUNS=${RUNS:-$HERE/runs}; ARMS=${ARMS:-"grpo dsdr dapo dsdr_wo_gd dsdr_wo_gc darling"}; SEEDS_MAIN=${SEEDS_MAIN:-5}
-  SEEDS_ABL=${SEEDS_ABL:-3}; N=${N:-32}; LIMIT=${LIMIT:-64}
-  TRAIN_OVERRIDES=(); MAXTOK=64
+  SEEDS_ABL=${SEEDS_ABL:-3}; N=${N:-32}; LIMIT=${LIMIT:-32}
+  TRAIN_OVERRIDES=(); MAXTOK=48   # = study.yaml max_response_length
 fi
 mkdir -p "$RUNS"
 T0=$(date +%s)
@@ -74,6 +74,8 @@ done
 dsdr-eval report "$RUNS/base" "${LAST[@]}" --out "$RUNS/report/table" --ci
 T1=$(date +%s)
 # CPU time of this invocation (user+sys of every child, from the shell's `times`), appended per rerun.
-CPU=$(times | tail -1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1]*60+u[2]+s[1]*60+s[2] }')
+# `times` must run in this shell (in $(...) it would report the subshell's, i.e. nothing).
+times > "$RUNS/.times"
+CPU=$(tail -1 "$RUNS/.times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1]*60+u[2]+s[1]*60+s[2] }')
 echo "$(date -u +%FT%TZ) smoke=$SMOKE wall_s=$((T1 - T0)) cpu_s=$CPU" >> "$RUNS/cpu_time.log"
 echo "$(stamp) done: this invocation took $((T1 - T0)) s wall, $CPU s CPU (children); all invocations: $RUNS/cpu_time.log"
