@@ -33,6 +33,17 @@ fi
 mkdir -p "$RUNS"
 T0=$(date +%s)
 stamp() { date -u +%H:%M:%S; }
+# CPU time of each invocation (user+sys of every finished child, from the shell's `times`) goes to
+# RUNS/cpu_time.log, also when it is killed or fails (the study's total = the sum of the lines; the
+# child running at a kill is not counted). `times` must run in this shell: in $(...) it reports nothing.
+log_time() {
+  T1=$(date +%s)
+  times > "$RUNS/.times"
+  CPU=$(tail -1 "$RUNS/.times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1]*60+u[2]+s[1]*60+s[2] }')
+  echo "$(date -u +%FT%TZ) smoke=$SMOKE $1 wall_s=$((T1 - T0)) cpu_s=$CPU" >> "$RUNS/cpu_time.log"
+}
+trap 'log_time interrupted' EXIT
+trap 'exit 143' TERM INT
 # The task: deterministic, so a rerun rewrites the same files; the disjointness check runs every time.
 $PY -m dsdr_train.gentask --design linear --seed 0 --n-train 256 --n-heldout 64 --out "$RUNS/data"
 $PY -m dsdr_train.gentask --check "$RUNS/data"
@@ -72,10 +83,6 @@ for arm in $ARMS; do
   [ -n "$last" ] && LAST+=("$last")
 done
 dsdr-eval report "$RUNS/base" "${LAST[@]}" --out "$RUNS/report/table" --ci
-T1=$(date +%s)
-# CPU time of this invocation (user+sys of every child, from the shell's `times`), appended per rerun.
-# `times` must run in this shell (in $(...) it would report the subshell's, i.e. nothing).
-times > "$RUNS/.times"
-CPU=$(tail -1 "$RUNS/.times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1]*60+u[2]+s[1]*60+s[2] }')
-echo "$(date -u +%FT%TZ) smoke=$SMOKE wall_s=$((T1 - T0)) cpu_s=$CPU" >> "$RUNS/cpu_time.log"
+log_time "done"
+trap - EXIT
 echo "$(stamp) done: this invocation took $((T1 - T0)) s wall, $CPU s CPU (children); all invocations: $RUNS/cpu_time.log"
