@@ -3,7 +3,7 @@
 Each design writes few-shot completion prompts (``template=plain``, ``prompt_mode=raw``: SmolLM2-135M
 continues a pattern but rarely boxes an answer in chat, reports/mini_experiment/README.md) whose worked
 examples carry two ``$...$`` equations before ``\\boxed{}``, so a correct completion has a derivation and
-D_eq (formula diversity, docs/ALGORITHMS.md §4) and D_emb can differ between correct answers.
+D_eq (formula uniqueness, docs/ALGORITHMS.md §3.1 Eq. 8) and D_emb can differ between correct answers.
 
 Deterministic by seed; train and held-out problems are disjoint by their operand tuple, checked by
 :func:`check_disjoint` (also on files, ``python -m dsdr_train.gentask --check DIR``).

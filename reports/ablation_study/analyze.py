@@ -7,8 +7,8 @@ Writes OUT/analysis.json, OUT/analysis.md (claims, verdicts, tables) and OUT/*.p
 
 Statistics (docs/ablation_study.md "Analysis"):
   * per (seed, problem) cell: pass@1 = correct at T=0.1 (pass1 phase); pass@k = the unbiased estimator
-    1 - C(n-c, k)/C(n, k) over the n T=1.0 rollouts (docs/ALGORITHMS.md §5, Eq. 5.1); D_emb / D_eq =
-    the problem's diversity over all its rollouts (§4).
+    1 - C(n-c, k)/C(n, k) over the n T=1.0 rollouts (docs/ALGORITHMS.md §5, Eq. 18); D_emb / D_eq =
+    the problem's diversity over all its rollouts (§3.1, Eqs. 7-8, mean over rollouts).
   * a claim compares arm A with arm B on the final checkpoint: d[s, p] = A[s, p] - B[s, p], paired by
     seed (same seed = same prompt stream) and by problem. The two-way paired bootstrap resamples seeds
     with replacement and, independently, problems with replacement, and takes the mean of d over the
@@ -31,16 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+# Eq. 18 (docs/ALGORITHMS.md §5), the same estimator `dsdr-eval score` reports
+from dsdr_eval.metrics import pass_at_k
+
 ARMS = ("grpo", "dapo", "dsdr", "dsdr_wo_gd", "dsdr_wo_gc", "darling")
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k (ALGORITHMS.md §5, Eq. 5.1): 1 - C(n-c, k) / C(n, k); needs k <= n."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} rollouts, got {n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def paired_bootstrap(d: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
