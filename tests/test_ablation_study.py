@@ -146,6 +146,14 @@ def test_analyze_cli_writes_report_and_refuses_empty(tmp_path):
     assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "200"]) == 0
     assert {"analysis.md", "analysis.json", "passk.png", "steps.png", "div_vs_acc.png"} <= {f.name for f in out.iterdir()}
     assert "| holds |" in (out / "analysis.md").read_text()
+    # training dynamics: last quarter (steps 4..4 of 1..4 -> the last one) of each seed, then mean over seeds
+    for s, ent in ((0, [0.9, 0.8, 0.7, 0.5]), (1, [0.9, 0.8, 0.7, 0.3])):
+        m = tmp_path / "runs/dsdr" / f"s{s}" / "train/metrics.jsonl"
+        m.parent.mkdir(parents=True, exist_ok=True)
+        m.write_text("".join(json.dumps({"step": i + 1, "entropy/mean": e}) + "\n" for i, e in enumerate(ent)))
+    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "200", "--no-plots"]) == 0
+    dyn = json.loads((out / "analysis.json").read_text())["train_dynamics"]
+    assert dyn == {"dsdr": {"entropy/mean": pytest.approx(0.4)}}
     p = subprocess.run([sys.executable, str(ROOT / "reports/ablation_study/analyze.py"), "--runs", str(tmp_path / "none"),
                         "--out", str(tmp_path / "x")], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.startswith("error:")

@@ -252,7 +252,28 @@ def plots(data, out: Path, n_boot: int, seed: int) -> list[str]:
     return files
 
 
-def markdown(rows: list[dict], data, figs: list[str]) -> str:
+TRAIN_KEYS = ("reward/mean", "entropy/mean", "bonus/mean", "loss/local", "diversity/semantic", "diversity/formula",
+              "time/total_s")
+
+
+def train_dynamics(runs: Path) -> dict[str, dict[str, float]]:
+    """Per arm: the mean over seeds of each key's mean over the last quarter of training steps
+    (train/metrics.jsonl; the local term loss/local carries the coupling weights, §3.3-3.4)."""
+    out: dict[str, dict[str, float]] = {}
+    for arm in ARMS:
+        per_seed = []
+        for m in sorted((runs / arm).glob("s*/train/metrics.jsonl")):
+            rows = _jsonl(m, ("step",))
+            tail = rows[len(rows) - max(1, len(rows) // 4):]
+            per_seed.append({k: float(np.mean([r[k] for r in tail if k in r])) for k in TRAIN_KEYS
+                             if any(k in r for r in tail)})
+        if per_seed:
+            out[arm] = {k: float(np.mean([d[k] for d in per_seed if k in d])) for k in TRAIN_KEYS
+                        if any(k in d for d in per_seed)}
+    return out
+
+
+def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, float]] | None = None) -> str:
     lines = ["# Ablation study: the paper's claims at this scale", "",
              "Paired differences (A - B) on the final checkpoint, 95 % CI from the two-way paired bootstrap "
              "over seeds x problems (analyze.py docstring); verdict holds / does not hold / inconclusive.", "",
@@ -266,6 +287,12 @@ def markdown(rows: list[dict], data, figs: list[str]) -> str:
                          f"{r['diff']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {r['verdict']} |")
     lines += ["", "Runs: " + ", ".join(f"{a} ({len(s)} seeds, steps {[c.step for c in next(iter(s.values()))]})"
                                       for a, s in data.items()), ""]
+    if dyn:
+        lines += ["Training dynamics (train/metrics.jsonl): mean over seeds of the last-quarter mean per step.", "",
+                  "| arm | " + " | ".join(TRAIN_KEYS) + " |", "|---|" + "---|" * len(TRAIN_KEYS)]
+        lines += [f"| {arm} | " + " | ".join(f"{v[k]:.4g}" if k in v else "" for k in TRAIN_KEYS) + " |"
+                  for arm, v in dyn.items()]
+        lines.append("")
     lines += [f"![{f}]({f})" for f in figs]
     return "\n".join(lines) + "\n"
 
@@ -283,15 +310,16 @@ def main(argv: list[str] | None = None) -> int:
         if not data:
             raise ValueError(f"{args.runs}: no <arm>/s<seed>/sweep/sweep.json with a done checkpoint")
         rows = claims(data, args.bootstrap, args.seed)
+        dyn = train_dynamics(Path(args.runs))
     except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     figs = [] if args.no_plots else plots(data, out, args.bootstrap, args.seed)
-    (out / "analysis.json").write_text(json.dumps({"claims": rows, "bootstrap": args.bootstrap, "seed": args.seed},
+    (out / "analysis.json").write_text(json.dumps({"claims": rows, "train_dynamics": dyn, "bootstrap": args.bootstrap, "seed": args.seed},
                                                   indent=1) + "\n")
-    (out / "analysis.md").write_text(markdown(rows, data, figs))
+    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn))
     for r in rows:
         print(f"{r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}])"
                                                    if "diff" in r else ""))
