@@ -1,0 +1,330 @@
+"""Ablation-study analysis: the paper's claims tested with paired bootstrap CIs over seeds x problems.
+
+Reads RUNS/<arm>/s<seed>/sweep/ (one `dsdr-eval sweep` directory per arm and seed, each checkpoint a run
+directory with graded.jsonl and diversity_per_problem.jsonl) and RUNS/<arm>/s<seed>/train/metrics.jsonl.
+Writes OUT/analysis.json, OUT/analysis.md (claims, verdicts, tables) and OUT/*.png (pass@k curves with
+95 % CI bands per arm, metric vs step, diversity vs accuracy).
+
+Statistics (docs/ablation_study.md "Analysis"):
+  * per (seed, problem) cell: pass@1 = correct at T=0.1 (pass1 phase); pass@k = the unbiased estimator
+    1 - C(n-c, k)/C(n, k) over the n T=1.0 rollouts (docs/ALGORITHMS.md §5, Eq. 18); D_emb / D_eq =
+    the problem's diversity over all its rollouts (§3.1, Eqs. 7-8, mean over rollouts).
+  * a claim compares arm A with arm B on the final checkpoint: d[s, p] = A[s, p] - B[s, p], paired by
+    seed (same seed = same prompt stream) and by problem. The two-way paired bootstrap resamples seeds
+    with replacement and, independently, problems with replacement, and takes the mean of d over the
+    resampled grid; the 95 % CI is the 2.5/97.5 percentiles of B resamples. Resampling both axes
+    counts seed-to-seed (training) noise as well as problem sampling noise.
+  * verdict: "holds" when the CI lies above 0, "does not hold" when it lies below 0, else
+    "inconclusive" (at this scale); a claim whose arms are missing is "not run".
+
+    python reports/ablation_study/analyze.py --runs reports/ablation_study/runs --out reports/ablation_study/report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# Eq. 18 (docs/ALGORITHMS.md §5), the same estimator `dsdr-eval score` reports
+from dsdr_eval.metrics import pass_at_k
+
+ARMS = ("grpo", "dapo", "dsdr", "dsdr_wo_gd", "dsdr_wo_gc", "darling")
+
+
+def paired_bootstrap(d: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of d[seed, problem] and its 95 % two-way paired-bootstrap CI (seeds and problems resampled)."""
+    d = np.asarray(d, dtype=float)
+    if d.ndim != 2 or d.size == 0:
+        raise ValueError("d must be a non-empty seeds x problems matrix")
+    rng = np.random.default_rng(seed)
+    s, p = d.shape
+    si = rng.integers(0, s, size=(n_boot, s))
+    pi = rng.integers(0, p, size=(n_boot, p))
+    # mean over the resampled grid d[si][:, pi] = (row weights) x d x (column weights) / (s p)
+    ws = np.stack([np.bincount(r, minlength=s) for r in si]).astype(float)
+    wp = np.stack([np.bincount(r, minlength=p) for r in pi]).astype(float)
+    means = np.einsum("bs,sp,bp->b", ws, d, wp) / (s * p)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(d.mean()), float(lo), float(hi)
+
+
+def verdict(lo: float, hi: float) -> str:
+    if lo > 0:
+        return "holds"
+    if hi < 0:
+        return "does not hold"
+    return "inconclusive"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One arm's final-checkpoint measurements on one seed: per-problem arrays keyed by problem id."""
+    pass1: dict[str, float]
+    n_c: dict[str, tuple[int, int]]  # T=1.0 rollouts and correct ones
+    d_emb: dict[str, float]
+    d_eq: dict[str, float]
+    step: int
+
+
+def _jsonl(path: Path, fields: tuple[str, ...]) -> list[dict]:
+    """Records of a JSONL file; a bad line is a one-line error naming FILE:LINE:FIELD."""
+    rows = []
+    with path.open() as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{i}: not JSON ({exc.msg})") from None
+            for f in fields:
+                if not isinstance(r, dict) or f not in r:
+                    raise ValueError(f"{path}:{i}:{f}: missing")
+            rows.append(r)
+    return rows
+
+
+def read_eval(run_dir: Path, step: int) -> Cell:
+    pass1: dict[str, float] = {}
+    n_c: dict[str, list[int]] = {}
+    for r in _jsonl(run_dir / "graded.jsonl", ("problem_id", "phase", "correct")):
+        pid = r["problem_id"]
+        if r["phase"] == "pass1":
+            pass1[pid] = float(bool(r["correct"]))
+        else:
+            nc = n_c.setdefault(pid, [0, 0])
+            nc[0] += 1
+            nc[1] += int(bool(r["correct"]))
+    d_emb: dict[str, float] = {}
+    d_eq: dict[str, float] = {}
+    div = run_dir / "diversity_per_problem.jsonl"
+    if div.exists():
+        for r in _jsonl(div, ("problem_id", "all")):
+            d_emb[r["problem_id"]] = float(r["all"]["d_emb"])
+            d_eq[r["problem_id"]] = float(r["all"]["d_eq"])
+    return Cell(pass1, {k: (v[0], v[1]) for k, v in n_c.items()}, d_emb, d_eq, step)
+
+
+def read_sweep(sweep_dir: Path) -> list[Cell]:
+    """Every done checkpoint of a sweep, by step (the last is the final model)."""
+    meta = json.loads((sweep_dir / "sweep.json").read_text())
+    cells = []
+    for ck in meta["checkpoints"]:
+        run_dir = Path(ck["run_dir"])
+        if not run_dir.is_absolute():  # sweep.json names each run relative to the sweep directory
+            run_dir = sweep_dir / run_dir
+        if ck.get("status") == "done" and (run_dir / "graded.jsonl").exists():
+            cells.append(read_eval(run_dir, int(ck["step"])))
+    return sorted(cells, key=lambda c: c.step)
+
+
+def load_runs(runs: Path) -> dict[str, dict[int, list[Cell]]]:
+    out: dict[str, dict[int, list[Cell]]] = {}
+    for arm in ARMS:
+        for seed_dir in sorted((runs / arm).glob("s*")):
+            sweep = seed_dir / "sweep"
+            if (sweep / "sweep.json").exists():
+                cells = read_sweep(sweep)
+                if cells:
+                    out.setdefault(arm, {})[int(seed_dir.name[1:])] = cells
+    return out
+
+
+def metric(cell: Cell, name: str, ids: list[str]) -> np.ndarray:
+    if name == "pass1":
+        return np.array([cell.pass1[i] for i in ids])
+    if name.startswith("pass@"):
+        k = int(name[5:])
+        return np.array([pass_at_k(*cell.n_c[i], k) for i in ids])
+    if name == "avg@n":
+        return np.array([cell.n_c[i][1] / cell.n_c[i][0] for i in ids])
+    if name in ("d_emb", "d_eq"):
+        return np.array([getattr(cell, name)[i] for i in ids])
+    raise ValueError(f"unknown metric {name!r}")
+
+
+def grid(data: dict[int, list[Cell]], seeds: list[int], ids: list[str], name: str) -> np.ndarray:
+    return np.stack([metric(data[s][-1], name, ids) for s in seeds])
+
+
+def _common(data, a: str, b: str, name: str) -> tuple[list[int], list[str]]:
+    seeds = sorted(set(data[a]) & set(data[b]))
+    cells = [data[x][s][-1] for x in (a, b) for s in seeds]
+    field = "pass1" if name == "pass1" else ("n_c" if name.startswith("pass@") or name == "avg@n" else name)
+    ids = sorted(set.intersection(*(set(getattr(c, field)) for c in cells))) if cells else []
+    return seeds, ids
+
+
+def compare(data, a: str, b: str, name: str, n_boot: int, seed: int) -> dict:
+    if a not in data or b not in data:
+        return {"a": a, "b": b, "metric": name, "verdict": "not run"}
+    seeds, ids = _common(data, a, b, name)
+    if not seeds or not ids:
+        return {"a": a, "b": b, "metric": name, "verdict": "not run"}
+    d = grid(data[a], seeds, ids, name) - grid(data[b], seeds, ids, name)
+    mean, lo, hi = paired_bootstrap(d, n_boot, seed)
+    return {"a": a, "b": b, "metric": name, "seeds": len(seeds), "problems": len(ids), "diff": mean,
+            "ci95": [lo, hi], "verdict": verdict(lo, hi)}
+
+
+def gap_growth(data, a: str, b: str, k: int, n_boot: int, seed: int) -> dict:
+    """(A - B) at pass@k minus (A - B) at pass@1 of the same rollouts: > 0 = the gap grows with k."""
+    if a not in data or b not in data:
+        return {"a": a, "b": b, "metric": f"gap(pass@{k}) - gap(pass@1)", "verdict": "not run"}
+    seeds, ids = _common(data, a, b, "pass@1")
+    d = ((grid(data[a], seeds, ids, f"pass@{k}") - grid(data[b], seeds, ids, f"pass@{k}"))
+         - (grid(data[a], seeds, ids, "pass@1") - grid(data[b], seeds, ids, "pass@1")))
+    mean, lo, hi = paired_bootstrap(d, n_boot, seed)
+    return {"a": a, "b": b, "metric": f"gap(pass@{k}) - gap(pass@1)", "seeds": len(seeds), "problems": len(ids),
+            "diff": mean, "ci95": [lo, hi], "verdict": verdict(lo, hi)}
+
+
+def max_k(data) -> int:
+    n = min(c[-1].n_c[i][0] for arm in data.values() for c in arm.values() for i in c[-1].n_c)
+    return 1 << int(math.log2(n))
+
+
+def claims(data, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+    k = max_k(data) if data else 1
+    rows = [("DSDR >= GRPO on pass@1", compare(data, "dsdr", "grpo", "pass1", n_boot, seed)),
+            (f"DSDR >= GRPO on pass@{k}", compare(data, "dsdr", "grpo", f"pass@{k}", n_boot, seed)),
+            ("the DSDR-GRPO gap grows with k", gap_growth(data, "dsdr", "grpo", k, n_boot, seed)),
+            ("DSDR keeps higher semantic diversity (D_emb)", compare(data, "dsdr", "grpo", "d_emb", n_boot, seed)),
+            ("DSDR keeps higher formula diversity (D_eq)", compare(data, "dsdr", "grpo", "d_eq", n_boot, seed)),
+            ("GD contributes (DSDR > DSDR w/o GD, pass@1)", compare(data, "dsdr", "dsdr_wo_gd", "pass1", n_boot, seed)),
+            ("GC contributes (DSDR > DSDR w/o GC, pass@1)", compare(data, "dsdr", "dsdr_wo_gc", "pass1", n_boot, seed)),
+            ("DSDR > DARLING on pass@1", compare(data, "dsdr", "darling", "pass1", n_boot, seed)),
+            (f"DSDR > DARLING on pass@{k}", compare(data, "dsdr", "darling", f"pass@{k}", n_boot, seed))]
+    return [{"claim": c, **r} for c, r in rows]
+
+
+def arm_curve(data, arm: str, ks: list[int], n_boot: int, seed: int) -> list[tuple[float, float, float]]:
+    seeds = sorted(data[arm])
+    ids = sorted(set.intersection(*(set(data[arm][s][-1].n_c) for s in seeds)))
+    return [paired_bootstrap(grid(data[arm], seeds, ids, f"pass@{k}"), n_boot, seed) for k in ks]
+
+
+def plots(data, out: Path, n_boot: int, seed: int) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    files = []
+    k = max_k(data)
+    ks = [2 ** i for i in range(int(math.log2(k)) + 1)]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for arm in data:
+        c = np.array(arm_curve(data, arm, ks, n_boot, seed))
+        ax.plot(ks, c[:, 0], marker="o", label=arm)
+        ax.fill_between(ks, c[:, 1], c[:, 2], alpha=0.2)
+    ax.set_xscale("log", base=2); ax.set_xlabel("k"); ax.set_ylabel("pass@k (T=1.0)")
+    ax.set_title("pass@k, final checkpoint (95% CI: seeds x problems)"); ax.legend(fontsize=8)
+    fig.tight_layout(); fig.savefig(out / "passk.png", dpi=110); plt.close(fig); files.append("passk.png")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, name in zip(axes, ("pass1", "avg@n", "d_emb")):
+        for arm, seeds in data.items():
+            steps = sorted({c.step for cells in seeds.values() for c in cells})
+            ys = []
+            for st in steps:
+                vals = [metric(c, name, sorted(getattr(c, "pass1" if name == "pass1" else
+                                                       ("n_c" if name == "avg@n" else name)))).mean()
+                        for cells in seeds.values() for c in cells if c.step == st]
+                ys.append((np.mean(vals), np.min(vals), np.max(vals)))
+            y = np.array(ys)
+            ax.plot(steps, y[:, 0], marker=".", label=arm)
+            ax.fill_between(steps, y[:, 1], y[:, 2], alpha=0.15)
+        ax.set_xlabel("training step"); ax.set_title(f"{name} (mean, band = seed min..max)")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout(); fig.savefig(out / "steps.png", dpi=110); plt.close(fig); files.append("steps.png")
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for arm, seeds in data.items():
+        xs = [metric(c[-1], "avg@n", sorted(c[-1].n_c)).mean() for c in seeds.values()]
+        ys = [np.mean(list(c[-1].d_emb.values())) if c[-1].d_emb else np.nan for c in seeds.values()]
+        ax.scatter(xs, ys, label=arm)
+    ax.set_xlabel("avg@n (T=1.0), final"); ax.set_ylabel("D_emb, final"); ax.set_title("diversity vs accuracy (one dot per seed)")
+    ax.legend(fontsize=7)
+    fig.tight_layout(); fig.savefig(out / "div_vs_acc.png", dpi=110); plt.close(fig); files.append("div_vs_acc.png")
+    return files
+
+
+TRAIN_KEYS = ("reward/mean", "entropy/mean", "bonus/mean", "loss/local", "diversity/semantic", "diversity/formula",
+              "time/total_s")
+
+
+def train_dynamics(runs: Path) -> dict[str, dict[str, float]]:
+    """Per arm: the mean over seeds of each key's mean over the last quarter of training steps
+    (train/metrics.jsonl; the local term loss/local carries the coupling weights, §3.3-3.4)."""
+    out: dict[str, dict[str, float]] = {}
+    for arm in ARMS:
+        per_seed = []
+        for m in sorted((runs / arm).glob("s*/train/metrics.jsonl")):
+            rows = _jsonl(m, ("step",))
+            tail = rows[len(rows) - max(1, len(rows) // 4):]
+            per_seed.append({k: float(np.mean([r[k] for r in tail if k in r])) for k in TRAIN_KEYS
+                             if any(k in r for r in tail)})
+        if per_seed:
+            out[arm] = {k: float(np.mean([d[k] for d in per_seed if k in d])) for k in TRAIN_KEYS
+                        if any(k in d for d in per_seed)}
+    return out
+
+
+def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, float]] | None = None) -> str:
+    lines = ["# Ablation study: the paper's claims at this scale", "",
+             "Paired differences (A - B) on the final checkpoint, 95 % CI from the two-way paired bootstrap "
+             "over seeds x problems (analyze.py docstring); verdict holds / does not hold / inconclusive.", "",
+             "| claim | A - B | metric | seeds | problems | diff | 95 % CI | verdict |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["verdict"] == "not run":
+            lines.append(f"| {r['claim']} | {r['a']} - {r['b']} | {r['metric']} | | | | | not run |")
+        else:
+            lo, hi = r["ci95"]
+            lines.append(f"| {r['claim']} | {r['a']} - {r['b']} | {r['metric']} | {r['seeds']} | {r['problems']} | "
+                         f"{r['diff']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {r['verdict']} |")
+    lines += ["", "Runs: " + ", ".join(f"{a} ({len(s)} seeds, steps {[c.step for c in next(iter(s.values()))]})"
+                                      for a, s in data.items()), ""]
+    if dyn:
+        lines += ["Training dynamics (train/metrics.jsonl): mean over seeds of the last-quarter mean per step.", "",
+                  "| arm | " + " | ".join(TRAIN_KEYS) + " |", "|---|" + "---|" * len(TRAIN_KEYS)]
+        lines += [f"| {arm} | " + " | ".join(f"{v[k]:.4g}" if k in v else "" for k in TRAIN_KEYS) + " |"
+                  for arm, v in dyn.items()]
+        lines.append("")
+    lines += [f"![{f}]({f})" for f in figs]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", required=True, help="RUNS/<arm>/s<seed>/{train,sweep}")
+    p.add_argument("--out", required=True)
+    p.add_argument("--bootstrap", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-plots", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        data = load_runs(Path(args.runs))
+        if not data:
+            raise ValueError(f"{args.runs}: no <arm>/s<seed>/sweep/sweep.json with a done checkpoint")
+        rows = claims(data, args.bootstrap, args.seed)
+        dyn = train_dynamics(Path(args.runs))
+    except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    figs = [] if args.no_plots else plots(data, out, args.bootstrap, args.seed)
+    (out / "analysis.json").write_text(json.dumps({"claims": rows, "train_dynamics": dyn, "bootstrap": args.bootstrap, "seed": args.seed},
+                                                  indent=1) + "\n")
+    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn))
+    for r in rows:
+        print(f"{r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}])"
+                                                   if "diff" in r else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Ablation study: for each arm and seed  dsdr-train -> dsdr-eval sweep (every K steps) ; then analyze.py
+# (claims with paired bootstrap CIs + plots) and dsdr-eval report. Resumable: kill it and rerun the same
+# command; finished pieces are skipped, a training run resumes from its last checkpoint, a sweep from its
+# last evaluated checkpoint. From the repo root:
+#   nohup bash reports/ablation_study/run.sh > reports/ablation_study/run.log 2>&1 &     # the full study
+#   bash reports/ablation_study/run.sh --smoke                                           # 2 steps, 1 seed
+# Knobs (environment): RUNS (default reports/ablation_study/runs, smoke: .../runs_smoke), ARMS, SEEDS_MAIN
+# (seeds of grpo and dsdr, default 5), SEEDS_ABL (other arms, default 3), N (T=1.0 rollouts, default 32),
+# LIMIT (held-out problems, default 32), KEEP_WEIGHTS=1 (keep checkpoints after their sweep).
+set -euo pipefail
+HERE=reports/ablation_study
+SMOKE=0
+for a in "$@"; do
+  case "$a" in
+    --smoke) SMOKE=1 ;;
+    *) echo "run.sh: unknown argument $a (only --smoke)" >&2; exit 2 ;;
+  esac
+done
+# One thread per process: several processes on a shared CPU oversubscribe it otherwise (mini_experiment).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+PY=${PYTHON:-python}
+if [ "$SMOKE" = 1 ]; then
+  RUNS=${RUNS:-$HERE/runs_smoke}; ARMS=${ARMS:-"grpo dsdr"}; SEEDS_MAIN=${SEEDS_MAIN:-1}; SEEDS_ABL=${SEEDS_ABL:-1}
+  N=${N:-4}; LIMIT=${LIMIT:-4}
+  TRAIN_OVERRIDES=(total_steps=2 save_every=1 group_size=4 prompts_per_step=1 mini_batch_prompts=1 max_response_length=24)
+  MAXTOK=24
+else
+  RUNS=${RUNS:-$HERE/runs}; ARMS=${ARMS:-"grpo dsdr dapo dsdr_wo_gd dsdr_wo_gc darling"}; SEEDS_MAIN=${SEEDS_MAIN:-5}
+  SEEDS_ABL=${SEEDS_ABL:-3}; N=${N:-32}; LIMIT=${LIMIT:-32}
+  TRAIN_OVERRIDES=(); MAXTOK=48   # = study.yaml max_response_length
+fi
+mkdir -p "$RUNS"
+T0=$(date +%s)
+stamp() { date -u +%H:%M:%S; }
+# CPU time of each invocation (user+sys of every finished child, from the shell's `times`) goes to
+# RUNS/cpu_time.log, also when it is killed or fails (the study's total = the sum of the lines; the
+# child running at a kill is not counted). `times` must run in this shell: in $(...) it reports nothing.
+log_time() {
+  T1=$(date +%s)
+  times > "$RUNS/.times"
+  CPU=$(tail -1 "$RUNS/.times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1]*60+u[2]+s[1]*60+s[2] }')
+  echo "$(date -u +%FT%TZ) smoke=$SMOKE $1 wall_s=$((T1 - T0)) cpu_s=$CPU" >> "$RUNS/cpu_time.log"
+}
+trap 'log_time interrupted' EXIT
+trap 'exit 143' TERM INT
+# The task: deterministic, so a rerun rewrites the same files; the disjointness check runs every time.
+$PY -m dsdr_train.gentask --design linear --seed 0 --n-train 256 --n-heldout 64 --out "$RUNS/data"
+$PY -m dsdr_train.gentask --check "$RUNS/data"
+EVAL=(--benchmarks "$RUNS/data/heldout.jsonl" --limit "$LIMIT" --protocol quick --n "$N" --temperature 1.0 --top-p 1.0
+      --pass1-temperature 0.1 --pass1-top-p 0.9 --max-tokens "$MAXTOK" --template plain --prompt-mode raw
+      --backend hf --seed 0 --no-progress)
+echo "$(stamp) base model"
+[ -f "$RUNS/base/metrics.json" ] || dsdr-eval run --model smollm2-135m --out "$RUNS/base" --label base "${EVAL[@]}"
+for arm in $ARMS; do
+  case "$arm" in grpo|dsdr) nseeds=$SEEDS_MAIN ;; *) nseeds=$SEEDS_ABL ;; esac
+  for ((seed = 0; seed < nseeds; seed++)); do
+    d="$RUNS/$arm/s$seed"
+    [ -f "$d/sweep.done" ] && { echo "$(stamp) $arm seed $seed: done"; continue; }
+    mkdir -p "$d"
+    echo "$(stamp) $arm seed $seed: train"
+    if [ ! -d "$d/train/final" ]; then
+      if compgen -G "$d/train/checkpoints/step_*" > /dev/null; then
+        dsdr-train --resume --out "$d/train"
+      else
+        rm -rf "$d/train"   # killed before its first checkpoint: nothing to keep, start again
+        dsdr-train --algo "$arm" --config $HERE/study.yaml --train-data "$RUNS/data/train.jsonl" --out "$d/train" \
+          seed="$seed" "${TRAIN_OVERRIDES[@]}"
+      fi
+    fi
+    echo "$(stamp) $arm seed $seed: sweep"
+    dsdr-eval sweep "$d/train" --out "$d/sweep" --label "$arm s$seed" "${EVAL[@]}"
+    touch "$d/sweep.done"
+    [ "${KEEP_WEIGHTS:-0}" = 1 ] || rm -rf "$d/train/checkpoints" "$d/train/final"   # ~0.5-1.5 GB each
+  done
+done
+echo "$(stamp) analysis"
+$PY $HERE/analyze.py --runs "$RUNS" --out "$RUNS/report"
+# The project's report over each arm's last checkpoint of seed 0 (Table 1 layout, paired bootstrap vs base).
+LAST=()
+for arm in $ARMS; do
+  last=$(ls -d "$RUNS/$arm/s0/sweep"/step_* 2>/dev/null | sort | tail -1)
+  [ -n "$last" ] && LAST+=("$last")
+done
+dsdr-eval report "$RUNS/base" "${LAST[@]}" --out "$RUNS/report/table" --ci
+log_time "done"
+trap - EXIT
+echo "$(stamp) done: this invocation took $((T1 - T0)) s wall, $CPU s CPU (children); all invocations: $RUNS/cpu_time.log"
