@@ -75,7 +75,7 @@ def main(model_dir: str, train_file: str, out: str, algo: str, mode: str) -> Non
 
     def before_step(optimizer, *_):
         updates.append({"params": [p.detach().clone() for p in params],
-                        "grads": [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params],
+                        "grads": [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params],
                         **{k: list(v) for k, v in pending.items()}})
         for v in pending.values():
             v.clear()
@@ -84,7 +84,7 @@ def main(model_dir: str, train_file: str, out: str, algo: str, mode: str) -> Non
     trainer.train()
     handle.remove()
     rank, world = trainer.accelerator.process_index, trainer.accelerator.num_processes
-    torch.save({"world": world, "updates": updates, "initial_model": model_dir}, Path(out) / f"rank{rank}.pt")
+    torch.save({"world": world, "updates": updates}, Path(out) / f"rank{rank}.pt")
     trainer.accelerator.wait_for_everyone()
 
 
