@@ -206,4 +206,5 @@ def test_a_boxed_generate_stops_and_keeps_its_decode_rate(tiny_dir):
     assert time.monotonic() - t0 < 30
     partial = steps.partial(2)
     assert 2 <= partial["decode_steps_done"] < 200
-    assert partial["tokens_per_s"] == pytest.approx(2 * partial["decode_steps_per_s"], rel=1e-2)
+    # both are rounded (tokens/s to 0.1, steps/s to 0.01): at a loaded machine's ~1 step/s that alone is 2 %
+    assert partial["tokens_per_s"] == pytest.approx(2 * partial["decode_steps_per_s"], rel=1e-2, abs=0.05 + 2 * 0.005)
