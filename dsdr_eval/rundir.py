@@ -105,11 +105,16 @@ def save_config(run_dir: str | Path, config: dict[str, Any]) -> Path:
     config.setdefault("created", now_iso())
     config.setdefault("versions", library_versions())
     path = run_path(run_dir, CONFIG)
+    _write_config(path, config)
+    return path
+
+
+def _write_config(path: Path, config: dict[str, Any]) -> None:
+    """config.json written atomically; an OS error (a full disk, a read-only directory) is one line."""
     try:
         write_json(path, config)
     except OSError as exc:
         raise DsdrError(f"{path}: cannot write ({os_reason(exc)}); the file is unchanged") from None
-    return path
 
 
 def require_run_dir(run_dir: str | Path, *needed: str) -> Path:
@@ -264,10 +269,7 @@ def record_stage_settings(run_dir: str | Path, stage: str, settings: dict[str, A
     with _locked(path.parent):
         config = load_config(run_dir)
         config[stage] = settings
-        try:
-            write_json(path, config)
-        except OSError as exc:
-            raise DsdrError(f"{path}: cannot write ({os_reason(exc)}); the file is unchanged") from None
+        _write_config(path, config)
     return True
 
 
