@@ -6,26 +6,16 @@ the same completions."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("trl")
 
+from tests.trl_engine_helpers import launch_two_processes  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "trl_group_worker.py"
-CPU_2PROC = ROOT / "dsdr_train" / "configs" / "accelerate" / "cpu_2proc.yaml"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rows(out: Path) -> tuple[int, list[list[dict]]]:
@@ -40,15 +30,12 @@ def _by_rollout(rows: list[dict]) -> dict:
 
 def test_group_split_across_two_processes(tiny_model_dir, train_data_dir, tmp_path):
     train = str(train_data_dir / "gsm8k_train.jsonl")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
     from tests.trl_group_worker import main as one_process
 
     one_process(str(tiny_model_dir), train, str(one))  # the reference: one process, in this one
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC),
-              "--main_process_port", str(_free_port()), str(WORKER), str(tiny_model_dir), train, str(two)]
-    subprocess.run(launch, env=env, check=True, timeout=300)
+    launch_two_processes(WORKER, str(tiny_model_dir), train, str(two), timeout=300)
     world1, (single,) = _rows(one)
     world2, parts = _rows(two)
     assert (world1, world2, len(parts)) == (1, 2, 2)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import spec_reference as R
-from tests.trl_engine_helpers import batch_from_trl, inject
+from tests.trl_engine_helpers import batch_from_trl, inject, reference_shaping
 from tests.test_trl_engine import _config
 
 pytest.importorskip("trl")
@@ -48,7 +48,6 @@ def _trl_real_updates(trainer):
 @pytest.mark.parametrize(("algo", "mode"), [("dsdr", None), ("dsdr", "seq-mean-token-sum-norm"), ("dapo", None),
                                            ("darling", None)])
 def test_trl_engine_gradients_equal_the_reference(algo, mode, tiny_model_dir, train_data_dir, tmp_path):
-    from dsdr_train import scoring
     from dsdr_train.integrations.trl.run import build_trainer
 
     s = R.spec(algo)
@@ -62,15 +61,7 @@ def test_trl_engine_gradients_equal_the_reference(algo, mode, tiny_model_dir, tr
     updates, chunks = _trl_real_updates(trainer)
 
     batch = batch_from_trl(trainer, chunks)  # whole groups, TRL's generation order
-    graded = scoring.grade(batch, trainer.setup.problems, cfg)
-    acc = [float(r["correct"]) for r in graded]
-    diversity = list(scoring.group_diversity(batch, ctx.encoder, cfg.formula_rules)[2]) if s.bonus or s.lambda_l \
-        else [0.0] * len(batch)
-    div = list(scoring.darling_diversity(batch, graded, ctx.equivalence, cfg)) if s.darling else [1.0] * len(batch)
-    lengths = [len(o) for o in batch.response_ids]
-    _, advantages, weights = R.rewards_advantages_weights(s, batch.group_ids, acc, lengths, cfg.max_response_length,
-                                                          diversity, div)
-    kept = R.kept_groups(s, batch.group_ids, acc)
+    acc, advantages, weights, kept = reference_shaping(s, batch, trainer, ctx, cfg)
     index = {(g, tuple(o)): i for i, (g, o) in enumerate(zip(batch.group_ids, batch.response_ids))}
 
     reference = type(trainer.model).from_pretrained(str(tiny_model_dir)).eval()

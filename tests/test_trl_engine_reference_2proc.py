@@ -12,36 +12,22 @@ so a missing x world factor or a wrong cross-rank average shows in both the loss
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import spec_reference as R
+from tests.trl_engine_helpers import launch_two_processes, reference_shaping
 
 pytest.importorskip("trl")
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "trl_reference_worker.py"
-CPU_2PROC = ROOT / "dsdr_train" / "configs" / "accelerate" / "cpu_2proc.yaml"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _launch(model_dir: Path, train: Path, out: Path, algo: str, mode: str) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC),
-           "--main_process_port", str(_free_port()), str(WORKER), str(model_dir), str(train), str(out), algo, mode]
-    subprocess.run(cmd, env=env, check=True, timeout=600)
+    launch_two_processes(WORKER, str(model_dir), str(train), str(out), algo, mode, timeout=600)
     ranks = [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
     assert [d["world"] for d in ranks] == [2, 2]
     return [d["updates"] for d in ranks]
@@ -55,7 +41,6 @@ CASES = [("dsdr", "default"), ("dsdr", "token-mean"), ("darling", "default"), ("
 @pytest.mark.slow
 @pytest.mark.parametrize(("algo", "mode"), CASES)
 def test_trl_two_processes_equal_the_reference(algo, mode, tiny_model_dir, train_data_dir, tmp_path):
-    from dsdr_train import scoring
     from dsdr_train.integrations.trl.run import build_trainer
     from dsdr_train.rollout import RolloutBatch
     from tests.trl_reference_worker import config
@@ -80,15 +65,7 @@ def test_trl_two_processes_equal_the_reference(algo, mode, tiny_model_dir, train
         batch.finish_reasons.append("stop" if o and o[-1] in eos else "length")
         batch.problem_idx.append(prompt_index[tuple(p)])
     assert len(batch) == cfg.prompts_per_step * cfg.group_size
-    graded = scoring.grade(batch, trainer.setup.problems, cfg)
-    acc = [float(r["correct"]) for r in graded]
-    diversity = list(scoring.group_diversity(batch, ctx.encoder, cfg.formula_rules)[2]) if s.bonus or s.lambda_l \
-        else [0.0] * len(batch)
-    div = list(scoring.darling_diversity(batch, graded, ctx.equivalence, cfg)) if s.darling else [1.0] * len(batch)
-    lengths = [len(o) for o in batch.response_ids]
-    _, advantages, weights = R.rewards_advantages_weights(s, batch.group_ids, acc, lengths, cfg.max_response_length,
-                                                          diversity, div)
-    kept = R.kept_groups(s, batch.group_ids, acc)
+    acc, advantages, weights, kept = reference_shaping(s, batch, trainer, ctx, cfg)
     assert {g for g, k, *_ in rows if k} == kept  # the engine drops exactly the spec's groups (§2)
     index = {(g, tuple(o)): i for i, (g, _, _, o) in enumerate(rows)}
 

@@ -121,3 +121,39 @@ def compact_update(cfg: Any, model_dir: Path, batch: RolloutBatch, setup: Any, g
     ctx = UpdateContext(cfg, policy, policy, ref, opt, sched, Dist(), torch.device("cpu"), pad_id)
     stats = ppo_update(ctx, batch, shaped, 0)
     return stats, opt.grads, shaped
+
+
+CPU_2PROC = Path(__file__).resolve().parents[1] / "dsdr_train" / "configs" / "accelerate" / "cpu_2proc.yaml"
+
+
+def launch_two_processes(worker: Path, *args: str, timeout: float) -> None:
+    """``accelerate launch`` of a test worker on two CPU processes (gloo), one thread each."""
+    import os
+    import subprocess
+    import sys
+
+    from net_helpers import free_port
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1",
+           "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC),
+           "--main_process_port", str(free_port()), str(worker), *args]
+    subprocess.run(cmd, env=env, check=True, timeout=timeout)
+
+
+def reference_shaping(spec: Any, batch: RolloutBatch, trainer: Any, ctx: Any, cfg: Any) -> tuple[list, Any, Any, set]:
+    """Correctness, and the independent reference's advantages, coupling weights and kept groups
+    (tests/spec_reference.py) for a whole batch, from the engines' own grading and diversity scores
+    (the measured inputs)."""
+    import spec_reference as R
+    from dsdr_train import scoring
+
+    graded = scoring.grade(batch, trainer.setup.problems, cfg)
+    acc = [float(r["correct"]) for r in graded]
+    diversity = list(scoring.group_diversity(batch, ctx.encoder, cfg.formula_rules)[2]) if spec.bonus or spec.lambda_l \
+        else [0.0] * len(batch)
+    div = list(scoring.darling_diversity(batch, graded, ctx.equivalence, cfg)) if spec.darling else [1.0] * len(batch)
+    lengths = [len(o) for o in batch.response_ids]
+    _, advantages, weights = R.rewards_advantages_weights(spec, batch.group_ids, acc, lengths, cfg.max_response_length,
+                                                          diversity, div)
+    return acc, advantages, weights, R.kept_groups(spec, batch.group_ids, acc)
