@@ -99,8 +99,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
 def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str, Any] | None:
     """How often our verdict equals the source tool's (``source_correct``, kept by ``dsdr-eval import``):
     counts overall and per benchmark, and the first ``shown`` disagreeing samples; None without labels."""
-    pairs = [(record, record.sample.extra["source_correct"]) for record in graded
-             if isinstance(record.sample.extra.get("source_correct"), bool)]
+    pairs = _labelled(graded)
     if not pairs:
         return None
     differ = [(record, theirs) for record, theirs in pairs if record.correct != theirs]
@@ -117,14 +116,19 @@ def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str
                               for record, theirs in differ[:shown]]}
 
 
+def _labelled(graded: list[GradedSample]) -> list[tuple[GradedSample, bool]]:
+    """The records that carry the source tool's verdict, with that verdict."""
+    return [(record, record.sample.extra["source_correct"]) for record in graded
+            if isinstance(record.sample.extra.get("source_correct"), bool)]
+
+
 def disagreement_records(graded: list[GradedSample]) -> list[dict[str, Any]]:
     """Every sample whose verdict differs from the source tool's, whole (``DISAGREEMENTS``)."""
     return [{"key": list(record.key), "line": record.line, "gold": record.sample.gold, "ours": record.correct,
              "status": record.status, "extraction": record.extraction, "extracted": record.extracted,
-             "source": record.sample.extra["source_correct"],
-             "source_extracted": record.sample.extra.get("source_extracted"), "completion": record.sample.completion}
-            for record in graded if isinstance(record.sample.extra.get("source_correct"), bool)
-            and record.correct != record.sample.extra["source_correct"]]
+             "source": theirs, "source_extracted": record.sample.extra.get("source_extracted"),
+             "completion": record.sample.completion}
+            for record, theirs in _labelled(graded) if record.correct != theirs]
 
 
 def no_answer_warnings(graded: list[GradedSample], extraction: str,
