@@ -162,9 +162,9 @@ from dsdr_eval import rundir
 with rundir.writer_lock(sys.argv[1]):
     child = os.fork()
     if child == 0:  # a worker (grading pool, data loader) that outlives the writer
+        print(os.getpid(), flush=True)  # after the fork hooks ran in this child: it is a worker now
         time.sleep(30)
         os._exit(0)
-    print(child, flush=True)
     time.sleep(60)
 """
 
