@@ -50,9 +50,9 @@ test-verl: $(VERL_STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
 
-# a run, its diversity, report directories and the dashboard command (dsdr_eval/demo.py; ~3 min on 2 cores)
+# a run, its diversity, report directories and the dashboard command (examples/demo.py; ~3 min on 2 cores)
 demo: $(STAMP)
-	$(BIN)/python -m dsdr_eval.demo --data-dir $(DSDR_DATA_DIR) --examples reports/mini_experiment/runs --out runs/demo
+	$(BIN)/python examples/demo.py --data-dir $(DSDR_DATA_DIR) --examples reports/mini_experiment/runs --out runs/demo
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache

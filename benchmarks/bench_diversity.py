@@ -129,7 +129,7 @@ def bench_run_without_encoder(problems: int, samples: int, repeats: int) -> dict
     from dsdr_eval.diversity.formula import formula_set
     from dsdr_eval.diversity.lexical import GroupNgrams
     from dsdr_eval.diversity.run import compute_run_diversity
-    from dsdr_eval.jsonl import write_jsonl
+    from dsdr_eval.rundir.jsonl import write_jsonl
 
     groups = build_texts(problems, samples, seed=2)
     rng = np.random.default_rng(3)

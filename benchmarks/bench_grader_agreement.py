@@ -101,7 +101,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--extraction", default="boxed",
-                        help="extraction profile (dsdr_eval.extraction); tool-output for ToRA's tora prompt")
+                        help="extraction profile (dsdr_eval.grading.extraction); tool-output for ToRA's tora prompt")
     parser.add_argument("--out", type=Path, default=None, help="write every disagreement as JSONL here")
     args = parser.parse_args()
 

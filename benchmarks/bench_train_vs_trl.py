@@ -57,7 +57,7 @@ def build_tiny(out: Path) -> Path:
 
 
 def problems(n: int) -> list[dict]:
-    from dsdr_eval.jsonl import read_jsonl
+    from dsdr_eval.rundir.jsonl import read_jsonl
 
     return read_jsonl(DATA / "gsm8k_train.jsonl")[:n]
 

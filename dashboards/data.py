@@ -1,6 +1,6 @@
 """Safe, read-only access to a runs directory for the dashboard (no Streamlit import here).
 
-Rules this module enforces (and tests/test_dashboard_data.py checks):
+Rules this module enforces (and tests/test_dashboard.py checks):
 
 * Every path the dashboard opens is inside the runs directory it was started with. A run named
   in a query parameter (``?run=../../etc``) is resolved (symlinks too) and refused unless the
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import iter_jsonl, iter_jsonl_numbered, read_json
-from dsdr_eval.results import iter_graded, iter_samples, load_run
-from dsdr_eval.samples import SampleKey, parse_key
+from dsdr_eval.rundir.jsonl import iter_jsonl, iter_jsonl_numbered, read_json
+from dsdr_eval.rundir.results import iter_graded, iter_samples, load_run
+from dsdr_eval.rundir.samples import SampleKey, parse_key
 
 T = TypeVar("T")
 MAX_DEPTH = 4  # runs/<group>/<experiment>/<run> is as deep as the project nests
@@ -189,7 +189,7 @@ def file_stamp(path: Path) -> tuple[int, int, int, int]:
 
 
 def load_results(entry: RunEntry) -> Loaded:
-    """The run's RunResults (``dsdr_eval.results.load_run``: what `dsdr-eval report` reads) or the
+    """The run's RunResults (``dsdr_eval.rundir.results.load_run``: what `dsdr-eval report` reads) or the
     reason it cannot be shown."""
     if not entry.has(rundir.METRICS):
         what = "samples.jsonl only: not scored yet (run `dsdr-eval score " + entry.name + "`)" \
@@ -208,7 +208,7 @@ def load_results(entry: RunEntry) -> Loaded:
         return Loaded(error=f"{entry.name}: malformed run ({type(exc).__name__}: {exc})")
 
 
-# A run's sample files, read as typed records by the one sample schema (dsdr_eval.samples).
+# A run's sample files, read as typed records by the one sample schema (dsdr_eval.rundir.samples).
 _TYPED_READERS = {rundir.GRADED: iter_graded, rundir.SAMPLES: iter_samples}
 # diversity_per_sample.jsonl: its key and per-sample labels, not measures
 _DIVERSITY_NON_MEASURES = {"benchmark", "problem_id", "sample_idx", "phase", "correct", "answer_class"}
@@ -236,7 +236,7 @@ def _load(entry: RunEntry, name: str, read: Callable[[Path, Callable[[str], None
 
 def load_jsonl(entry: RunEntry, name: str, *, limit: int | None = None) -> Loaded:
     """Rows of the run's JSONL file ``name`` (at most ``limit``): graded.jsonl and samples.jsonl as
-    typed records (GradedSample / Sample, validated by dsdr_eval.samples: an invalid line is the
+    typed records (GradedSample / Sample, validated by dsdr_eval.rundir.samples: an invalid line is the
     error, FILE:LINE:FIELD), any other file as dicts. A run still being written may end in a
     partial line (skipped, with a note)."""
     def read(path: Path, on_partial_tail: Callable[[str], None]) -> tuple[list[Any], list[str]]:
@@ -254,7 +254,7 @@ def load_jsonl(entry: RunEntry, name: str, *, limit: int | None = None) -> Loade
 
 def load_diversity_index(entry: RunEntry) -> Loaded:
     """diversity_per_sample.jsonl (``dsdr-eval diversity``) as {SampleKey: {measure: value}}, keyed
-    as the run's samples are (``dsdr_eval.samples.parse_key``: a bad key is the error, FILE:LINE:FIELD)."""
+    as the run's samples are (``dsdr_eval.rundir.samples.parse_key``: a bad key is the error, FILE:LINE:FIELD)."""
     def read(path: Path, on_partial_tail: Callable[[str], None]) -> tuple[dict[SampleKey, dict[str, float]], list[str]]:
         index = {}
         for lineno, row in iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_partial_tail):

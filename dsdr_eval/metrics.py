@@ -45,7 +45,7 @@ import numpy as np
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import status_counts
-from dsdr_eval.samples import PASS1, SAMPLING, GradedSample, as_graded, iter_by_problem
+from dsdr_eval.rundir.samples import PASS1, SAMPLING, GradedSample, as_graded, iter_by_problem
 
 AVG_AT = (16, 64)
 TABLE1_BENCHMARKS = ("aime24", "aime25", "math500", "minerva", "olympiadbench")  # DSDR paper Table 1

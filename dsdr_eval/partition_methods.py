@@ -91,7 +91,7 @@ def _judge(argument: str | None, options: EquivalenceOptions) -> Equivalence:
     No request is sent here."""
     from dsdr_eval.judge.cache import JudgeCache
     from dsdr_eval.judge.equivalence import JudgeEquivalence
-    from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient, resolve_base_urls
+    from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient, resolve_base_urls
 
     if argument and options.judge_model and argument != options.judge_model:
         raise DsdrError(f"--partition judge:{argument} and --judge-model {options.judge_model} name different models")

@@ -20,10 +20,10 @@ without code::
       - {phase: sampling, n: 32, temperature: 0.8, top_p: 0.95}
     max_tokens: 4096
     seed: 0                      # optional (default 0)
-    extraction: boxed            # optional: the answer convention (dsdr_eval.extraction profiles)
+    extraction: boxed            # optional: the answer convention (dsdr_eval.grading.extraction profiles)
 
 A protocol names its extraction profile (how the final answer is read from a completion,
-``dsdr_eval.extraction.EXTRACTION_PROFILES``); every built-in one reads the papers' ``\\boxed{}``
+``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``); every built-in one reads the papers' ``\\boxed{}``
 (``boxed``). It is recorded as config.json's top-level ``extraction`` and is not part of the run
 identity (``to_config``): it changes no generated sample, only how they are graded.
 """
@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
-from dsdr_eval.samples import PASS1 as PHASE_PASS1  # the phase names are defined in the sample schema
-from dsdr_eval.samples import PHASES
-from dsdr_eval.samples import SAMPLING as PHASE_SAMPLING
+from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
+from dsdr_eval.rundir.samples import PASS1 as PHASE_PASS1  # the phase names are defined in the sample schema
+from dsdr_eval.rundir.samples import PHASES
+from dsdr_eval.rundir.samples import SAMPLING as PHASE_SAMPLING
 
 _SEED_MODULUS = 2**31 - 1  # fits every engine's seed type (torch, vLLM, OpenAI `seed`)
 

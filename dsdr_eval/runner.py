@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import append_jsonl
-from dsdr_eval.json_values import to_json_safe
+from dsdr_eval.rundir.jsonl import append_jsonl
+from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.prompts import PromptTemplate
 from dsdr_eval.protocols import Phase, Protocol, derive_seed
-from dsdr_eval.samples import Sample, SampleKey, SamplesFile, clean_text
+from dsdr_eval.rundir.samples import Sample, SampleKey, SamplesFile, clean_text
 
 FAILURES = rundir.FAILURES  # requests that failed after every retry (one line per failed sample)
 
@@ -159,11 +159,6 @@ def open_samples(samples_path: Path) -> SamplesFile:
     return SamplesFile.open(samples_path, repair=True, missing_ok=True)
 
 
-def read_done_keys(samples_path: Path) -> set[SampleKey]:
-    """Keys already in samples.jsonl (see ``open_samples``)."""
-    return open_samples(samples_path).keys
-
-
 def new_sample(planned: PlannedRequest, j: int, completion: Any) -> Sample:
     """Rollout ``j`` of ``planned`` as a sample record (text cleaned: it must be writable as UTF-8)."""
     r = planned.request
@@ -175,11 +170,6 @@ def new_sample(planned: PlannedRequest, j: int, completion: Any) -> Sample:
         finish_reason=completion.finish_reason, n_prompt_tokens=completion.n_prompt_tokens,
         n_completion_tokens=completion.n_completion_tokens, temperature=r.temperature, top_p=r.top_p,
         max_tokens=r.max_tokens, seed=completion.seed if completion.seed is not None else r.seed)
-
-
-def sample_row(planned: PlannedRequest, j: int, completion: Any) -> dict[str, Any]:
-    """``new_sample`` as its samples.jsonl line."""
-    return new_sample(planned, j, completion).to_json()
 
 
 def generate_missing(run_dir: Path, plan: Sequence[PlannedRequest], backend: Backend, *,

@@ -1,4 +1,4 @@
-"""Score a samples file: read (dsdr_eval.samples validates) -> grade (grading.py) -> metrics -> write files.
+"""Score a samples file: read (dsdr_eval.rundir.samples validates) -> grade (dsdr_eval.grading) -> metrics -> write files.
 
 ``score_run_dir(RUN_DIR)`` reads ``RUN_DIR/samples.jsonl`` and writes ``graded.jsonl`` and
 ``metrics.json`` next to it; ``score_samples(path, out_dir)`` does the same for any samples file.
@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dsdr_eval.answer_norm import GradingOptions
-from dsdr_eval import rundir
+from dsdr_eval.grading.answer_norm import GradingOptions
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, extract_answer, get_profile
+from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, extract_answer, get_profile
 from dsdr_eval.grading import grade_samples, grader_provenance
-from dsdr_eval.jsonl import jsonl_chunks
+from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.metrics import compute_metrics
-from dsdr_eval.samples import GradedSample, SamplesFile, graded_from_grader
+from dsdr_eval.rundir.samples import GradedSample, SamplesFile, graded_from_grader
 
 
 DISAGREEMENTS = "disagreements.jsonl"  # every sample where our verdict differs from the source tool's
@@ -41,12 +41,12 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                   samples: SamplesFile | None = None, extraction: str | None = None) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
-    The whole file is validated before any grading (``dsdr_eval.samples``); both outputs are written
+    The whole file is validated before any grading (``dsdr_eval.rundir.samples``); both outputs are written
     (atomically) only after grading and metrics succeeded, so a failure leaves the previous ones
     untouched. ``samples``: the file already read in this process (``dsdr-eval run``), not read again.
     Returns the graded records with the metrics, so a later stage of the same process (diversity)
     need not read graded.jsonl back. ``extraction``: the answer convention (a profile of
-    ``dsdr_eval.extraction.EXTRACTION_PROFILES``); None: the run directory's config.json
+    ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``); None: the run directory's config.json
     ``"extraction"`` (written by ``run`` / ``import``), else the default ``boxed``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     extraction = extraction if extraction is not None else run_extraction(samples_path.parent)

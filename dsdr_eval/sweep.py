@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import iter_jsonl, read_json, write_json
+from dsdr_eval.rundir.jsonl import iter_jsonl, read_json, write_json
 
 SWEEP_FILE = "sweep.json"
 CHECKPOINTS = "checkpoints"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import iter_jsonl_numbered
+from dsdr_eval.rundir.jsonl import iter_jsonl_numbered
 
 DATA_DIR_ENV = "DSDR_DATA_DIR"
 REQUIRED_FIELDS = ("id", "problem", "answer")
@@ -64,7 +64,7 @@ class BenchmarkSpec:
     problem_fields: tuple[str, ...] = ("problem", "question")
     answer_fields: tuple[str, ...] = ("answer",)
     answer_from_solution: bool = False  # the chosen answer column is a full solution: take its last \boxed{}
-    # the answer convention its prompts ask for (a dsdr_eval.extraction profile); None: the protocol's.
+    # the answer convention its prompts ask for (a dsdr_eval.grading.extraction profile); None: the protocol's.
     # The six paper benchmarks are prompted for \boxed{} (the protocol's `boxed`).
     extraction: str | None = None
 

@@ -53,7 +53,7 @@ def run(argv: list[str]) -> int:
     if args.resume:
         if not args.out:
             raise DsdrError("--resume needs --out RUN_DIR")
-        from dsdr_eval.rundir import load_config
+        from dsdr_eval.rundir.directory import load_config
 
         run_dir = Path(args.out)
         saved = load_config(run_dir)
@@ -71,7 +71,7 @@ def run(argv: list[str]) -> int:
         if (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
             raise DsdrError(f"{run_dir}: already holds a training run; pass --resume to continue it or choose another --out")
 
-    from dsdr_eval.rundir import writer_lock
+    from dsdr_eval.rundir.directory import writer_lock
 
     run_dir.mkdir(parents=True, exist_ok=True)
     # one training job per run directory; each torchrun rank holds its own lock file (rundir.lock_name)

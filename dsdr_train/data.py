@@ -64,7 +64,7 @@ def load_train_problems(spec: str, *, problem_field: str | None = None, answer_f
     """A JSONL path (fields problem/answer, or as mapped) or a hub dataset id loaded with `datasets`."""
     path = Path(spec).expanduser()
     if path.suffix == ".jsonl" or path.exists():
-        from dsdr_eval.jsonl import read_jsonl
+        from dsdr_eval.rundir.jsonl import read_jsonl
 
         records = read_jsonl(path)
         if limit is not None:

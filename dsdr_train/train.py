@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import append_jsonl, read_jsonl, repair_truncated_tail, write_jsonl
+from dsdr_eval.rundir.jsonl import append_jsonl, read_jsonl, repair_truncated_tail, write_jsonl
 from dsdr_eval.tasks import Problem
 from dsdr_train import checkpoint as ckpt
 from dsdr_train import core_algos as algos
@@ -164,7 +164,7 @@ class Trainer:
 
     def _save_config(self, config_record: dict[str, Any]) -> None:
         from dsdr_eval.diversity import EXTRACTION_RULES
-        from dsdr_eval.rundir import save_config
+        from dsdr_eval.rundir.directory import save_config
 
         save_config(self.run_dir, dict(
             config_record, template={"name": self.template.name, "text": self.template.text, "chat": self.chat},

@@ -184,7 +184,7 @@ def add_judge_scores(run_dir: Path, cache_dir: Path) -> None:
     from fault_server import FaultServer
 
     from dsdr_eval.judge.run import JudgeSettings, run_judge
-    from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient
+    from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient
 
     with FaultServer(default="ok", reply=judge_reply_for) as server:
         client = OpenAICompatClient(EndpointConfig(base_urls=(server.base_url,), model=server.model,

@@ -12,7 +12,7 @@ import pytest
 from fault_server import FaultServer
 
 from dsdr_eval.cli import run as run_cli
-from dsdr_eval.jsonl import read_json, read_jsonl
+from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 

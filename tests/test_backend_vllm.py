@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval.jsonl import read_json, read_jsonl
+from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 
 DSDR_EVAL = Path(sys.executable).parent / "dsdr-eval"
 

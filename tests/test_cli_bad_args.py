@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from dsdr_eval.jsonl import write_json, write_jsonl
+from dsdr_eval.rundir.jsonl import write_json, write_jsonl
 
 
 class Tripwire(Exception):
@@ -65,7 +65,7 @@ def tripwires(monkeypatch):
     import dashboards.launch
     import dsdr_eval.diversity.semantic
     import dsdr_eval.models
-    import dsdr_eval.openai_client
+    import dsdr_eval.openai_api.client
     import dsdr_eval.report.build
     import dsdr_eval.cli.run
     import dsdr_eval.scoring
@@ -73,7 +73,7 @@ def tripwires(monkeypatch):
     monkeypatch.setattr(dsdr_eval.cli.run, "_make_backend", _trip("run: built a backend"))
     monkeypatch.setattr(dsdr_eval.scoring, "score_samples", _trip("score: started grading"))
     monkeypatch.setattr(dsdr_eval.diversity.semantic, "load_encoder", _trip("diversity: loaded the encoder"))
-    monkeypatch.setattr(dsdr_eval.openai_client.OpenAICompatClient, "chat_many", _trip("judge: sent requests"))
+    monkeypatch.setattr(dsdr_eval.openai_api.client.OpenAICompatClient, "chat_many", _trip("judge: sent requests"))
     monkeypatch.setattr(dsdr_eval.report.build, "_write_report", _trip("report: wrote a report"))
     monkeypatch.setattr(dashboards.launch.subprocess, "call", _trip("dashboard: started streamlit"))
     real_resolve = dsdr_eval.models.resolve_model

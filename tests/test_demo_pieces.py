@@ -1,13 +1,16 @@
-"""The cheap pieces of `make demo` (dsdr_eval/demo.py); the demo itself is not a test (it generates)."""
+"""The cheap pieces of `make demo` (examples/demo.py); the demo itself is not a test (it generates)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
-from dsdr_eval import demo
-
 REPO = Path(__file__).resolve().parents[1]
+# the demo is a script beside the examples, not part of the library: load it from its file
+_spec = importlib.util.spec_from_file_location("demo", REPO / "examples" / "demo.py")
+demo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(demo)
 EXAMPLES = REPO / "reports" / "mini_experiment" / "runs"
 
 

@@ -19,7 +19,7 @@ from dsdr_eval.diversity.run import compute_run_diversity
 from dsdr_eval.partition_methods import make_equivalence
 from dsdr_eval.diversity.semantic import embed_texts
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
+from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -264,7 +264,7 @@ def test_hostile_completions_do_not_crash(tmp_path: Path) -> None:
 
 
 def test_real_encoder_accepts_lone_surrogates() -> None:
-    from dsdr_eval.samples import clean_text as safe_text
+    from dsdr_eval.rundir.samples import clean_text as safe_text
 
     assert safe_text("ok \ud800 end") == "ok \ufffd end" and safe_text(None) == ""
 

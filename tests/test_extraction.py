@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval.extraction import _first_inline_math
+from dsdr_eval.grading.extraction import _first_inline_math
 from dsdr_eval.grading import extract_answer_with_method
 
 MB = 1_000_000

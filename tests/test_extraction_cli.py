@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, read_jsonl
+from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 from dsdr_eval.protocols import PROTOCOLS, load_protocol_file
 from dsdr_eval.scoring import DISAGREEMENTS, score_run_dir
 

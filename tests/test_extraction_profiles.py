@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_PROFILES, EXTRACTORS, Extraction, choose_extraction,
+from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_PROFILES, EXTRACTORS, Extraction, choose_extraction,
                                   extending_profile, extract_answer, extract_answer_with_method, get_profile)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,7 +196,7 @@ def test_extraction_memory_is_bounded(family):
 
 _CHILD = """
 import json, sys, time
-from dsdr_eval.extraction import extract_answer, EXTRACTION_PROFILES
+from dsdr_eval.grading.extraction import extract_answer, EXTRACTION_PROFILES
 MB = %d
 out = {}
 for name, expr in json.loads(sys.argv[1]).items():

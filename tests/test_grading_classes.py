@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval import answer_norm
-from dsdr_eval.answer_norm import GradingOptions, prepare_answer, prepare_gold
+from dsdr_eval.grading import answer_norm
+from dsdr_eval.grading.answer_norm import GradingOptions, prepare_answer, prepare_gold
 from dsdr_eval.tasks import gold_fixes, load_benchmark, load_jsonl_benchmark
 from dsdr_eval.grading import grade_samples, grader_provenance
 
@@ -221,6 +221,6 @@ def test_sample_rows_carry_the_answer_metadata():
     problem = next(p for p in load_benchmark("olympiadbench", data_dir=DATA) if p.id == "2317")
     planned = runner.PlannedRequest("olympiadbench", problem, Phase("sampling", 1, 0.7, 0.9), 0,
                                     GenerationRequest("prompt", "q", 1, 0.7, 0.9, 8, 5))
-    row = runner.sample_row(planned, 0, Completion("\\boxed{0, -3}", "stop", 3, 4, None))
+    row = runner.new_sample(planned, 0, Completion("\\boxed{0, -3}", "stop", 3, 4, None)).to_json()
     assert row["answer_meta"] == {"answer_type": "Numerical", "is_multiple_answer": True}
     assert grade_samples([row], workers=1, progress=False)[0]["status"] == "incorrect"  # (b, c) reversed

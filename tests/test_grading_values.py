@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from dsdr_eval.answer_norm import GradingOptions, prepare_answer, prepare_gold
-from dsdr_eval.answer_values import numeral_value
+from dsdr_eval.grading.answer_norm import GradingOptions, prepare_answer, prepare_gold
+from dsdr_eval.grading.answer_values import numeral_value
 from dsdr_eval.grading import grade_samples, grader_provenance
 
 RELATIONS = ["\\in", "\\cup", "\\cap", "\\setminus", "\\to", "\\rightarrow", "\\Rightarrow", "\\mapsto", "\\sim",

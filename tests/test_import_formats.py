@@ -11,7 +11,7 @@ import pytest
 
 import import_sources as src
 from dsdr_eval.cli import main
-from dsdr_eval.samples import SCHEMA_FIELDS, read_samples
+from dsdr_eval.rundir.samples import SCHEMA_FIELDS, read_samples
 
 
 def _import(capsys, *argv: str) -> tuple[int, str, str]:

@@ -20,7 +20,7 @@ from dsdr_eval.importers.detect import file_format
 from dsdr_eval.importers.qwen_math import file_settings
 from dsdr_eval.importers.source import match_key
 from dsdr_eval.importers.write import registry_name
-from dsdr_eval.samples import read_samples
+from dsdr_eval.rundir.samples import read_samples
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ import pytest
 
 from dsdr_eval.cli import main
 from dsdr_eval.importers.source import ProblemMatcher
-from dsdr_eval.samples import read_samples
+from dsdr_eval.rundir.samples import read_samples
 
 REAL = Path(__file__).resolve().parent / "real_files"
 AIME25 = REAL / "lm-eval-aime25"

@@ -10,7 +10,7 @@ import import_sources as src
 from test_diversity_run import BagOfWordsEncoder  # the suite's fake encoder (no model load)
 from dsdr_eval.cli import main
 from dsdr_eval.diversity.run import compute_run_diversity
-from dsdr_eval.jsonl import read_jsonl
+from dsdr_eval.rundir.jsonl import read_jsonl
 
 
 def test_import_score_diversity_report(tmp_path, data_dir, capsys):

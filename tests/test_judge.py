@@ -15,15 +15,15 @@ import pytest
 from fault_server import FaultServer, response_format_type
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
+from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
 from dsdr_eval.cli import judge as judge_cli
 from dsdr_eval.judge.parse import JudgeParseError, parse_equivalence, parse_judge_response
 from dsdr_eval.judge.prompt import PromptBudget, build_judge_prompt, fill_template
 from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge, select_rollouts
 from dsdr_eval.judge.structured import is_format_refusal
-from dsdr_eval.openai_client import Result
-from dsdr_eval.samples import as_graded
-from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient
+from dsdr_eval.openai_api.client import Result
+from dsdr_eval.rundir.samples import as_graded
+from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient
 
 GOOD = '```json\n{"logic": 6, "formula": 3, "semantic": 6, "overall": 5}\n```'
 
@@ -156,7 +156,7 @@ def test_select_rollouts_first_by_sample_idx_phase_limit_correct_only(tmp_path):
     assert all(i.sample_idx == [0, 2, 4] for i in correct)
     with pytest.raises(DsdrError, match="olympiadbench"):
         select_rollouts(rows, JudgeSettings(benchmarks=("olympiadbench",)), "g")
-    # the records are validated once, when read (dsdr_eval.samples), with the reader's messages
+    # the records are validated once, when read (dsdr_eval.rundir.samples), with the reader's messages
     bad = [r.to_json() for r in rows[:3]] + [{"benchmark": "aime24", "problem_id": "z", "sample_idx": 0, "gold": "1",
                                               "status": "correct", "correct": True}]
     with pytest.raises(DsdrError, match=r"g\.jsonl:4:completion: missing required field 'completion'"):

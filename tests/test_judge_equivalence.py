@@ -18,10 +18,10 @@ from fault_server import FaultServer, response_format_type
 from dsdr_eval.diversity.partition import darling_partition
 from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, read_jsonl, write_json, write_jsonl
+from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
 from dsdr_eval.judge.cache import JudgeCache
 from dsdr_eval.judge.equivalence import UNPARSEABLE, JudgeEquivalence, JudgePairSettings
-from dsdr_eval.openai_client import EndpointConfig, OpenAICompatClient
+from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient
 
 TAG = re.compile(r"\bk=(\d+)\b")
 GARBAGE_TAG = 99  # the judge answers nonsense for any pair that shows this solution

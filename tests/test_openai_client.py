@@ -10,7 +10,7 @@ import pytest
 from fault_server import FaultServer
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.openai_client import (
+from dsdr_eval.openai_api.client import (
     EndpointConfig,
     OpenAICompatClient,
     Result,

@@ -161,20 +161,20 @@ def test_plan_splits_n_and_batches_depend_only_on_the_plan():
     assert len(seeds) == len(plan)
 
 
-def test_read_done_keys_repairs_a_torn_tail_and_rejects_duplicates(tmp_path):
+def test_open_samples_repairs_a_torn_tail_and_rejects_duplicates(tmp_path):
     path = tmp_path / "samples.jsonl"
     rows = [{"benchmark": "a", "phase": "sampling", "problem_id": "x", "sample_idx": i, "gold": "1", "completion": "c"}
             for i in range(2)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"benchmark": "a", "probl')
-    assert runner.read_done_keys(path) == {("a", "sampling", "x", 0), ("a", "sampling", "x", 1)}
+    assert runner.open_samples(path).keys == {("a", "sampling", "x", 0), ("a", "sampling", "x", 1)}
     assert path.read_text().endswith("}\n")  # the partial line was cut
     path.write_text(path.read_text() + json.dumps(rows[0]) + "\n")
     with pytest.raises(DsdrError, match="record 3 duplicates"):
-        runner.read_done_keys(path)
+        runner.open_samples(path).keys
 
 
 def test_config_mismatch_refuses_unless_forced(tmp_path):
-    from dsdr_eval import rundir
+    from dsdr_eval.rundir import directory as rundir
 
     base = {"kind": "eval", "model": {"path": "/m", "fingerprint": "f1"},
             "protocol": PROTOCOLS["quick"].to_config(),
@@ -195,14 +195,14 @@ def test_config_mismatch_refuses_unless_forced(tmp_path):
 
 def test_hostile_completion_text_is_written_safely(tmp_path):
     from dsdr_eval.backends.base import Completion, GenerationRequest
-    from dsdr_eval.jsonl import append_jsonl, read_jsonl
+    from dsdr_eval.rundir.jsonl import append_jsonl, read_jsonl
     from dsdr_eval.protocols import Phase
 
     planned = runner.PlannedRequest("b", SimpleNamespace(id="p", problem="q", answer="1"),
                                     Phase("sampling", 1, 0.7, 0.9), 0,
                                     GenerationRequest("prompt", "q", 1, 0.7, 0.9, 8, 5))
     text = "lone surrogate \ud800 and NUL \x00 and \\boxed{1} </s> {\"json\": 1}\n"
-    row = runner.sample_row(planned, 0, Completion(text, "stop", 3, 4, None))
+    row = runner.new_sample(planned, 0, Completion(text, "stop", 3, 4, None)).to_json()
     append_jsonl(tmp_path / "s.jsonl", [row])
     [back] = read_jsonl(tmp_path / "s.jsonl")
     assert back["completion"].startswith("lone surrogate ") and "\\boxed{1}" in back["completion"]
@@ -316,7 +316,7 @@ def test_file_protocol_resumes_a_run_of_the_same_content(tmp_path, world, data_d
     """The run identity is the protocol's content: a file restating darling-paper resumes a
     darling-paper run directory (and the file is recorded beside it); other content is refused."""
     from dsdr_eval.cli import main
-    from dsdr_eval.jsonl import write_json
+    from dsdr_eval.rundir.jsonl import write_json
 
     seen: list[dict] = []
     real_check = runner.check_resume_config

@@ -1,4 +1,5 @@
-"""Tracked files never name a path of the machine they were made on (DEVELOPERS.md)."""
+"""Tracked files never name a path of the machine they were made on: a run directory, config or report
+made here must open anywhere (run directories record paths relative to the checkout or under ~)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.cli import report as report_cli
 from dsdr_eval.report import compare, reference, tables
 from dsdr_eval.report.runs import protocol_differences
-from dsdr_eval.results import load_run
+from dsdr_eval.rundir.results import load_run
 from fixtures_runs import build_fixture_runs, make_scored_run
 
 ALGORITHMS_MD = Path(__file__).resolve().parents[2] / "shared" / "docs" / "ALGORITHMS.md"
@@ -294,7 +294,7 @@ def test_a_run_with_forced_mixed_settings_is_flagged_in_provenance_and_report(tm
 def _darling_run(run_dir: Path, accuracy: float, seed: int) -> Path:
     """A darling-paper run (256 rollouts per problem) from a synthetic graded set: graded.jsonl,
     config.json and the real compute_metrics' metrics.json (no generation, no grading)."""
-    from dsdr_eval.jsonl import write_json, write_jsonl
+    from dsdr_eval.rundir.jsonl import write_json, write_jsonl
     from dsdr_eval.metrics import compute_metrics
     from dsdr_eval.protocols import get_protocol
 
@@ -332,7 +332,7 @@ def test_report_carries_pass_at_128_of_a_darling_run(tmp_path):
     assert "sampling: n=256, T=0.6, top-p=0.95" in readme and "| 8192 |" in readme
 
     from dashboards import charts
-    from dsdr_eval.results import pass_at_k_records
+    from dsdr_eval.rundir.results import pass_at_k_records
 
     figure = charts.pass_at_k_figure(pass_at_k_records([load_run(a), load_run(b)]), "aime25", "AIME25")
     assert list(figure.layout.xaxis.tickvals) == [2 ** e for e in range(9)]

@@ -1,4 +1,4 @@
-"""metrics.json's one writer (rundir.update_metrics) and its one typed reader (dsdr_eval.results.load_run)."""
+"""metrics.json's one writer (rundir.update_metrics) and its one typed reader (dsdr_eval.rundir.results.load_run)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from dashboards import data
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.report.build import ReportOptions, make_report
-from dsdr_eval.results import load_run
+from dsdr_eval.rundir.results import load_run
 
 SCORE = {"math500": {"n_problems": 2, "n_samples_per_problem": 4, "pass1": 0.5, "avg@n": 0.625,
                      "pass@k": {"1": 0.625, "2": 0.75, "4": 1.0}, "maj@k": {"4": 0.5},
@@ -124,16 +124,18 @@ def test_two_stages_updating_at_once_both_land(tmp_path, monkeypatch):
 
 
 def test_stage_settings_in_config_json_have_one_writer_and_both_land(tmp_path, monkeypatch):
-    """diversity and judge each record their settings under their own config.json key through
-    rundir.record_stage_settings, under the run directory's lock: running at once, both land and
-    run's own keys stay; a run dir without config.json gets none."""
+    """diversity and judge each record their settings under their own config.json key with their
+    metrics (rundir.update_metrics(settings=...)), under the run directory's lock: running at once,
+    both land and run's own keys stay; a run dir without config.json gets none."""
     run = scored_run(tmp_path / "run", diversity=False, judge=False)
-    assert rundir.record_stage_settings(run, rundir.DIVERSITY_SECTION, {"x": 1}) is False
+    rundir.update_metrics(run, rundir.DIVERSITY_SECTION, {"math500": DIVERSITY}, settings={"x": 1})
     assert not (run / rundir.CONFIG).exists()
     rundir.save_config(run, {"kind": "eval", "label": "a"})
     real_read = _slow_rundir_reads(monkeypatch)
-    threads = [threading.Thread(target=rundir.record_stage_settings, args=(run, stage, {"stage": stage}))
-               for stage in (rundir.DIVERSITY_SECTION, rundir.JUDGE_SECTION)]
+    blocks = {rundir.DIVERSITY_SECTION: DIVERSITY, rundir.JUDGE_SECTION: JUDGE}
+    threads = [threading.Thread(target=rundir.update_metrics, args=(run, stage, {"math500": block}),
+                                kwargs={"settings": {"stage": stage}})
+               for stage, block in blocks.items()]
     for thread in threads:
         thread.start()
         time.sleep(0.05)
@@ -142,8 +144,8 @@ def test_stage_settings_in_config_json_have_one_writer_and_both_land(tmp_path, m
     config = real_read(run / rundir.CONFIG)
     assert config["diversity"] == {"stage": "diversity"} and config["judge"] == {"stage": "judge"}
     assert config["kind"] == "eval" and config["label"] == "a"
-    with pytest.raises(ValueError):
-        rundir.record_stage_settings(run, "score", {})
+    entry = real_read(run / rundir.METRICS)["benchmarks"]["math500"]
+    assert entry["diversity"] == DIVERSITY and entry["judge"] == JUDGE
 
 
 # ------------------------------------------------------------------------- the reader
@@ -218,8 +220,8 @@ def test_the_report_and_the_dashboard_show_the_numbers_load_run_reads(tmp_path):
 
 
 def test_iter_graded_and_iter_samples_yield_typed_records_or_name_file_line_field(tmp_path):
-    from dsdr_eval.results import iter_graded, iter_samples
-    from dsdr_eval.samples import GradedSample, Sample
+    from dsdr_eval.rundir.results import iter_graded, iter_samples
+    from dsdr_eval.rundir.samples import GradedSample, Sample
 
     row = {"benchmark": "math500", "problem_id": "p", "sample_idx": 0, "gold": "1", "completion": "c"}
     (tmp_path / "samples.jsonl").write_text(json.dumps(row) + "\n")

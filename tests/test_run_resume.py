@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval.jsonl import read_json, read_jsonl
+from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 
 DSDR_EVAL = Path(sys.executable).parent / "dsdr-eval"
 N_PROBLEMS, N_SAMPLES = 8, 4
@@ -221,7 +221,7 @@ class _SamplesFileAccess:
         import hashlib
         import pathlib
 
-        from dsdr_eval import jsonl
+        from dsdr_eval.rundir import jsonl
 
         self.path, self.reads, self.parses, self.hashes = path, 0, 0, 0
         self.head = path.read_bytes()[:200]  # the file exists: a first run wrote it
@@ -264,7 +264,7 @@ def test_one_run_parses_and_hashes_samples_jsonl_once(tmp_path, data_dir, monkey
     to generation and scoring in memory: at most one read, one parse, one hash per run."""
     from fault_server import FaultServer
 
-    from dsdr_eval.jsonl import read_json
+    from dsdr_eval.rundir.jsonl import read_json
 
     out = tmp_path / "run"
     with FaultServer(reply="The answer is \\boxed{42}.") as server:
@@ -296,7 +296,7 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
 
     import dsdr_eval.diversity.run as diversity_run
     from dsdr_eval.cli import run as run_cli
-    from dsdr_eval.jsonl import read_json
+    from dsdr_eval.rundir.jsonl import read_json
 
     def no_read_back(*args, **kwargs):
         raise AssertionError("graded.jsonl was read back within the run")

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.cli import main as cli_main
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import read_json, write_json
-from dsdr_eval.results import load_run
+from dsdr_eval.rundir.jsonl import read_json, write_json
+from dsdr_eval.rundir.results import load_run
 from fixtures_runs import write_eval_samples
 
 PY = sys.executable
 HOLD = """
 import sys, time
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 with rundir.writer_lock(sys.argv[1], command="holder-test", rank=int(sys.argv[2])):
     print("locked", flush=True)
     time.sleep(60)
@@ -158,7 +158,7 @@ def test_the_lock_of_a_kill_9d_writer_is_not_stale(tmp_path):
 
 FORKING_HOLDER = """
 import os, sys, time
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 with rundir.writer_lock(sys.argv[1]):
     child = os.fork()
     if child == 0:  # a worker (grading pool, data loader) that outlives the writer
@@ -216,7 +216,7 @@ def _more_samples(run: Path, data_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("failing_file", [1, 2, 3])
 def test_score_on_a_full_disk_changes_nothing(run_copy, data_dir, tmp_path, monkeypatch, capsys, failing_file):
     """ENOSPC on graded.jsonl's temp, metrics.json's temp or the commit record: both files stay the old ones."""
-    from dsdr_eval import jsonl
+    from dsdr_eval.rundir import jsonl
 
     _more_samples(run_copy, data_dir, tmp_path)
     before = {n: (run_copy / n).read_bytes() for n in ("graded.jsonl", "metrics.json")}
@@ -348,7 +348,7 @@ def test_sweep_json_entries_missing_a_key_are_refused(tmp_path, drop):
 
 def test_an_os_error_of_any_writer_is_one_line(run_copy, tmp_path, monkeypatch, capsys):
     """A read-only output directory (root ignores modes, so the error is injected): exit 2, one line."""
-    from dsdr_eval import jsonl
+    from dsdr_eval.rundir import jsonl
 
     def denied(path, chunks):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
@@ -405,7 +405,7 @@ def test_formula_chips_hold_no_markup():
 
 
 def test_a_reply_nested_200000_deep_is_a_bad_reply_not_a_recursion_error():
-    from dsdr_eval.openai_sdk import completion_body_problem
+    from dsdr_eval.openai_api.sdk import completion_body_problem
 
     problem = completion_body_problem(b"[" * 200_000 + b"]" * 200_000)
     assert problem is not None and problem.startswith("body is not a JSON completion object")

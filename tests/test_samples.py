@@ -1,4 +1,4 @@
-"""dsdr_eval.samples: the one sample schema, read and validated once, written back unchanged."""
+"""dsdr_eval.rundir.samples: the one sample schema, read and validated once, written back unchanged."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from dsdr_eval import runner
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.samples import (DEFAULT_BENCHMARK, SAMPLING, SampleKey, SamplesFile, as_graded, read_graded,
+from dsdr_eval.rundir.samples import (DEFAULT_BENCHMARK, SAMPLING, SampleKey, SamplesFile, as_graded, read_graded,
                                read_samples)
 
 
@@ -57,7 +57,7 @@ def test_the_resume_reader_validates_like_score(tmp_path):
     _write(path, [{"benchmark": "b", "problem_id": "p", "sample_idx": 0, "gold": "1", "completion": "c"},
                   {"benchmark": "b", "problem_id": "p", "sample_idx": 1, "gold": "2", "completion": "c"}])
     with pytest.raises(DsdrError, match=r"samples\.jsonl:2:gold: '2' differs from '1'"):
-        runner.read_done_keys(path)
+        runner.open_samples(path).keys
 
 
 def test_generated_text_is_cleaned_like_read_text(tmp_path):
@@ -79,7 +79,7 @@ def test_generated_text_is_cleaned_like_read_text(tmp_path):
 
 def test_records_stream_with_the_file_checks(tmp_path):
     """One record at a time (the dashboard may stop at a display limit), checked as read_graded checks."""
-    from dsdr_eval.samples import iter_records, parse_graded
+    from dsdr_eval.rundir.samples import iter_records, parse_graded
 
     rows = [{"problem_id": 7, "gold": "1", "completion": "c", "status": "correct", "correct": True, "mine": [1]},
             {"problem_id": 7, "gold": "1", "completion": "d", "status": "incorrect", "correct": False},
@@ -102,7 +102,7 @@ def test_records_stream_with_the_file_checks(tmp_path):
 
 
 def test_parse_key_reads_the_key_as_the_sample_reader_does():
-    from dsdr_eval.samples import parse_key
+    from dsdr_eval.rundir.samples import parse_key
 
     assert parse_key({"problem_id": 3, "sample_idx": 2}, "d.jsonl:1") == SampleKey(DEFAULT_BENCHMARK, SAMPLING, "3", 2)
     assert parse_key({"benchmark": "aime24", "phase": "pass1", "problem_id": "p", "sample_idx": 0}, "f:1") == (

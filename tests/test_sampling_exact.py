@@ -132,7 +132,7 @@ def test_hf_effective_sampling_is_only_temperature_and_top_p(hf_pair):
 
 def test_config_json_records_the_effective_sampling(model_pair, data_dir, tmp_path):
     from dsdr_eval.cli import run as run_cli
-    from dsdr_eval.jsonl import read_json
+    from dsdr_eval.rundir.jsonl import read_json
 
     out = tmp_path / "run"
     argv = ["--model", str(model_pair[1]), "--backend", "hf", "--benchmarks", "math500", "--limit", "1",
@@ -232,7 +232,7 @@ def test_trainer_first_minibatch_ratio_is_one_with_a_poisoned_config(model_pair,
 
 def test_openai_body_spells_out_every_neutral_field():
     from dsdr_eval.backends.openai import OpenAIBackend
-    from dsdr_eval.openai_client import EndpointConfig
+    from dsdr_eval.openai_api.client import EndpointConfig
 
     local = OpenAIBackend(EndpointConfig(("http://127.0.0.1:8000/v1",), "m"), client=object(),
                           extra_body={"min_p": 0.05})
@@ -252,7 +252,7 @@ def test_openai_request_on_the_wire_carries_the_neutral_fields(tmp_path, data_di
     from fault_server import FaultServer
 
     from dsdr_eval.cli import run as run_cli
-    from dsdr_eval.jsonl import read_json
+    from dsdr_eval.rundir.jsonl import read_json
 
     monkeypatch.setenv("DSDR_TEST_KEY", "sk-test")
     with FaultServer(reply=lambda body: "\\boxed{1}") as server:

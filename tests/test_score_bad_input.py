@@ -19,8 +19,8 @@ import pytest
 from bad_samples import CASES, GOOD, Case
 from dsdr_eval import cli, scoring
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import append_jsonl, iter_jsonl, read_jsonl, repair_truncated_tail, write_json, write_jsonl
-from dsdr_eval.samples import read_samples
+from dsdr_eval.rundir.jsonl import append_jsonl, iter_jsonl, read_jsonl, repair_truncated_tail, write_json, write_jsonl
+from dsdr_eval.rundir.samples import read_samples
 
 REPO = Path(__file__).resolve().parents[1]
 SENTINELS = {"graded.jsonl": b'{"kept": true}\n', "metrics.json": b'{"benchmarks": {}, "kept": true}\n'}
@@ -148,19 +148,19 @@ def test_repair_truncated_tail_cuts_only_a_partial_record(tmp_path):
 
 
 def test_run_resume_reader_refuses_garbage_tail_and_duplicate_keys(tmp_path):
-    from dsdr_eval.runner import read_done_keys
+    from dsdr_eval.runner import open_samples
 
     path = tmp_path / "samples.jsonl"
     good = json.dumps({"benchmark": "b", "phase": "sampling", "problem_id": "p", "sample_idx": 0, "gold": "1",
                        "completion": "x"})
     path.write_text(good + "\nnot json")
     with pytest.raises(DsdrError, match=":2: invalid JSON"):
-        read_done_keys(path)
+        open_samples(path).keys
     path.write_text(good + '\n{"problem_id": "p", "sample_idx": 1, "sample_idx": 0}\n')
     with pytest.raises(DsdrError, match=":2:sample_idx: duplicate key"):
-        read_done_keys(path)
+        open_samples(path).keys
     path.write_text(good + '\n{"problem_id": "p", "sample_idx": 1, "comp')
-    assert read_done_keys(path) == {("b", "sampling", "p", 0)}  # a killed append is redone
+    assert open_samples(path).keys == {("b", "sampling", "p", 0)}  # a killed append is redone
 
 
 @pytest.mark.parametrize("line, message", [

@@ -139,7 +139,7 @@ def test_other_eval_settings_into_a_sweep_dir_are_refused(train_run, tmp_path, d
 def write_sweep(runs: Path, name: str, data_dir: Path, accuracies: dict[int, float], *, diversity: bool) -> Path:
     """A sweep as `dsdr-eval sweep` leaves it: sweep.json (its writer) + one scored run per checkpoint
     (scored by the real scorer; the diversity block, when asked, in the documented layout)."""
-    from dsdr_eval import rundir
+    from dsdr_eval.rundir import directory as rundir
     from fixtures_runs import make_scored_run, write_train_run
 
     train = write_train_run(runs / "train" / name, algo=name, steps=max(accuracies))

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -50,7 +50,7 @@ def _run_results(entry: data.RunEntry, stamps: tuple) -> data.Loaded:
 
 
 def run_results(entry: data.RunEntry) -> data.Loaded:
-    """The run's RunResults (metrics.json + config.json, read by dsdr_eval.results) or the error to show."""
+    """The run's RunResults (metrics.json + config.json, read by dsdr_eval.rundir.results) or the error to show."""
     stamps = tuple(data.file_stamp(entry.path / f) for f in (rundir.METRICS, rundir.CONFIG, rundir.GRADED))
     return _run_results(entry, stamps)
 

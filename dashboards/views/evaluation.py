@@ -1,6 +1,6 @@
 """Evaluation: Table 1 view, Pass@k curves, diversity and judge scores of the chosen runs.
 
-Every number comes from each run's ``RunResults`` (``dsdr_eval.results.load_run``, the reader
+Every number comes from each run's ``RunResults`` (``dsdr_eval.rundir.results.load_run``, the reader
 `dsdr-eval report` uses), laid out by the report's shared Table 1 and formatting helpers
 (dsdr_eval.report.tables), so the dashboard and a report never disagree.
 """
@@ -14,10 +14,10 @@ import streamlit as st
 
 from dashboards import charts, data
 from dashboards.views.common import pick_runs, run_results
-from dsdr_eval import results
+from dsdr_eval.rundir import results
 from dsdr_eval.report import reference, tables
 from dsdr_eval.report.runs import benchmark_title, protocol_differences, protocol_notes
-from dsdr_eval.results import AVERAGE, RunResults
+from dsdr_eval.rundir.results import AVERAGE, RunResults
 
 
 def _title(bench: str) -> str:

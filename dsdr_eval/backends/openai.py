@@ -1,6 +1,6 @@
 """OpenAI-compatible endpoint backend (vLLM / SGLang / llama.cpp servers, or OpenAI itself).
 
-All HTTP work goes through ``dsdr_eval.openai_client`` (round-robin over base URLs, bounded
+All HTTP work goes through ``dsdr_eval.openai_api.client`` (round-robin over base URLs, bounded
 concurrency, retries with backoff, key from an env var and never written). One request per
 rollout (``n=1``, its own derived ``seed``): a failure costs one sample, which is logged and
 retried by the next run, and servers with prefix caching (vLLM's default) still share the
@@ -31,7 +31,7 @@ class OpenAIBackend(Backend):
                  client: Any | None = None, server_sampling_fields: bool | None = None) -> None:
         """``server_sampling_fields``: send the neutral top_k/min_p/repetition_penalty (vLLM, SGLang);
         None = yes unless every base URL is OpenAI's own API."""
-        from dsdr_eval.openai_client import OpenAICompatClient
+        from dsdr_eval.openai_api.client import OpenAICompatClient
 
         if api not in ("chat", "completions"):
             raise DsdrError(f"--api {api!r}: expected chat or completions")
@@ -106,7 +106,7 @@ class OpenAIBackend(Backend):
 
     def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
                  on_results: OnResults) -> None:
-        from dsdr_eval.openai_client import response_finish_reason, response_text, response_usage
+        from dsdr_eval.openai_api.client import response_finish_reason, response_text, response_usage
 
         order = [i for batch in batches for i in batch]
         for i in order:

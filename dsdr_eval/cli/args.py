@@ -99,9 +99,9 @@ def output_dir(text: str) -> str:
 
 
 def add_extraction_argument(parser: argparse.ArgumentParser | Any, default_help: str) -> None:
-    """``--extraction PROFILE``: the answer convention (dsdr_eval.extraction profiles); default None,
+    """``--extraction PROFILE``: the answer convention (dsdr_eval.grading.extraction profiles); default None,
     resolved by the command (``default_help`` says how)."""
-    from dsdr_eval.extraction import EXTRACTION_PROFILES
+    from dsdr_eval.grading.extraction import EXTRACTION_PROFILES
 
     listed = "; ".join(f"{p.name}: {p.description}" for p in EXTRACTION_PROFILES.values())
     parser.add_argument("--extraction", choices=list(EXTRACTION_PROFILES), default=None, metavar="PROFILE",
@@ -200,7 +200,7 @@ def given_endpoint_options(args: argparse.Namespace, *, prefix: str = "") -> lis
 
 def endpoint_config(args: argparse.Namespace, defaults: EndpointDefaults, *, model: str, prefix: str = "") -> Any:
     """The ``EndpointConfig`` of the options (base URLs default to $OPENAI_BASE_URL, else OpenAI's API)."""
-    from dsdr_eval.openai_client import EndpointConfig, resolve_base_urls
+    from dsdr_eval.openai_api.client import EndpointConfig, resolve_base_urls
 
     options = endpoint_options(args, defaults, prefix=prefix)
     return EndpointConfig(base_urls=resolve_base_urls(options.pop("base_urls")), model=model, **options)

@@ -64,7 +64,7 @@ def _equivalence(args: argparse.Namespace) -> Any:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from dsdr_eval import rundir
+    from dsdr_eval.rundir import directory as rundir
     from dsdr_eval.cli.tables import print_table
     from dsdr_eval.diversity.run import compute_run_diversity, summary_rows
     from dsdr_eval.diversity.semantic import load_encoder

@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
 
     fields = FieldMap(id=args.id_field, gold=args.gold_field, completion=args.completion_field,
                       problem=args.problem_field, prompt=args.prompt_field, correct=args.correct_field)
-    from dsdr_eval.rundir import writer_lock
+    from dsdr_eval.rundir.directory import writer_lock
 
     with writer_lock(args.out):  # one writer per run directory
         done = import_run(args.tool, Path(args.path), Path(args.out), benchmark=args.benchmark, label=args.label,

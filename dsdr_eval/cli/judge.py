@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     from dsdr_eval.cli.tables import Column, print_table
     from dsdr_eval.judge.prompt import PromptBudget
     from dsdr_eval.judge.run import JudgeSettings, run_judge
-    from dsdr_eval.openai_client import OpenAICompatClient
+    from dsdr_eval.openai_api.client import OpenAICompatClient
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     endpoint = endpoint_config(args, JUDGE_ENDPOINT, model=args.judge_model, prefix="judge-")
@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
                              max_rollouts=args.max_rollouts, correct_only=args.correct_only, phase=args.phase,
                              temperature=args.judge_temperature, max_tokens=args.judge_max_tokens,
                              response_format=_response_format(args), use_cache=not args.no_cache, budget=budget)
-    from dsdr_eval.rundir import require_run_dir, writer_lock
+    from dsdr_eval.rundir.directory import require_run_dir, writer_lock
 
     require_run_dir(args.run_dir)  # a missing RUN_DIR is an error, not created by the lock
     with writer_lock(args.run_dir), OpenAICompatClient(endpoint) as client:  # one writer per run directory

@@ -143,7 +143,7 @@ def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed
 
 def _openai_options(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
     """The endpoint and --extra-body of ``--backend openai``, checked (cheap: no connection made)."""
-    from dsdr_eval.openai_client import split_base_urls
+    from dsdr_eval.openai_api.client import split_base_urls
 
     if not split_base_urls(args.base_url):
         raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
@@ -174,14 +174,14 @@ def _auto_choice(requested: str, benchmarks: list[Any], protocol: Any) -> Any:
 
 def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> RunResult:
     """``dsdr-eval run`` with parsed arguments, holding RUN_DIR's writer lock (one writer per run directory)."""
-    from dsdr_eval import rundir
+    from dsdr_eval.rundir import directory as rundir
 
     with rundir.writer_lock(args.out):
         return _run_locked(args, argv)
 
 
 def _run_locked(args: argparse.Namespace, argv: list[str] | None) -> RunResult:
-    from dsdr_eval import rundir
+    from dsdr_eval.rundir import directory as rundir
     from dsdr_eval.prompts import load_template
     from dsdr_eval.protocols import apply_overrides, protocol_file_record, resolve_protocol
     from dsdr_eval import runner
@@ -198,7 +198,7 @@ def _run_locked(args: argparse.Namespace, argv: list[str] | None) -> RunResult:
     openai_options = _openai_options(args) if args.backend == "openai" else None
     benchmarks = runner.load_benchmarks(args.benchmarks, data_dir=args.data_dir, limit=args.limit,
                                         subset_seed=args.subset_seed)
-    from dsdr_eval.extraction import choose_extraction
+    from dsdr_eval.grading.extraction import choose_extraction
     from dsdr_eval.tasks import benchmark_extraction
 
     extraction = choose_extraction(args.extraction, protocol.extraction,
@@ -271,7 +271,8 @@ def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str
 
 def _record_forced_without_generation(out: Path, old_config: dict[str, Any], continuation: dict[str, Any]) -> None:
     """A forced rerun that has nothing to generate (e.g. a smaller --n) is recorded, and says so."""
-    from dsdr_eval import rundir, runner
+    from dsdr_eval import runner
+    from dsdr_eval.rundir import directory as rundir
 
     continuation.update(backend=None, n_generated=0)
     runner.add_continuation(old_config, continuation)
@@ -287,7 +288,8 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
               benchmarks: list[Any], config: dict[str, Any], old_config: dict[str, Any] | None,
               continuation: dict[str, Any] | None, timings: dict[str, float], t_start: float, progress: bool,
               samples: Any, openai_options: tuple[Any, dict[str, Any] | None] | None) -> Any:
-    from dsdr_eval import rundir, runner
+    from dsdr_eval import runner
+    from dsdr_eval.rundir import directory as rundir
 
     backend = _make_backend(backend_name, args, model, protocol.seed, openai_options)
     preload = None
@@ -328,7 +330,8 @@ def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any
 def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str, Any], outcome: Any,
             timings: dict[str, float], t_start: float, progress: bool, samples: Any,
             extraction: str | None = None) -> RunResult:
-    from dsdr_eval import rundir, runner
+    from dsdr_eval import runner
+    from dsdr_eval.rundir import directory as rundir
 
     timings["generate_s"] = outcome.generate_s
     timings["write_s"] = outcome.write_s

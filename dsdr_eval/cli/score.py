@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.cli.args import add_extraction_argument, integer, number, output_dir
 from dsdr_eval.errors import DsdrError
 
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.answer_norm import GradingOptions
+    from dsdr_eval.grading.answer_norm import GradingOptions
     from dsdr_eval.scoring import score_samples
 
     path = Path(args.path)

@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval import rundir, sweep
+from dsdr_eval import sweep
+
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.cli import run as run_cli
 from dsdr_eval.cli.args import integer
 from dsdr_eval.errors import DsdrError

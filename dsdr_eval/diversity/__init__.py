@@ -8,47 +8,15 @@ Group-level functions (imported by the trainer) load no heavy library at import 
 torch / sentence-transformers / transformers are imported inside the functions that need them.
 """
 
-from dsdr_eval.diversity.combined import (
-    DsdrDiversity,
-    dsdr_diversity,
-    dsdr_diversity_batch,
-    dsdr_from_parts,
-)
-from dsdr_eval.diversity.formula import (
-    EXTRACTION_RULE,
-    EXTRACTION_RULES,
-    FORMULA_RULES,
-    extract_formulas,
-    formula_set,
-    formula_uniqueness,
-    normalize_formula,
-)
-from dsdr_eval.diversity.partition import (
-    DEFAULT_COSINE_THRESHOLD,
-    AnswerFormulaEquivalence,
-    EmbeddingThresholdEquivalence,
-    PairClassifierEquivalence,
-    coverage_at_n,
-    darling_div,
-    darling_partition,
-    gini_simpson,
-)
-from dsdr_eval.diversity.run import compute_run_diversity
-from dsdr_eval.diversity.semantic import (
-    DEFAULT_ENCODER,
-    Encoder,
-    embed_texts,
-    load_encoder,
-    semantic_diversity,
-)
+from dsdr_eval.diversity.combined import dsdr_diversity, dsdr_diversity_batch
+from dsdr_eval.diversity.formula import EXTRACTION_RULES, formula_set
+from dsdr_eval.diversity.partition import darling_div, darling_partition
+from dsdr_eval.diversity.semantic import embed_texts, load_encoder, semantic_diversity
 from dsdr_eval.equivalence import Equivalence, GroupView
 
+# what other packages import from here (the trainer, the judge, the CLI); everything else is imported
+# from its module
 __all__ = [
-    "DEFAULT_COSINE_THRESHOLD", "DEFAULT_ENCODER", "EXTRACTION_RULE", "EXTRACTION_RULES", "FORMULA_RULES",
-    "AnswerFormulaEquivalence", "DsdrDiversity", "EmbeddingThresholdEquivalence", "Encoder",
-    "Equivalence", "GroupView", "PairClassifierEquivalence", "compute_run_diversity", "coverage_at_n",
-    "darling_div", "darling_partition", "dsdr_diversity", "dsdr_diversity_batch", "dsdr_from_parts",
-    "embed_texts", "extract_formulas", "formula_set", "formula_uniqueness", "gini_simpson",
-    "load_encoder", "normalize_formula",
-    "semantic_diversity",
+    "EXTRACTION_RULES", "Equivalence", "GroupView", "darling_div", "darling_partition", "dsdr_diversity",
+    "dsdr_diversity_batch", "embed_texts", "formula_set", "load_encoder", "semantic_diversity",
 ]

@@ -29,7 +29,7 @@ import numpy as np
 from dsdr_eval.diversity._blas import single_threaded_blas
 from dsdr_eval.equivalence import Equivalence, GroupView, PairFunctionEquivalence
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.extraction import DEFAULT_EXTRACTION, extract_answer, get_profile
+from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, extract_answer, get_profile
 
 DEFAULT_COSINE_THRESHOLD = 0.9
 DARLING_DIV_FLOOR = 0.1
@@ -191,7 +191,7 @@ class EmbeddingThresholdEquivalence(Equivalence):
 class AnswerFormulaEquivalence(Equivalence):
     """Equivalent iff the same final-answer class (None = no answer, a class of its own) AND
     the same formula set. Without ``answer_classes`` the answer string extracted with
-    ``extraction`` (a profile of ``dsdr_eval.extraction``) is used.
+    ``extraction`` (a profile of ``dsdr_eval.grading.extraction``) is used.
 
     Graded runs never take that path: ``compute_run_diversity`` and ``dsdr_train.scoring`` pass
     graded.jsonl's / the reward grader's ``answer_class`` per rollout (a list, never None), which
@@ -258,7 +258,7 @@ class PairClassifierEquivalence(Equivalence):
         self._suffix = self._ids(" <|im_end|>")
 
     def _ids(self, text: str) -> list[int]:
-        from dsdr_eval.samples import clean_text
+        from dsdr_eval.rundir.samples import clean_text
 
         return list(self.tokenizer(clean_text(text), add_special_tokens=False)["input_ids"])
 

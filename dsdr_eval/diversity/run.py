@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.diversity._blas import single_threaded_blas
 from dsdr_eval.diversity.answers import answer_diversity
 from dsdr_eval.diversity.combined import dsdr_from_parts
@@ -42,11 +42,11 @@ from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
 from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.equivalence import CachedEquivalence, Equivalence
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import jsonl_chunks
-from dsdr_eval.json_values import to_json_safe
+from dsdr_eval.rundir.jsonl import jsonl_chunks
+from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
-from dsdr_eval.samples import SAMPLING as SAMPLING_PHASE
-from dsdr_eval.samples import GradedSample, iter_by_problem, read_graded
+from dsdr_eval.rundir.samples import SAMPLING as SAMPLING_PHASE
+from dsdr_eval.rundir.samples import GradedSample, iter_by_problem, read_graded
 SUBSETS = ("all", "correct")
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from dsdr_eval.diversity._blas import single_threaded_blas
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.samples import clean_text
+from dsdr_eval.rundir.samples import clean_text
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_ENCODER.lower(), "sentence-transformers/all-minilm-l6-v2", "minilm"}

@@ -2,7 +2,7 @@
 
 Pipeline (all of it safe against hostile completions: nothing is ever evaluated as code):
 
-1. ``extract_answer`` (``dsdr_eval.extraction``; parent, linear time, bounded memory) with the
+1. ``extract_answer`` (``dsdr_eval.grading.extraction``; parent, linear time, bounded memory) with the
    run's extraction profile; the default ``boxed``: the last ``\\boxed{...}`` / ``\\boxed x`` /
    ``\\fbox{...}`` with real brace matching; otherwise the last "Answer: ..." / "final answer is ..."
    line. Answers longer than ``MAX_ANSWER_CHARS`` are recorded truncated and graded incorrect
@@ -27,12 +27,9 @@ respawn), ``worker`` (the worker process and its zygote), ``task`` (one problem 
 (math-verify calls; imported by workers only).
 """
 
-from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_PROFILES, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS,
-                                  Extraction, ExtractionProfile, answer_key, extract_answer, extract_answer_with_method,
-                                  get_profile)
+from dsdr_eval.grading.extraction import MAX_ANSWER_CHARS, answer_key, extract_answer, extract_answer_with_method
 from dsdr_eval.grading.grade import STATUSES, grade_samples, grader_provenance, status_counts
 from dsdr_eval.grading.pool import GradingPool, default_workers
 
-__all__ = ["DEFAULT_EXTRACTION", "EXTRACTION_PROFILES", "EXTRACTION_RULES_VERSION", "MAX_ANSWER_CHARS", "STATUSES",
-           "Extraction", "ExtractionProfile", "GradingPool", "answer_key", "default_workers", "extract_answer",
-           "extract_answer_with_method", "get_profile", "grade_samples", "grader_provenance", "status_counts"]
+__all__ = ["MAX_ANSWER_CHARS", "STATUSES", "GradingPool", "answer_key", "default_workers", "extract_answer",
+           "extract_answer_with_method", "grade_samples", "grader_provenance", "status_counts"]

@@ -1,7 +1,7 @@
 """Grading a list of sample rows: extraction in the parent, math-verify in the worker pool.
 
 ``grade_samples`` groups rows into problems by (benchmark, problem_id), extracts each completion's
-answer (``dsdr_eval.extraction``, linear time), sends each problem's distinct answers to the pool
+answer (``dsdr_eval.grading.extraction``, linear time), sends each problem's distinct answers to the pool
 (``dsdr_eval.grading.pool``) and copies verdicts and answer classes back onto the rows.
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
-from dsdr_eval import answer_norm
-from dsdr_eval.answer_norm import GradingOptions
+from dsdr_eval.grading import answer_norm
+from dsdr_eval.grading.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction,
+from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction,
                                   ExtractionProfile, extract_answer_with_method, get_profile)
 from dsdr_eval.grading.pool import GradingPool, _ProblemJob, _WorkerPool, default_workers
 from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
 from dsdr_eval.progress import progress_bar
-from dsdr_eval.samples import DEFAULT_BENCHMARK
+from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK
 
 STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
 
@@ -35,7 +35,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     Rows are grouped into problems by (benchmark, problem_id). A row's optional ``answer_meta``
     (the benchmark's answer_type / is_multiple_answer / unit) and ``problem`` text choose the
     comparison mode (answer_norm: grading rules, ``options`` their conventions). ``extraction``: the
-    answer convention, a profile name of ``dsdr_eval.extraction.EXTRACTION_PROFILES``. With ``pool`` its
+    answer convention, a profile name of ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``. With ``pool`` its
     long-lived workers (and its timeout) are used and left running; otherwise workers are started here."""
     options = options or GradingOptions()
     profile = get_profile(extraction)

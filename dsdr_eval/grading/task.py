@@ -23,8 +23,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
-from dsdr_eval import answer_norm
-from dsdr_eval.extraction import answer_key
+from dsdr_eval.grading import answer_norm
+from dsdr_eval.grading.extraction import answer_key
 from dsdr_eval.grading.marker import CLASS, GOLD, GOLD_INDEX, VERDICT
 
 if TYPE_CHECKING:

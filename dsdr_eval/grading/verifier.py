@@ -18,7 +18,7 @@ import sympy
 from latex2sympy2_extended import NormalizationConfig
 from math_verify.errors import TimeoutException
 
-from dsdr_eval.answer_norm import DEFAULT_NUMERIC_REL_TOL
+from dsdr_eval.grading.answer_norm import DEFAULT_NUMERIC_REL_TOL
 from dsdr_eval.grading.budget import CallBudget
 
 _PARSE_CACHE_LIMIT = 20000

@@ -19,8 +19,8 @@ from typing import Any
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.importers.source import (GoldError, SourceRecord, SourceRun, answers, gold_text, read_source, require,
                                         setting, string_list)
-from dsdr_eval.jsonl import read_json
-from dsdr_eval.json_values import json_type
+from dsdr_eval.rundir.jsonl import read_json
+from dsdr_eval.rundir.json_values import json_type
 
 TOOL = "lighteval"
 FILE_NAME = re.compile(r"^details_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.parquet$")

@@ -31,7 +31,7 @@ from typing import Any
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.importers.source import (SourceRecord, SourceRun, answers, checked_gold, get_path, numbered_rows,
                                         read_source, require, setting, string_list)
-from dsdr_eval.jsonl import read_json
+from dsdr_eval.rundir.jsonl import read_json
 
 TOOL = "lm-eval"
 FILE_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl$")

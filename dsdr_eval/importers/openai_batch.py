@@ -18,7 +18,7 @@ from typing import Any
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.importers.source import (ProblemMatcher, SourceRecord, SourceRun, numbered_rows, read_source, require,
                                         setting)
-from dsdr_eval.json_values import json_type
+from dsdr_eval.rundir.json_values import json_type
 
 TOOL = "openai-batch"
 _SETTINGS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed"}

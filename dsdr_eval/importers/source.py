@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import field_label, iter_jsonl_bytes, read_bytes
-from dsdr_eval.json_values import is_non_finite_constant, json_type, number_text
+from dsdr_eval.rundir.jsonl import field_label, iter_jsonl_bytes, read_bytes
+from dsdr_eval.rundir.json_values import is_non_finite_constant, json_type, number_text
 
 SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # Sample fields a source may record
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -21,7 +21,7 @@ from typing import Any
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.importers.source import (GoldError, SourceRecord, SourceRun, as_label, gold_text, numbered_rows,
                                         read_source, require)
-from dsdr_eval.json_values import json_type
+from dsdr_eval.rundir.json_values import json_type
 
 TOOL = "verl"
 STEP_FILE = re.compile(r"^[0-9]+\.jsonl$")  # ASCII digits only: '².jsonl' is not a step

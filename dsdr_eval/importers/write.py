@@ -1,7 +1,7 @@
 """A ``SourceRun`` -> RUN_DIR/samples.jsonl + config.json (kind "import").
 
 Each completion is one sample in phase "sampling" (``sample_idx`` 0..n-1 per problem, in source
-order), built and validated by ``dsdr_eval.samples.parse_sample`` like any samples.jsonl line, with
+order), built and validated by ``dsdr_eval.rundir.samples.parse_sample`` like any samples.jsonl line, with
 the source's verdict kept as ``source_correct`` and its extracted answer as ``source_extracted``.
 With ``--benchmark`` naming a registered benchmark (or a benchmark JSONL), or without it when the
 source's own task / data set name stands for one (``registry_name``), problems are matched to it by
@@ -21,13 +21,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.extraction import DEFAULT_EXTRACTION, extending_profile, get_profile
+from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, extending_profile, get_profile
 from dsdr_eval.importers import IMPORTERS, detect, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
-from dsdr_eval.jsonl import write_jsonl
-from dsdr_eval.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
+from dsdr_eval.rundir.jsonl import write_jsonl
+from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
 from dsdr_eval.tasks import BENCHMARKS, load_benchmark
 
 UNKNOWN = "unknown"

@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.jsonl import append_jsonl, read_jsonl, repair_truncated_tail
-from dsdr_eval.rundir import now_iso
+from dsdr_eval.rundir.jsonl import append_jsonl, read_jsonl, repair_truncated_tail
+from dsdr_eval.rundir.directory import now_iso
 
 CACHE_FILE = "judge_cache.jsonl"
 

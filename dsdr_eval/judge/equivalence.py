@@ -36,7 +36,7 @@ from dsdr_eval.judge.cache import JudgeCache
 from dsdr_eval.judge.parse import parse_equivalence
 from dsdr_eval.judge.prompt import EQUIVALENCE_SYSTEM, EQUIVALENCE_TEMPLATE, build_equivalence_messages
 from dsdr_eval.judge.structured import AUTO, PAIR_SCHEMA, Reply, StructuredAsker, check_response_format
-from dsdr_eval.openai_client import OpenAICompatClient
+from dsdr_eval.openai_api.client import OpenAICompatClient
 
 # Stable reason strings (counted in pair_decisions.undecided_by_reason).
 UNPARSEABLE = "parse:no_equivalent_bool"   # HTTP-successful reply without {"equivalent": true|false}
@@ -110,7 +110,7 @@ class JudgeEquivalence(Equivalence):
 
     def messages(self, a: str, b: str) -> list[dict[str, str]]:
         """The chat messages asking whether ``a`` and ``b`` are equivalent."""
-        from dsdr_eval.samples import clean_text
+        from dsdr_eval.rundir.samples import clean_text
 
         # clean_text: a lone surrogate cannot be UTF-8 encoded into the HTTP body (it would fail and
         # be retried as an invalid request every time).

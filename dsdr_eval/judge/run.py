@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.judge.cache import JudgeCache
 from dsdr_eval.judge.parse import AXES, JudgeParseError, parse_judge_response
@@ -26,9 +26,9 @@ from dsdr_eval.judge.prompt import (
     prompt_record,
 )
 from dsdr_eval.judge.structured import AUTO, VERDICT_SCHEMA, Reply, StructuredAsker, check_response_format
-from dsdr_eval.jsonl import jsonl_chunks, read_jsonl
-from dsdr_eval.openai_client import OpenAICompatClient
-from dsdr_eval.samples import SAMPLING, GradedSample, Sample, read_graded, read_samples, sample_of
+from dsdr_eval.rundir.jsonl import jsonl_chunks, read_jsonl
+from dsdr_eval.openai_api.client import OpenAICompatClient
+from dsdr_eval.rundir.samples import SAMPLING, GradedSample, Sample, read_graded, read_samples, sample_of
 
 PAPER_BENCHMARKS = ("aime24", "aime25", "minerva", "olympiadbench")
 

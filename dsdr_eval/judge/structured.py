@@ -34,7 +34,7 @@ from typing import Any
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.judge.cache import JudgeCache, request_key
-from dsdr_eval.openai_client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
+from dsdr_eval.openai_api.client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
 
 JSON_SCHEMA, JSON_OBJECT, TEXT = "json_schema", "json_object", "text"
 MODES = (JSON_SCHEMA, JSON_OBJECT, TEXT)

@@ -1,6 +1,6 @@
 """Reports over evaluation runs (``dsdr-eval report``).
 
-Each evaluation run is read by ``dsdr_eval.results.load_run`` (the reader the dashboard uses too).
+Each evaluation run is read by ``dsdr_eval.rundir.results.load_run`` (the reader the dashboard uses too).
 
 * `runs`      - benchmark titles, protocol comparison across runs, training runs (``--train``)
 * `tables`    - the paper's Table 1 layout (Markdown / LaTeX booktabs / CSV) and the other tables

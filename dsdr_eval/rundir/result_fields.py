@@ -1,4 +1,4 @@
-"""Field checks of the run-directory JSON files that ``dsdr_eval.results`` reads (metrics.json,
+"""Field checks of the run-directory JSON files that ``dsdr_eval.rundir.results`` reads (metrics.json,
 config.json): each returns the value or raises DsdrError ``FILE: field: message`` (exit code 2 at the
 CLI), so every reader validates once and never guesses.
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.json_values import json_type
+from dsdr_eval.rundir.json_values import json_type
 
 K_FAMILIES = ("pass", "maj")  # metrics.json nests these as {"pass@k": {"8": x}}
 SCALAR_METRICS = ("pass1", "avg@n", "avg@16", "avg@64")

@@ -1,4 +1,4 @@
-"""The ``openai`` SDK client that ``dsdr_eval.openai_client`` sends every request through.
+"""The ``openai`` SDK client that ``dsdr_eval.openai_api.client`` sends every request through.
 
 The SDK's own retry loop does the retrying: which failures are retried (408/409/429/5xx,
 timeouts, connection errors; ``x-should-retry``), how many times (``max_retries``), re-sending

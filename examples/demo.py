@@ -1,6 +1,6 @@
 """`make demo`: the product in about three minutes on 2 CPU cores.
 
-    python -m dsdr_eval.demo --data-dir DIR --examples reports/mini_experiment/runs --out runs/demo
+    python examples/demo.py --data-dir DIR --examples reports/mini_experiment/runs --out runs/demo
 
 1. ``dsdr-eval run``: SmolLM2-135M-Instruct on a few MATH500 problems (protocol ``quick``, short
    max tokens so it fits the time; ``--backend auto`` picks the engine and says why), which
@@ -116,7 +116,7 @@ def use_one_thread_when_busy() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dsdr_eval.demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python examples/demo.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="runs/demo", help="demo directory (default runs/demo; rerunning resumes)")
     parser.add_argument("--data-dir", default=None, help="benchmarks directory (default $DSDR_DATA_DIR)")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.json_values import NON_FINITE_CONSTANTS, ExactFloat, OversizeInt, json_type
+from dsdr_eval.rundir.json_values import NON_FINITE_CONSTANTS, ExactFloat, OversizeInt, json_type
 
 BOM = b"\xef\xbb\xbf"
 _MAX_INT_DIGITS = 4300  # Python's default int <-> str conversion limit (sys.get_int_max_str_digits)

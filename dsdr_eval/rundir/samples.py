@@ -24,8 +24,8 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.jsonl import append_bytes, encode_jsonl, field_label, iter_jsonl_bytes, read_bytes, repair_truncated_tail
-from dsdr_eval.json_values import OversizeInt, is_finite_number, is_non_finite_constant, json_type, number_text
+from dsdr_eval.rundir.jsonl import append_bytes, encode_jsonl, field_label, iter_jsonl_bytes, read_bytes, repair_truncated_tail
+from dsdr_eval.rundir.json_values import OversizeInt, is_finite_number, is_non_finite_constant, json_type, number_text
 
 PASS1 = "pass1"  # the single low-temperature rollout of the paper's Pass@1
 SAMPLING = "sampling"  # the n rollouts behind Avg@n, pass@k, maj@k and diversity

@@ -1,7 +1,7 @@
 """JSON values as dsdr reads and writes them: numbers that keep their literal text, type names for
 messages, and the conversion of results (numpy, NaN, sets) into strict JSON.
 
-``dsdr_eval.jsonl`` decodes with these types (a gold answer keeps ``0.00001``, not ``1e-05``; an
+``dsdr_eval.rundir.jsonl`` decodes with these types (a gold answer keeps ``0.00001``, not ``1e-05``; an
 integer over Python's conversion limit is an ``OversizeInt``, refused wherever a number is needed).
 """
 

@@ -2,7 +2,7 @@
 
 Evaluation and judging send thousands of independent requests. The official ``openai`` SDK
 retries them (408/409/429/5xx, timeouts, connection errors, ``Retry-After``; ``max_retries``);
-this module adds only what the SDK has no notion of (``dsdr_eval.openai_sdk``):
+this module adds only what the SDK has no notion of (``dsdr_eval.openai_api.sdk``):
 
 * several base URLs (a fleet of ``vllm serve`` nodes is the scale-out path): first attempts are
   spread round-robin, and every retry moves on to the next URL, so one dead node does not stall a run;
@@ -118,7 +118,7 @@ class OpenAICompatClient:
                  seed: int | None = None):
         import openai  # lazy: keeps `dsdr-eval --help` fast
 
-        from dsdr_eval.openai_sdk import build_client
+        from dsdr_eval.openai_api.sdk import build_client
 
         self.config = config
         self._openai = openai

@@ -7,7 +7,7 @@ Evaluation run (``dsdr-eval run`` / ``dsdr-eval score``)::
       samples.jsonl               append-only, one completion per line
       graded.jsonl                samples + extracted / status / correct / answer_class
       metrics.json                {"benchmarks": {name: {...}}, "average": {...}, "provenance": {...}}
-                                  (written only by ``update_metrics``, read by ``dsdr_eval.results``)
+                                  (written only by ``update_metrics``, read by ``dsdr_eval.rundir.results``)
       diversity_per_problem.jsonl per-problem diversity values (dsdr-eval diversity)
       diversity_per_sample.jsonl  per-rollout diversity values (dsdr-eval diversity)
       judge.jsonl                 per-problem LLM-judge results (dsdr-eval judge)
@@ -32,7 +32,7 @@ take no lock: every file is replaced by rename, and a multi-file update (graded.
 goes through ``commit_files``, so a reader sees the old state or the new one.
 
 The README documents every field; this module only names the files and the helpers. The sample
-records of samples.jsonl / graded.jsonl (schema, reader, writer) are ``dsdr_eval.samples``.
+records of samples.jsonl / graded.jsonl (schema, reader, writer) are ``dsdr_eval.rundir.samples``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.jsonl import atomic_temp, json_document, read_json, write_json
+from dsdr_eval.rundir.jsonl import atomic_temp, json_document, read_json, write_json
 
 CONFIG = "config.json"
 SAMPLES = "samples.jsonl"
@@ -253,24 +253,8 @@ def _locked(run_dir: Path) -> Iterator[None]:
 
 
 # A stage's settings in config.json: ``run`` writes the file (``save_config``); ``diversity`` and
-# ``judge`` each own one top-level key of it, written only here.
+# ``judge`` each own one top-level key of it, written only by ``update_metrics`` (with their metrics).
 STAGE_SETTINGS_KEYS = (DIVERSITY_SECTION, JUDGE_SECTION)
-
-
-def record_stage_settings(run_dir: str | Path, stage: str, settings: dict[str, Any]) -> bool:
-    """Set config.json's ``stage`` key ("diversity" / "judge": what that stage's numbers depend on),
-    under the run directory's lock, atomically; the rest of the file is kept. A run directory without
-    config.json (scored from a samples file written elsewhere) gets none: returns False."""
-    if stage not in STAGE_SETTINGS_KEYS:
-        raise ValueError(f"unknown config.json stage {stage!r} (one of {', '.join(STAGE_SETTINGS_KEYS)})")
-    path = run_path(run_dir, CONFIG)
-    if not path.exists():
-        return False
-    with _locked(path.parent):
-        config = load_config(run_dir)
-        config[stage] = settings
-        _write_config(path, config)
-    return True
 
 
 # ----------------------------------------------------------------------------- one writer per directory

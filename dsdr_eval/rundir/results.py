@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from dsdr_eval import result_fields as fields
-from dsdr_eval import rundir
+from dsdr_eval.rundir import result_fields as fields
+from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.jsonl import read_json
-from dsdr_eval.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample, read_graded
+from dsdr_eval.rundir.jsonl import read_json
+from dsdr_eval.rundir.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample, read_graded
 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
 # The paper's Table 1 column order, then the other benchmarks this project ships.
@@ -282,7 +282,7 @@ def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
 
 def iter_graded(path: Path, *, on_warning: Callable[[str], None] = warn,
                 on_partial_tail: Callable[[str], None] | None = None) -> Iterator[GradedSample]:
-    """A run's graded.jsonl one typed record at a time (``dsdr_eval.samples.parse_graded``: errors
+    """A run's graded.jsonl one typed record at a time (``dsdr_eval.rundir.samples.parse_graded``: errors
     name FILE:LINE:FIELD); a partial last line is skipped with a note to ``on_partial_tail``."""
     return iter_records(path, parse_graded, on_warning=on_warning, on_partial_tail=on_partial_tail)
 
