@@ -4,13 +4,17 @@
   `#anchor` names a heading of the target page, slugged as GitHub does;
 * the README stays an overview (<= 250 lines; the reference lives in docs/);
 * every `dsdr-eval` subcommand is documented under a heading or in a code span of docs/, and so is
-  each of its visible options; every `dsdr-train` flag, engine and algorithm is documented too.
+  each of its visible options; every `dsdr-train` flag, engine and algorithm is documented too;
+* `mkdocs build --strict` (mkdocs.yml: the same pages as a site, links and anchors validated again).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +160,14 @@ def test_every_dsdr_train_flag_engine_and_algo_is_documented():
         elif action.dest == "algo":
             missing += [algo for algo in action.choices if not mentions(spans, algo)]
     assert missing == [], f"dsdr-train flags / engines / algorithms not documented in docs/: {missing}"
+
+
+def test_mkdocs_build_strict(tmp_path):
+    # mkdocs and mkdocs-material come with requirements-cpu.txt (make setup); an older environment skips
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("material")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # material's end-of-life banner, not a finding
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),
+                           "-d", str(tmp_path / "site")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "evaluate" / "index.html").is_file()
