@@ -1,6 +1,6 @@
 """Checkpoint sweeps: the checkpoints of a training run, and SWEEP_DIR/sweep.json (its one writer).
 
-A training run (README "Training run") holds ``checkpoints/step_XXXXXX/`` (HF model dirs) and
+A training run (docs/run_directory.md, "Training run") holds ``checkpoints/step_XXXXXX/`` (HF model dirs) and
 ``final/``. ``dsdr-eval sweep`` evaluates a selection of them, one evaluation run directory per
 checkpoint under SWEEP_DIR, named like the checkpoint (``SWEEP_DIR/step_000010/``; final/ ->
 ``SWEEP_DIR/final_eval/``),

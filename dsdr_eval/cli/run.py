@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     proto = parser.add_argument_group("protocol (docs/ALGORITHMS.md §5); every field overridable")
     proto.add_argument("--protocol", default="dsdr-paper", metavar="NAME|FILE",
                        help=f"a built-in protocol ({', '.join(PROTOCOLS)}) or a protocol file .yaml/.json "
-                            "(name, phases [{phase, n, temperature, top_p}], max_tokens, seed; README)")
+                            "(name, phases [{phase, n, temperature, top_p}], max_tokens, seed; docs/evaluate.md)")
     proto.add_argument("--n", type=integer(1), default=None, help="rollouts of the sampling phase")
     proto.add_argument("--temperature", type=number(0), default=None, help="temperature of the sampling phase")
     proto.add_argument("--top-p", type=number(0, 1, min_open=True), default=None, help="top-p of the sampling phase")

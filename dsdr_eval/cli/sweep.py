@@ -9,7 +9,7 @@ checkpoints and resumes a partial one through ``run``'s own resume.
 
 Engines: every checkpoint loads its own model (hf: a from_pretrained per checkpoint, seconds for a
 small model; vllm: a fresh engine per checkpoint). vLLM offers no cheap in-place swap of all weights
-of a running engine for arbitrary HF dirs, so nothing is reused (README "dsdr-eval sweep").
+of a running engine for arbitrary HF dirs, so nothing is reused (docs/sweep.md).
 """
 
 from __future__ import annotations

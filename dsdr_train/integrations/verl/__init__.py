@@ -3,7 +3,7 @@
 verl loads :mod:`.plugin` through the ``verl.plugins`` entry point on ``import verl`` (in the driver
 and in every Ray worker; ``VERL_USE_EXTERNAL_PLUGINS=none`` turns entry points off). Nothing here is
 imported by dsdr itself: these modules import verl, which lives in its own environment
-(``make setup`` builds ``.venv-verl``; see README "Training on verl").
+(``make setup`` builds ``.venv-verl``; see docs/training.md, "The verl plugin").
 
 * :mod:`.settings`      -- estimator name -> dsdr algorithm; the optional ``dsdr:`` Hydra block;
 * :mod:`.estimators`    -- the advantage estimators registered with ``register_adv_est``;

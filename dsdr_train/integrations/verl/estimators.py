@@ -71,7 +71,7 @@ def group_advantage(name: str, token_level_rewards: Tensor, response_mask: Tenso
     bound = shaped_reward_bound(config)
     if bound is None:
         raise ValueError(f"adv_estimator={name} needs the spec's rewards written by the plugin's trainer: "
-                         "run with trainer.v1.trainer_mode=dsdr_sync (see README 'Training on verl')")
+                         "run with trainer.v1.trainer_mode=dsdr_sync (see docs/training.md, 'The verl plugin')")
     floor = shaped_reward_bound(config, REWARDS_FLOOR_KEY) or 0.0
     _check_shaped_range(name, rewards, bound, objective.reward, -floor)
     group_ids = group_ids_from_prompt_index(list(index))

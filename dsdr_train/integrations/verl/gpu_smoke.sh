@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU smoke test of the verl plugin. NOT RUN YET: no GPU was lent to the task that wrote it
-# (README "Training on verl" says so until a run is recorded there).
+# (docs/training.md, "What was run, and what was not", says so until a run is recorded there).
 #
 # One GPU, no network at all. What travels with the tree is small: the SmolLM2 tokenizer files
 # (~3.5 MB, copied by `--prepare` on a machine that has them) in .smoke/tokenizer; everything else is
