@@ -9,7 +9,7 @@ follow run in the grading workers (``dsdr_eval.grading``), which receive the pre
     prepare_answer(r"\\boxed-content 0, -3", gold).items == ("0", "-3")   # compared in order
 
 Every rule has a name (``RULES``) and the set is versioned by ``RULES_VERSION`` (recorded in the
-metrics provenance); README.md "Grading rules" documents each one. ``GradingOptions`` holds the
+metrics provenance); docs/evaluate.md "Grading rules" documents each one. ``GradingOptions`` holds the
 conventions that are options (recorded too).
 """
 

@@ -19,7 +19,7 @@ Training run (``dsdr-train``)::
 
     RUN_DIR/
       config.json                 kind="train", the full trainer config + versions
-      metrics.jsonl               one line per optimizer step (documented in README)
+      metrics.jsonl               one line per optimizer step (docs/run_directory.md "Training run")
       checkpoints/step_XXXXXX/    HF model dir + tokenizer + trainer_state.pt
       final/                      last HF checkpoint (evaluable with dsdr-eval run --model)
 
@@ -31,7 +31,7 @@ ends, even by ``kill -9``, so a lock file left behind is never stale. A second w
 take no lock: every file is replaced by rename, and a multi-file update (graded.jsonl + metrics.json)
 goes through ``commit_files``, so a reader sees the old state or the new one.
 
-The README documents every field; this module only names the files and the helpers. The sample
+docs/run_directory.md documents every field; this module only names the files and the helpers. The sample
 records of samples.jsonl / graded.jsonl (schema, reader, writer) are ``dsdr_eval.rundir.samples``.
 """
 

@@ -102,7 +102,7 @@ def typed(value: Any, kinds: tuple[type, ...], what: str, where: str) -> Any:
 
 def check_config(config: dict[str, Any], path: Path) -> None:
     """The fields of an evaluation run's config.json that the readers use, checked once: DsdrError
-    ``FILE: field: message`` for a wrong type (README "config.json")."""
+    ``FILE: field: message`` for a wrong type (docs/run_directory.md "config.json")."""
     for key, kinds, what in (("label", (str,), "a string"), ("model", (dict, str), "an object"),
                              ("template", (dict, str), "an object"), ("backend", (dict, str), "an object"),
                              ("versions", (dict,), "an object"), ("protocol", (dict,), "an object"),

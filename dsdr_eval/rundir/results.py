@@ -1,7 +1,7 @@
 """One typed reader for an evaluation run directory: ``load_run(RUN_DIR) -> RunResults``.
 
 ``dsdr-eval report`` and the dashboard read a run only through this module, so they show the
-same numbers. It reads the documented fields of ``metrics.json`` (README "metrics.json": written
+same numbers. It reads the documented fields of ``metrics.json`` (docs/run_directory.md "metrics.json": written
 by ``rundir.update_metrics``, the scorer's section plus ``benchmarks.<b>.diversity`` and
 ``benchmarks.<b>.judge``) and the protocol of ``config.json`` (or, without one, of the per-sample
 fields of ``graded.jsonl``). Fields it does not know are ignored (a newer writer may add some);

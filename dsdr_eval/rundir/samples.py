@@ -1,6 +1,6 @@
 """The sample schema: one typed record per samples.jsonl / graded.jsonl line, validated once, when read.
 
-``Sample`` is one completion (the README's samples.jsonl fields), ``GradedSample`` a sample with its
+``Sample`` is one completion (docs/run_directory.md "Samples and their key"), ``GradedSample`` a sample with its
 grade (graded.jsonl), ``SampleKey`` the key ``(benchmark, phase, problem_id, sample_idx)`` that is
 unique within a run. The phase names and the ``default`` benchmark are defined here and nowhere else.
 
@@ -10,7 +10,7 @@ fields (``problem_id``, ``gold``, ``benchmark``) must be non-empty valid Unicode
 be a JSON integer, ``gold`` any finite JSON number, both kept as their exact text (``0.00001`` stays
 ``0.00001``). In every other string a lone surrogate (``\\ud800``: valid JSON, not valid Unicode) is
 replaced by U+FFFD with one warning per field, so one hostile completion cannot stop a run.
-``to_json()`` writes a record back with the fields it was read with (schema fields in the README's
+``to_json()`` writes a record back with the fields it was read with (schema fields in docs/run_directory.md's
 order, then any other field as read), so a file read and written again keeps its shape.
 """
 
@@ -75,7 +75,7 @@ _IDENTITY_FIELDS = ("benchmark", "problem_id", "gold", "phase")
 
 @dataclass(frozen=True)
 class Sample:
-    """One samples.jsonl line (README "samples.jsonl"; field order = the file's)."""
+    """One samples.jsonl line (docs/run_directory.md "Samples and their key"; field order = the file's)."""
 
     benchmark: str
     problem_id: str
