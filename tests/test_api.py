@@ -17,6 +17,7 @@ import dsdr_eval
 from dsdr_eval.api.analysis import DiversityOptions, ImportOptions, ScoreOptions
 from dsdr_eval.api.options import RunOptions, parser_options, subcommand_parser
 from dsdr_eval.api.sweeping import eval_settings
+from dsdr_eval.backends.base import Backend, Completion, RequestResult
 from dsdr_eval.cli import main
 from dsdr_eval.errors import DsdrError
 
@@ -150,3 +151,49 @@ def test_import_results_then_score(tmp_path):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["command"][0] == "dsdr_eval.import_results"
     result = dsdr_eval.score(tmp_path / "run", workers=1, bootstrap=0, no_progress=True)
     assert result.benchmarks["toy"].scores.at_k() == {1: 0.5, 2: 1.0}
+
+
+class _BoxedOne(Backend):
+    """A fake engine through the public ``engine=`` seam: every rollout answers \\boxed{1}."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def render(self, template, problem):
+        return problem, problem
+
+    def batch_capacity(self):
+        return 8
+
+    def generate(self, requests, batches, on_results):
+        for batch in batches:
+            on_results([(i, RequestResult(tuple(Completion("so \\boxed{1}", "stop", 5, 3, requests[i].seed)
+                                                for _ in range(requests[i].n)))) for i in batch])
+
+    def config(self):
+        return {"name": self.name, "version": "fake"}
+
+
+def test_sweep_evaluates_each_checkpoint_and_resumes(tmp_path, data_dir):
+    train = tmp_path / "train"
+    for step in (1, 2, 3):
+        (train / "checkpoints" / f"step_{step:06d}").mkdir(parents=True)
+        (train / "checkpoints" / f"step_{step:06d}" / "config.json").write_text("{}")
+    (train / "config.json").write_text(json.dumps({"kind": "train", "label": "toy"}))
+    seen: list[str] = []
+
+    def engine(name, model):
+        seen.append(Path(model.path).name)
+        return _BoxedOne(name)
+
+    keywords = dict(out=tmp_path / "sweep", benchmarks=["math500"], every=2, protocol="quick", limit=2, n=2,
+                    max_tokens=8, backend="hf", data_dir=data_dir, no_diversity=True, no_progress=True,
+                    grading_workers=1, engine=engine)
+    runs = dsdr_eval.sweep(train, **keywords)
+    assert seen == ["step_000001", "step_000003"] and list(runs) == ["step_000001", "step_000003"]
+    for name, run in runs.items():
+        assert run.label == f"toy {name}" and run.benchmarks["math500"].n_samples_per_problem == 2
+        assert run.config["backend"]["name"] == "hf" and run.config["command"][0] == "dsdr_eval.sweep"
+    record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert [c["status"] for c in record["checkpoints"]] == ["done", "done"] and record["eval"]["n"] == 2
+    assert dsdr_eval.sweep(train, **keywords).keys() == runs.keys() and len(seen) == 2  # resumed: nothing ran

@@ -23,7 +23,7 @@ from dsdr_eval.protocols import PROTOCOLS
 EngineFactory = Callable[[str, Any], Any]
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOutcome:
     """What one evaluation did: its exit code (1: samples still missing after every retry; rerun to
     retry them), the metrics.json it wrote and where the time went."""

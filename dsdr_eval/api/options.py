@@ -19,7 +19,7 @@ from typing import Any
 class RunOptions:
     """Every ``dsdr-eval run`` option (``dsdr-eval run --help`` says what each does)."""
 
-    model: str
+    model: Any  # a local dir, hub id or alias; or a dsdr_eval.models.ResolvedModel; None for a sweep
     benchmarks: list[str]
     out: str
     revision: str | None = None

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsdr_eval.cli.args import MODEL_ENDPOINT, add_extraction_argument, add_openai_arguments, integer, number, output_dir
 from dsdr_eval.protocols import PROTOCOLS
+
+if TYPE_CHECKING:  # the library loads when the subcommand runs, not for --help
+    from dsdr_eval.api.evaluation import RunOutcome
 
 
 def _csv(value: str) -> list[str]:
@@ -126,8 +129,8 @@ def main(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def print_outcome(result: Any) -> None:
-    """The summary table, the run line and, when samples are missing, what to do (a ``RunOutcome``)."""
+def print_outcome(result: RunOutcome) -> None:
+    """The summary table, the run line and, when samples are missing, what to do."""
     from rich.console import Console
 
     from dsdr_eval import rundir
