@@ -196,4 +196,6 @@ def test_sweep_evaluates_each_checkpoint_and_resumes(tmp_path, data_dir):
         assert run.config["backend"]["name"] == "hf" and run.config["command"][0] == "dsdr_eval.sweep"
     record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
     assert [c["status"] for c in record["checkpoints"]] == ["done", "done"] and record["eval"]["n"] == 2
-    assert dsdr_eval.sweep(train, **keywords).keys() == runs.keys() and len(seen) == 2  # resumed: nothing ran
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").glob("*/metrics.json")}
+    assert dsdr_eval.sweep(train, **keywords).keys() == runs.keys() and len(seen) == 2  # resumed: nothing ran,
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps and len(stamps) == 2    # nothing re-scored
