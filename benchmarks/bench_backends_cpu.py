@@ -35,14 +35,13 @@ os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 def run_backend(backend: str, args: argparse.Namespace, out: Path) -> dict:
     """One `dsdr-eval run` with ``--backend BACKEND``; its timings and its outputs' statistics."""
-    from dsdr_eval.cli import run as run_cli
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions
 
-    argv = ["--model", args.model, "--backend", backend, "--benchmarks", args.benchmark, "--limit", str(args.limit),
-            "--protocol", "quick", "--n", str(args.n), "--max-tokens", str(args.max_tokens), "--seed", "0",
-            "--data-dir", args.data_dir, "--out", str(out), "--no-progress", "--no-diversity"]
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    result = run_cli.run_from_args(parser.parse_args(argv), argv=["bench_backends_cpu", *argv])
+    options = RunOptions(model=args.model, backend=backend, benchmarks=[args.benchmark], limit=args.limit,
+                         protocol="quick", n=args.n, max_tokens=args.max_tokens, seed=0, data_dir=args.data_dir,
+                         out=str(out), no_progress=True, no_diversity=True)
+    result = run_evaluation(options, command=["bench_backends_cpu", backend])  # the outcome carries the timings
     timings = result.timings
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     tokens = sum(s["n_completion_tokens"] or 0 for s in samples)

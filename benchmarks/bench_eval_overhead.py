@@ -1,6 +1,6 @@
 """How much of `dsdr-eval run`'s wall time is not generation (target: <= 5 %).
 
-Runs one fixed small evaluation per backend through the real code path (run_cli.run_from_args)
+Runs one fixed small evaluation per backend through the real code path (dsdr_eval.api.evaluation.run_evaluation)
 and splits its wall time into: load (model/engine start incl. vLLM's torch.compile, benchmark
 loading, config), plan
 (prompt rendering), generation (inside the backend, minus the time spent writing samples),
@@ -35,21 +35,15 @@ os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 
 def run_once(backend: str, args: argparse.Namespace, out: Path) -> dict:
-    from dsdr_eval.cli import run as run_cli
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions
 
-    model = args.served_model if backend == "openai" else args.model
-    argv = ["--model", model, "--backend", backend, "--benchmarks", args.benchmark, "--limit", str(args.limit),
-            "--protocol", "quick", "--n", str(args.n), "--max-tokens", str(args.max_tokens),
-            "--data-dir", args.data_dir, "--out", str(out), "--no-progress"]
-    if args.no_diversity:
-        argv.append("--no-diversity")
-    if args.enforce_eager and backend == "vllm":
-        argv.append("--enforce-eager")
-    if backend == "openai":
-        argv += ["--base-url", args.base_url]
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    result = run_cli.run_from_args(parser.parse_args(argv), argv=["bench_eval_overhead", *argv])
+    options = RunOptions(model=args.served_model if backend == "openai" else args.model, backend=backend,
+                         benchmarks=[args.benchmark], limit=args.limit, protocol="quick", n=args.n,
+                         max_tokens=args.max_tokens, data_dir=args.data_dir, out=str(out), no_progress=True,
+                         no_diversity=args.no_diversity, enforce_eager=args.enforce_eager and backend == "vllm",
+                         base_url=[args.base_url] if backend == "openai" else None)
+    result = run_evaluation(options, command=["bench_eval_overhead", backend])  # the outcome carries the timings
     t = dict(result.timings)
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     t["n_samples"] = len(samples)

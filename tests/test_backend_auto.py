@@ -5,11 +5,11 @@ No engine is started: the probes (vllm importable, CUDA visible) are passed in o
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
+import dsdr_eval
 from dsdr_eval import backends
 from dsdr_eval.backends import CPU_VLLM_MIN_TOKEN_BUDGET, Workload, choose_backend
 from dsdr_eval.backends.base import Backend
@@ -64,14 +64,13 @@ def test_explicit_names_are_kept():
         assert backends.resolve_backend_name(name, _workload_with_budget(1)) == name
 
 
-def _args(tmp_path, data_dir, *extra):
-    from dsdr_eval.cli import run as run_cli
+def _evaluate(tmp_path, data_dir, **options):
+    """`evaluate` with a model that needs no resolution and an engine that stops where generation starts."""
+    from dsdr_eval.models import ResolvedModel
 
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    return parser.parse_args(["--model", "m", "--benchmarks", "math500", "--limit", "3", "--protocol", "quick",
-                              "--n", "4", "--max-tokens", "100", "--data-dir", str(data_dir),
-                              "--out", str(tmp_path / "run"), "--no-progress", *extra])
+    return dsdr_eval.evaluate(ResolvedModel("m", "m", False, None, None), benchmarks=["math500"], limit=3,
+                              protocol="quick", n=4, max_tokens=100, data_dir=str(data_dir), out=tmp_path / "run",
+                              no_progress=True, engine=lambda name, model: _NoEngine(name), **options)
 
 
 class _Stop(Exception):
@@ -101,17 +100,12 @@ class _NoEngine(Backend):
 def test_run_records_why_auto_chose_in_config_json(tmp_path, data_dir, monkeypatch, threshold_delta, expected):
     """`run --backend auto` sizes its own workload (3 problems x (1 + 4) rollouts x 100 tokens) and
     config.json records the choice under backend.auto (the engine is replaced: none starts)."""
-    from dsdr_eval.cli import run as run_cli
-    from dsdr_eval.models import ResolvedModel
-
     budget = 3 * 5 * 100
     monkeypatch.setattr(backends, "CPU_VLLM_MIN_TOKEN_BUDGET", budget + threshold_delta)
     monkeypatch.setattr(backends, "_vllm_importable", lambda: True)
     monkeypatch.setattr(backends, "_cuda_available", lambda: False)
-    monkeypatch.setattr(run_cli, "_resolve_model", lambda args, name: ResolvedModel("m", "m", False, None, None))
-    monkeypatch.setattr(run_cli, "_make_backend", lambda name, *args: _NoEngine(name))
     with pytest.raises(_Stop):
-        run_cli.run_from_args(_args(tmp_path, data_dir))
+        _evaluate(tmp_path, data_dir)
     backend = json.loads((tmp_path / "run" / "config.json").read_text())["backend"]
     assert backend["name"] == expected
     record = backend["auto"]
@@ -121,13 +115,8 @@ def test_run_records_why_auto_chose_in_config_json(tmp_path, data_dir, monkeypat
     assert record["inputs"]["max_tokens"] == 100 and record["inputs"]["cuda_available"] is False
 
 
-def test_an_explicit_backend_records_no_auto_choice(tmp_path, data_dir, monkeypatch):
-    from dsdr_eval.cli import run as run_cli
-    from dsdr_eval.models import ResolvedModel
-
-    monkeypatch.setattr(run_cli, "_resolve_model", lambda args, name: ResolvedModel("m", "m", False, None, None))
-    monkeypatch.setattr(run_cli, "_make_backend", lambda name, *args: _NoEngine(name))
+def test_an_explicit_backend_records_no_auto_choice(tmp_path, data_dir):
     with pytest.raises(_Stop):
-        run_cli.run_from_args(_args(tmp_path, data_dir, "--backend", "hf"))
+        _evaluate(tmp_path, data_dir, backend="hf")
     backend = json.loads((tmp_path / "run" / "config.json").read_text())["backend"]
     assert backend["name"] == "hf" and "auto" not in backend

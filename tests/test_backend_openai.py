@@ -3,29 +3,27 @@ retry-on-rerun, several base URLs, key hygiene; and a real `vllm serve` (marked 
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fault_server import FaultServer
 
-from dsdr_eval.cli import run as run_cli
+from dsdr_eval.api.evaluation import RunOutcome, run_evaluation
+from dsdr_eval.api.options import RunOptions
+from dsdr_eval.cli.run import print_outcome
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 
 
-def _run(out: Path, data_dir: Path, urls: list[str], model: str, *extra: str) -> run_cli.RunResult:
-    argv = ["--model", model, "--backend", "openai", "--benchmarks", "math500", "--limit", "2",
-            "--protocol", "quick", "--n", "2", "--max-tokens", "16", "--data-dir", str(data_dir),
-            "--out", str(out), "--no-diversity", "--no-progress", "--api-key-env", "DSDR_TEST_KEY", *extra]
-    for url in urls:
-        argv += ["--base-url", url]
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    return run_cli.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv])
+def _run(out: Path, data_dir: Path, urls: list[str], model: str, **options: Any) -> RunOutcome:
+    return run_evaluation(RunOptions(model=model, backend="openai", benchmarks=["math500"], limit=2, protocol="quick",
+                                     n=2, max_tokens=16, data_dir=str(data_dir), out=str(out), no_diversity=True,
+                                     no_progress=True, api_key_env="DSDR_TEST_KEY", base_url=list(urls), **options),
+                          command=["test_backend_openai"])
 
 
 def _keys(rows):
@@ -43,8 +41,8 @@ def test_faults_are_retried_logged_and_filled_by_a_rerun(tmp_path, data_dir, mon
     # request 2 meets 429, a timeout, then a garbage 200 body and fails; the other 4 succeed.
     script = ["500", "500", "500", "429", "timeout", "garbage"]
     with FaultServer(script=script, default="ok", reply=_gold_reply, delay_s=3.0, retry_after="0") as server:
-        first = _run(out, data_dir, [server.base_url], server.model, "--max-concurrency", "1",
-                     "--max-retries", "2", "--request-timeout", "0.5", "--retry-backoff", "0.01")
+        first = _run(out, data_dir, [server.base_url], server.model, max_concurrency=1,
+                     max_retries=2, timeout_s=0.5, backoff_base_s=0.01)
         assert server.behaviours()[:6] == script
         assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
     assert first.exit_code == 1 and first.n_failed == 2 and first.n_missing == 2
@@ -62,6 +60,7 @@ def test_faults_are_retried_logged_and_filled_by_a_rerun(tmp_path, data_dir, mon
     every = [r.body for r in server.completion_requests()]
     assert {(b["temperature"], b.get("top_p")) for b in every} == {(0.1, 0.9), (0.7, 0.9)}
     assert (out / "metrics.json").exists()
+    print_outcome(first)  # what `dsdr-eval run` prints after such a run
     assert "rerun the same command" in capsys.readouterr().out
 
     with FaultServer(default="ok", reply=_gold_reply) as server:
@@ -82,8 +81,8 @@ def test_request_timeout_bounds_each_attempt_against_a_trickling_server(tmp_path
     monkeypatch.setenv("DSDR_TEST_KEY", SECRET)
     with FaultServer(script=["trickle", "trickle_head"], default="ok", reply=_gold_reply, trickle_s=0.1) as server:
         started = time.monotonic()
-        result = _run(tmp_path / "run", data_dir, [server.base_url], server.model, "--max-concurrency", "1",
-                      "--max-retries", "1", "--request-timeout", "0.5", "--retry-backoff", "0")
+        result = _run(tmp_path / "run", data_dir, [server.base_url], server.model, max_concurrency=1,
+                      max_retries=1, timeout_s=0.5, backoff_base_s=0.0)
         elapsed = time.monotonic() - started
         attempts = server.completion_requests()
     assert attempts[1].time - attempts[0].time < 0.5 + 1.0  # the first attempt ended by its 0.5 s
@@ -97,8 +96,8 @@ def test_requests_are_spread_over_several_base_urls(tmp_path, data_dir, monkeypa
     monkeypatch.setenv("DSDR_TEST_KEY", SECRET)
     with FaultServer(reply=_gold_reply) as a, FaultServer(reply=_gold_reply) as b:
         urls = [a.base_url, b.base_url]
-        result = _run(tmp_path / "run", data_dir, urls, a.model, "--api", "completions",
-                      "--prompt-mode", "raw")
+        result = _run(tmp_path / "run", data_dir, urls, a.model, api="completions",
+                      prompt_mode="raw")
         n_a, n_b = len(a.completion_requests()), len(b.completion_requests())
         assert n_a + n_b == 6 and n_a >= 2 and n_b >= 2
         assert all(r.body["prompt"].startswith("Problem: ") for r in a.completion_requests())
@@ -118,8 +117,8 @@ def test_against_a_real_vllm_server(tmp_path, data_dir, vllm_server, smollm2_dir
     assert all(r["n_prompt_tokens"] > 20 for r in rows)
     assert len({r["completion"] for r in rows if r["phase"] == "sampling"}) > 1
     # completions API with the local tokenizer's chat template
-    comp = _run(tmp_path / "comp", data_dir, [base_url], served, "--api", "completions",
-                "--tokenizer", str(smollm2_dir), "--extra-body", json.dumps({"add_special_tokens": False}))
+    comp = _run(tmp_path / "comp", data_dir, [base_url], served, api="completions",
+                tokenizer=str(smollm2_dir), extra_body=json.dumps({"add_special_tokens": False}))
     assert comp.exit_code == 0
     rows = read_jsonl(tmp_path / "comp" / "samples.jsonl")
     assert len(rows) == 6 and all(r["prompt"].startswith("<|im_start|>") for r in rows)

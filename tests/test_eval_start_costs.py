@@ -4,7 +4,6 @@ user cache dir that outlives /tmp (recorded in config.json)."""
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
 
@@ -42,7 +41,7 @@ class _WaitsForTheEncoder(Backend):
 
 @pytest.mark.parametrize("no_diversity", [False, True])
 def test_encoder_loads_during_generation_only_when_diversity_runs(tmp_path, data_dir, monkeypatch, no_diversity):
-    from dsdr_eval.cli import run as run_cli
+    import dsdr_eval
     from dsdr_eval.diversity import semantic
     from dsdr_eval.models import ResolvedModel
 
@@ -57,14 +56,10 @@ def test_encoder_loads_during_generation_only_when_diversity_runs(tmp_path, data
 
     monkeypatch.setattr(semantic, "_load_sentence_transformer", fake_load)
     backend = _WaitsForTheEncoder(started if not no_diversity else threading.Event())
-    monkeypatch.setattr(run_cli, "_resolve_model", lambda args, name: ResolvedModel("m", "m", False, None, None))
-    monkeypatch.setattr(run_cli, "_make_backend", lambda name, *args: backend)
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    argv = ["--model", "m", "--backend", "hf", "--benchmarks", "math500", "--limit", "2", "--protocol", "quick",
-            "--n", "2", "--max-tokens", "8", "--data-dir", str(data_dir), "--out", str(tmp_path / "run"), "--no-progress"]
     with pytest.raises(_Stop):
-        run_cli.run_from_args(parser.parse_args(argv + (["--no-diversity"] if no_diversity else [])))
+        dsdr_eval.evaluate(ResolvedModel("m", "m", False, None, None), backend="hf", benchmarks=["math500"], limit=2,
+                           protocol="quick", n=2, max_tokens=8, data_dir=str(data_dir), out=tmp_path / "run",
+                           no_progress=True, no_diversity=no_diversity, engine=lambda name, model: backend)
     # no load outlives the run (a background import racing the next caller's transformers import
     # failed with "cannot import name 'AutoTokenizer'" in a fresh environment)
     assert not [t for t in threading.enumerate() if t.name == "dsdr-encoder-preload" and t.is_alive()]

@@ -5,7 +5,6 @@ the source tool as one clipped line, the full list in RUN_DIR/disagreements.json
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -26,15 +25,14 @@ def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def _run_openai(out: Path, data_dir: Path, server, *extra: str):
-    from dsdr_eval.cli import run as run_cli_module
+def _run_openai(out: Path, data_dir: Path, server, **options):
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions
 
-    argv = ["--model", "m", "--backend", "openai", "--base-url", server.base_url, "--benchmarks", "math500",
-            "--limit", "2", "--protocol", "quick", "--n", "2", "--max-tokens", "16", "--data-dir", str(data_dir),
-            "--out", str(out), "--no-diversity", "--no-progress", "--grading-workers", "1", *extra]
-    parser = argparse.ArgumentParser()
-    run_cli_module.add_arguments(parser)
-    return run_cli_module.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv])
+    return run_evaluation(RunOptions(model="m", backend="openai", base_url=[server.base_url], benchmarks=["math500"],
+                                     limit=2, protocol="quick", n=2, max_tokens=16, data_dir=str(data_dir),
+                                     out=str(out), no_diversity=True, no_progress=True, grading_workers=1, **options),
+                          command=["test_extraction_cli"])
 
 
 def test_run_and_score_choose_record_and_warn(tmp_path, data_dir, capsys):
@@ -43,7 +41,7 @@ def test_run_and_score_choose_record_and_warn(tmp_path, data_dir, capsys):
 
     out = tmp_path / "run"
     with FaultServer(reply="3 + 4 = 7 apples.\n#### 7") as server:
-        assert _run_openai(out, data_dir, server, "--extraction", "gsm8k").exit_code == 0
+        assert _run_openai(out, data_dir, server, extraction="gsm8k").exit_code == 0
     config = read_json(out / "config.json")
     assert config["extraction"] == "gsm8k"
     grading = read_json(out / "metrics.json")["provenance"]["grading"]

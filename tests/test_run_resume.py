@@ -127,17 +127,14 @@ def test_rerun_with_another_protocol_is_refused(uninterrupted, tiny_model_dir, d
 
 
 # ------------------------------------------------- --force-config provenance (OpenAI backend, fault server)
-def _run_openai(out: Path, data_dir: Path, server, model: str, n: int, *extra: str):
-    import argparse
+def _run_openai(out: Path, data_dir: Path, server, model: str, n: int, **options):
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions
 
-    from dsdr_eval.cli import run as run_cli
-
-    argv = ["--model", model, "--backend", "openai", "--base-url", server.base_url, "--benchmarks", "math500",
-            "--limit", "2", "--protocol", "quick", "--n", str(n), "--max-tokens", "16", "--data-dir", str(data_dir),
-            "--out", str(out), "--no-diversity", "--no-progress", "--grading-workers", "1", *extra]
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    return run_cli.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv])
+    return run_evaluation(RunOptions(model=model, backend="openai", base_url=[server.base_url], benchmarks=["math500"],
+                                     limit=2, protocol="quick", n=n, max_tokens=16, data_dir=str(data_dir),
+                                     out=str(out), no_diversity=True, no_progress=True, grading_workers=1, **options),
+                          command=["test_run_resume"])
 
 
 def _sampling_n(protocol: dict) -> int:
@@ -155,7 +152,7 @@ def test_force_config_records_every_change_and_which_samples_it_wrote(tmp_path, 
         assert len(read_jsonl(out / "samples.jsonl")) == 2 * (1 + 2)
 
         # a larger n, forced: the first settings stay on top, the change and its lines are recorded
-        assert _run_openai(out, data_dir, server, "model-a", 3, "--force-config").exit_code == 0
+        assert _run_openai(out, data_dir, server, "model-a", 3, force_config=True).exit_code == 0
         config = read_json(out / "config.json")
         assert _sampling_n(config["protocol"]) == 2 and config["model"]["spec"] == "model-a"
         forced = config["resumed"][-1]
@@ -169,7 +166,7 @@ def test_force_config_records_every_change_and_which_samples_it_wrote(tmp_path, 
 
         # a smaller n, forced: nothing to generate, said and recorded (the extra samples are kept and scored)
         capsys.readouterr()
-        assert _run_openai(out, data_dir, server, "model-a", 1, "--force-config").exit_code == 0
+        assert _run_openai(out, data_dir, server, "model-a", 1, force_config=True).exit_code == 0
         err = capsys.readouterr().err
         assert "4 samples" in err and "outside the forced settings" in err
         config = read_json(out / "config.json")
@@ -181,13 +178,13 @@ def test_force_config_records_every_change_and_which_samples_it_wrote(tmp_path, 
         # another model: refused even with --force-config, nothing written
         before = (out / "samples.jsonl").read_bytes()
         with pytest.raises(DsdrError, match="--allow-mixed-models"):
-            _run_openai(out, data_dir, server, "model-b", 4, "--force-config")
+            _run_openai(out, data_dir, server, "model-b", 4, force_config=True)
         assert (out / "samples.jsonl").read_bytes() == before
         assert len(read_json(out / "config.json")["resumed"]) == 2
 
         # ... unless explicitly allowed: which samples came from which model is in config.json
-        assert _run_openai(out, data_dir, server, "model-b", 4, "--force-config",
-                           "--allow-mixed-models").exit_code == 0
+        assert _run_openai(out, data_dir, server, "model-b", 4, force_config=True,
+                           allow_mixed_models=True).exit_code == 0
     config = read_json(out / "config.json")
     mixed = config["resumed"][-1]
     assert config["model"]["spec"] == "model-a" and config["mixed_settings"] == ["model", "protocol"]
@@ -206,7 +203,7 @@ def test_force_config_into_a_run_without_samples_starts_it_afresh(tmp_path, data
     out.mkdir()
     (out / "config.json").write_text(json.dumps({"kind": "eval", "model": {"spec": "old"}, "protocol": {}}))
     with FaultServer(reply="\\boxed{1}") as server:  # no samples yet: nothing to mix, the new settings are the run's
-        assert _run_openai(out, data_dir, server, "model-b", 2, "--force-config").exit_code == 0
+        assert _run_openai(out, data_dir, server, "model-b", 2, force_config=True).exit_code == 0
     config = read_json(out / "config.json")
     assert config["model"]["spec"] == "model-b" and "resumed" not in config and "mixed_settings" not in config
 
@@ -272,9 +269,9 @@ def test_one_run_parses_and_hashes_samples_jsonl_once(tmp_path, data_dir, monkey
         sha = __import__("hashlib").sha256((out / "samples.jsonl").read_bytes()).hexdigest()
         assert read_json(out / "metrics.json")["provenance"]["samples_sha256"] == sha  # the in-memory hash is the file's
         access = _SamplesFileAccess(monkeypatch, out / "samples.jsonl")
-        assert _run_openai(out, data_dir, server, "model-a", 3, "--force-config").exit_code == 0  # resume + generate
+        assert _run_openai(out, data_dir, server, "model-a", 3, force_config=True).exit_code == 0  # resume + generate
         resumed = access.counts()
-        assert _run_openai(out, data_dir, server, "model-a", 3, "--force-config").exit_code == 0  # all done: re-score
+        assert _run_openai(out, data_dir, server, "model-a", 3, force_config=True).exit_code == 0  # all done: re-score
         rescored = access.counts()
     print("samples.jsonl in one run (resume + generate):", resumed, "| (nothing to generate):", rescored)
     assert resumed["parses"] == rescored["parses"] == 1
@@ -289,13 +286,12 @@ def test_one_run_parses_and_hashes_samples_jsonl_once(tmp_path, data_dir, monkey
 def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monkeypatch):
     """Inside one ``dsdr-eval run`` the diversity stage takes the records scoring just wrote; it used
     to read graded.jsonl back (and the run then re-read metrics.json for the summary)."""
-    import argparse
-
     from fault_server import FaultServer
     from test_diversity_run import BagOfWordsEncoder
 
     import dsdr_eval.diversity.run as diversity_run
-    from dsdr_eval.cli import run as run_cli
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions
     from dsdr_eval.rundir.jsonl import read_json
 
     def no_read_back(*args, **kwargs):
@@ -304,14 +300,11 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
     monkeypatch.setattr(diversity_run, "read_graded", no_read_back)
     monkeypatch.setattr(diversity_run, "_resolve_encoder", lambda encoder, **kwargs: BagOfWordsEncoder())
     out = tmp_path / "run"
-    argv = ["--model", "model-a", "--backend", "openai", "--benchmarks", "math500", "--limit", "2",
-            "--protocol", "quick", "--n", "3", "--max-tokens", "16", "--data-dir", str(data_dir), "--out", str(out),
-            "--no-progress", "--grading-workers", "1"]
     with FaultServer(reply="The answer is \\boxed{42}.") as server:
-        parser = argparse.ArgumentParser()
-        run_cli.add_arguments(parser)
-        argv += ["--base-url", server.base_url]
-        result = run_cli.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv])
+        result = run_evaluation(RunOptions(model="model-a", backend="openai", benchmarks=["math500"], limit=2,
+                                           protocol="quick", n=3, max_tokens=16, data_dir=str(data_dir), out=str(out),
+                                           no_progress=True, grading_workers=1, base_url=[server.base_url]),
+                                command=["test_run_resume"])
     assert result.exit_code == 0
     written = read_json(out / "metrics.json")["benchmarks"]["math500"]
     assert written["diversity"] and "pass@k" in written  # both stages' sections landed

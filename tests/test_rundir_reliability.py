@@ -336,14 +336,14 @@ def test_report_refuses_config_fields_of_the_wrong_type(run_copy, tmp_path, caps
 
 @pytest.mark.parametrize("drop", ["name", "model", "step", "status", "run_dir"])
 def test_sweep_json_entries_missing_a_key_are_refused(tmp_path, drop):
-    from dsdr_eval import sweep
+    from dsdr_eval import sweepdir
 
     record = {"kind": "sweep", "eval": {}, "checkpoints": [
         {"name": "step_000001", "step": 1, "model": "/m", "run_dir": "step_000001", "status": "done"}]}
     del record["checkpoints"][0][drop]
     write_json(tmp_path / "sweep.json", record)
     with pytest.raises(DsdrError, match=rf"sweep\.json: checkpoints\[0\]\.{drop}"):
-        sweep.load_sweep(tmp_path)
+        sweepdir.load_sweep(tmp_path)
 
 
 def test_an_os_error_of_any_writer_is_one_line(run_copy, tmp_path, monkeypatch, capsys):

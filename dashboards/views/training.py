@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboards import charts, data
 from dashboards.views.common import display_labels, pick_runs, run_results, train_frame
-from dsdr_eval import sweep
+from dsdr_eval import sweepdir
 from dsdr_eval.errors import DsdrError
 
 # (title, keys, y-axis title). Similarity = 1 - diversity, as the DSDR paper plots it.
@@ -116,12 +116,12 @@ def find_sweeps(root: Path, runs: list[data.RunEntry]) -> tuple[dict[str, tuple[
             by_parent.setdefault(entry.path.parent, {})[entry.path.name] = entry
     found, errors = {}, []
     for parent, members in sorted(by_parent.items()):
-        if not (parent / sweep.SWEEP_FILE).exists() or not data.is_inside(root, parent):
+        if not (parent / sweepdir.SWEEP_FILE).exists() or not data.is_inside(root, parent):
             continue
         name = parent.relative_to(root).as_posix() if parent != root else "."
         try:
-            data.resolve_file(root, parent / sweep.SWEEP_FILE)
-            found[name] = (sweep.load_sweep(parent), members)
+            data.resolve_file(root, parent / sweepdir.SWEEP_FILE)
+            found[name] = (sweepdir.load_sweep(parent), members)
         except DsdrError as exc:
             errors.append(f"{name}: {exc}")
     return found, errors

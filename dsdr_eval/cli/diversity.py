@@ -1,6 +1,7 @@
 """``dsdr-eval diversity RUN_DIR``: compute every diversity metric of a scored run directory.
 
-Heavy libraries (torch, sentence-transformers, transformers) are imported only inside ``main``.
+The work is ``dsdr_eval.api.analysis.run_diversity``; heavy libraries (torch, sentence-transformers,
+transformers) are imported only when it runs.
 """
 
 from __future__ import annotations
@@ -9,15 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from dsdr_eval.cli.args import (
-    JUDGE_ENDPOINT,
-    add_openai_arguments,
-    endpoint_options,
-    given_endpoint_options,
-    integer,
-    number,
-)
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.cli.args import JUDGE_ENDPOINT, add_openai_arguments, integer, number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,40 +39,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          title="--partition judge (an OpenAI-compatible LLM judge decides each pair)")
 
 
-def _equivalence(args: argparse.Namespace) -> Any:
-    """The pair equivalence of ``--partition`` (the judge options only apply to ``--partition judge``).
-    Built before the encoder loads, so a bad option costs no model load."""
-    from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
-
-    method, _ = check_partition_spec(args.partition)
-    given = (["--judge-model"] if args.judge_model else []) + given_endpoint_options(args, prefix="judge-")
-    if method != "judge":
-        if given:
-            raise DsdrError(f"{given[0]} only applies to --partition judge")
-        return make_equivalence(args.partition, threshold=args.threshold, device=args.device)
-    return make_equivalence(args.partition, judge_model=args.judge_model, judge_cache_dir=args.run_dir,
-                            judge_endpoint=endpoint_options(args, JUDGE_ENDPOINT, prefix="judge-"))
-
-
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from dsdr_eval.rundir import directory as rundir
+    from dsdr_eval.api.analysis import DiversityOptions, run_diversity
+    from dsdr_eval.api.options import from_namespace
     from dsdr_eval.cli.tables import print_table
-    from dsdr_eval.diversity.run import compute_run_diversity, summary_rows
-    from dsdr_eval.diversity.semantic import load_encoder
+    from dsdr_eval.diversity.run import summary_rows
 
     console = Console(stderr=True)
-    rundir.require_run_dir(args.run_dir, rundir.GRADED)  # fail before loading any model
-    equivalence = _equivalence(args)
-    try:
-        with rundir.writer_lock(args.run_dir):  # one writer per run directory
-            encoder = load_encoder(args.encoder, args.device, chunked=args.chunked, batch_size=args.batch_size)
-            result = compute_run_diversity(args.run_dir, encoder=encoder, equivalence=equivalence,
-                                           progress=not args.no_progress, device=args.device,
-                                           log=lambda msg: console.print(f"[dim]{msg}[/dim]"))
-    finally:
-        equivalence.close()
+    result = run_diversity(from_namespace(DiversityOptions, args), log=lambda msg: console.print(f"[dim]{msg}[/dim]"))
     print_table(f"diversity of {args.run_dir} (mean over problems)",
                 ("benchmark", "subset", "D_emb", "D_eq", "d", "#classes", "DARLING Div", "Vendi(q=1)", "self-BLEU",
                  "#answers"), summary_rows(result))

@@ -56,18 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.importers.plain import FieldMap
-    from dsdr_eval.importers.write import MATCH_WARN_BELOW, import_run
+    from dsdr_eval.api.analysis import ImportOptions, run_import
+    from dsdr_eval.api.options import from_namespace
+    from dsdr_eval.importers.write import MATCH_WARN_BELOW
 
-    fields = FieldMap(id=args.id_field, gold=args.gold_field, completion=args.completion_field,
-                      problem=args.problem_field, prompt=args.prompt_field, correct=args.correct_field)
-    from dsdr_eval.rundir.directory import writer_lock
-
-    with writer_lock(args.out):  # one writer per run directory
-        done = import_run(args.tool, Path(args.path), Path(args.out), benchmark=args.benchmark, label=args.label,
-                          command=["dsdr-eval", *sys.argv[1:]], data_dir=args.data_dir,
-                          filter_name=args.lm_eval_filter, step=args.step, fields=fields,
-                          batch_input=args.batch_input, strict=args.strict, extraction=args.extraction)
+    done = run_import(from_namespace(ImportOptions, args), command=["dsdr-eval", *sys.argv[1:]])
     source = done.config["source"]
     print(f"imported {done.n_samples} completions of {done.n_problems} problems from {source['tool']} "
           f"{source['version'] or '(version unknown)'} as benchmark {done.benchmark!r}; {_verdicts(done)}")

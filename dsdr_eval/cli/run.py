@@ -1,5 +1,8 @@
 """``dsdr-eval run``: generate, grade and score a model on math benchmarks (resumable).
 
+Parses the options, calls the library (``dsdr_eval.api.evaluation.run_evaluation``, which
+``dsdr_eval.evaluate`` calls too) and prints the summary.
+
     dsdr-eval run --model MODEL --benchmarks aime24,aime25,math500,minerva,olympiadbench \\
         --protocol dsdr-paper --out RUN_DIR [--backend auto|vllm|hf|openai] [overrides]
 
@@ -9,17 +12,14 @@ Heavy libraries (torch, transformers, vllm, openai) are imported inside function
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dsdr_eval.cli.args import (MODEL_ENDPOINT, add_extraction_argument, add_openai_arguments, endpoint_config, integer,
-                                number, output_dir)
-from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.cli.args import MODEL_ENDPOINT, add_extraction_argument, add_openai_arguments, integer, number, output_dir
 from dsdr_eval.protocols import PROTOCOLS
+
+if TYPE_CHECKING:  # the library loads when the subcommand runs, not for --help
+    from dsdr_eval.api.evaluation import RunOutcome
 
 
 def _csv(value: str) -> list[str]:
@@ -99,273 +99,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     after.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-@dataclass
-class RunResult:
-    exit_code: int
-    metrics: dict[str, Any] | None
-    timings: dict[str, float] = field(default_factory=dict)
-    n_failed: int = 0
-    n_missing: int = 0
-
-
-def _resolve_model(args: argparse.Namespace, backend_name: str) -> Any:
-    from dsdr_eval.models import ResolvedModel, resolve_model
-
-    if backend_name == "openai" and not Path(args.model).expanduser().exists():
-        return ResolvedModel(args.model, args.model, False, None, args.revision)  # a served model name
-    return resolve_model(args.model, revision=args.revision)
-
-
-def _make_backend(name: str, args: argparse.Namespace, model: Any, protocol_seed: int,
-                  openai_options: tuple[Any, dict[str, Any] | None] | None) -> Any:
-    if name == "hf":
-        from dsdr_eval.backends.hf import HFBackend
-
-        return HFBackend(model.path, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-                         prompt_mode=args.prompt_mode, revision=model.revision)
-    if name == "vllm":
-        from dsdr_eval.backends.vllm import VLLMBackend
-
-        return VLLMBackend(model.path, dtype=args.dtype, tensor_parallel_size=args.tensor_parallel_size,
-                           data_parallel_size=args.data_parallel_size,
-                           gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
-                           chunk_size=args.chunk_size, prompt_mode=args.prompt_mode, revision=model.revision,
-                           enforce_eager=args.enforce_eager, seed=protocol_seed)
-    if name == "openai":
-        from dsdr_eval.backends.openai import OpenAIBackend
-
-        endpoint, extra = openai_options
-        tokenizer = args.tokenizer or (model.path if model.is_local else None)
-        return OpenAIBackend(endpoint, api=args.api, tokenizer_path=tokenizer, prompt_mode=args.prompt_mode,
-                             extra_body=extra)
-    raise DsdrError(f"--backend {name}: unknown")
-
-
-def _openai_options(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
-    """The endpoint and --extra-body of ``--backend openai``, checked (cheap: no connection made)."""
-    from dsdr_eval.openai_api.client import split_base_urls
-
-    if not split_base_urls(args.base_url):
-        raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-    extra = None
-    if args.extra_body:
-        try:
-            extra = json.loads(args.extra_body)
-        except json.JSONDecodeError as exc:
-            raise DsdrError(f"--extra-body: invalid JSON ({exc})") from None
-        if not isinstance(extra, dict):
-            raise DsdrError("--extra-body: expected a JSON object")
-    return endpoint_config(args, MODEL_ENDPOINT, model=args.model), extra
-
-
-def _auto_choice(requested: str, benchmarks: list[Any], protocol: Any) -> Any:
-    """``--backend auto``: the backend for this run's size (dsdr_eval/backends/__init__.py); None otherwise."""
-    if requested != "auto":
-        return None
-    from dsdr_eval.backends import Workload, choose_backend
-
-    workload = Workload(n_problems=sum(len(b.problems) for b in benchmarks),
-                        rollouts_per_problem=sum(phase.n for phase in protocol.phases),
-                        max_tokens=protocol.max_tokens)
-    choice = choose_backend(workload)
-    print(f"--backend auto: {choice.chosen} ({choice.reason})")
-    return choice
-
-
-def run_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> RunResult:
-    """``dsdr-eval run`` with parsed arguments, holding RUN_DIR's writer lock (one writer per run directory)."""
-    from dsdr_eval.rundir import directory as rundir
-
-    with rundir.writer_lock(args.out):
-        return _run_locked(args, argv)
-
-
-def _run_locked(args: argparse.Namespace, argv: list[str] | None) -> RunResult:
-    from dsdr_eval.rundir import directory as rundir
-    from dsdr_eval.prompts import load_template
-    from dsdr_eval.protocols import apply_overrides, protocol_file_record, resolve_protocol
-    from dsdr_eval import runner
-
-    t_start = time.perf_counter()
-    timings: dict[str, float] = {}
-    progress = not args.no_progress
-    protocol = apply_overrides(resolve_protocol(args.protocol), n=args.n, temperature=args.temperature,
-                               top_p=args.top_p, pass1_temperature=args.pass1_temperature,
-                               pass1_top_p=args.pass1_top_p, max_tokens=args.max_tokens, seed=args.seed,
-                               phases=args.phases)
-    template = load_template(args.template)
-    # every --backend openai argument is checked before anything is resolved or loaded (auto is never openai)
-    openai_options = _openai_options(args) if args.backend == "openai" else None
-    benchmarks = runner.load_benchmarks(args.benchmarks, data_dir=args.data_dir, limit=args.limit,
-                                        subset_seed=args.subset_seed)
-    from dsdr_eval.grading.extraction import choose_extraction
-    from dsdr_eval.tasks import benchmark_extraction
-
-    extraction = choose_extraction(args.extraction, protocol.extraction,
-                                   {b.name: benchmark_extraction(b.name) for b in benchmarks})
-    auto = _auto_choice(args.backend, benchmarks, protocol)
-    backend_name = auto.chosen if auto is not None else args.backend
-    model = _resolve_model(args, backend_name)
-    out = Path(args.out)
-    config: dict[str, Any] = {
-        "kind": "eval", "label": args.label, "command": list(argv if argv is not None else sys.argv),
-        "model": model.to_config(),
-        "backend": {"name": backend_name, **({"auto": auto.to_config()} if auto is not None else {})},
-        "protocol": protocol.to_config(),
-        # a file protocol: where its definition came from (the run identity is `protocol` itself)
-        **({} if args.protocol in PROTOCOLS else {"protocol_file": protocol_file_record(Path(args.protocol))}),
-        "template": {"name": template.name, "text": template.text, "raw_text": template.raw_text,
-                     "mode": args.prompt_mode, "chat": None},
-        "benchmarks": [b.to_config() for b in benchmarks],
-        "subset": {"limit": args.limit, "subset_seed": args.subset_seed},
-        "grading": {"timeout_s": args.grading_timeout, "workers": args.grading_workers},
-        "extraction": extraction,  # the answer convention `score` reads back (not part of the run identity)
-        "diversity": {"enabled": not args.no_diversity},
-    }
-    # Refuse a mismatched RUN_DIR before paying for an engine start.
-    old_config = runner.check_resume_config(out, config, force=args.force_config,
-                                            allow_mixed_models=args.allow_mixed_models)
-    out.mkdir(parents=True, exist_ok=True)
-
-    # samples.jsonl is read (validated, hashed) once here; generation appends to this object and
-    # scoring takes it, so neither reads the file again.
-    samples = runner.open_samples(rundir.run_path(out, rundir.SAMPLES))
-    expected = runner.expected_keys(benchmarks, protocol)
-    done = samples.keys
-    continuation = _continuation(out, old_config, config, samples, expected)
-    if continuation is not None and old_config is not None and expected <= done:
-        # Everything is generated: re-grade and re-score without starting an engine.
-        print(f"all {len(expected)} samples already in {out / rundir.SAMPLES}; nothing to generate")
-        outcome = runner.GenerationOutcome(n_expected=len(expected), n_already_done=len(expected))
-        config["backend"] = old_config.get("backend", config["backend"])
-        if "forced" in continuation:
-            _record_forced_without_generation(out, old_config, continuation)
-        timings["load_s"] = time.perf_counter() - t_start
-    else:
-        outcome = _generate(out, backend_name, args, model, protocol, template, benchmarks, config,
-                            old_config, continuation, timings, t_start, progress, samples, openai_options)
-    # a resumed run keeps its recorded convention unless --extraction says otherwise (None: config.json's)
-    grading_extraction = extraction if old_config is None else args.extraction
-    return _finish(out, args, protocol, config, outcome, timings, t_start, progress, samples, grading_extraction)
-
-
-def _continuation(out: Path, old_config: dict[str, Any] | None, config: dict[str, Any], samples: Any,
-                  expected: set) -> dict[str, Any] | None:
-    """The ``resumed`` record of a rerun into a RUN_DIR that holds samples (None for a fresh run)."""
-    from dsdr_eval import runner
-
-    done = samples.keys
-    if old_config is None or not done:
-        if done:  # --force-config into samples of unknown settings (no config.json)
-            config["adopted_samples"] = {"n": len(done), "lines": [1, samples.n_lines],
-                                         "note": "already in samples.jsonl, of unknown settings (--force-config)"}
-        return None  # nothing generated yet: this run's settings are the run's
-    continuation = runner.continuation_record(old_config, config, first_line=samples.n_lines + 1,
-                                              n_outside_plan=len(done - expected))
-    if "forced" in continuation:
-        warn(f"--force-config: {out} was made with another {', '.join(continuation['forced']['changed'])}; "
-                    "config.json keeps its first settings and records this continuation, with what changed and "
-                    f"the samples.jsonl lines it writes (from line {continuation['first_line']}), under 'resumed'")
-    return continuation
-
-
-def _record_forced_without_generation(out: Path, old_config: dict[str, Any], continuation: dict[str, Any]) -> None:
-    """A forced rerun that has nothing to generate (e.g. a smaller --n) is recorded, and says so."""
-    from dsdr_eval import runner
-    from dsdr_eval.rundir import directory as rundir
-
-    continuation.update(backend=None, n_generated=0)
-    runner.add_continuation(old_config, continuation)
-    rundir.save_config(out, old_config)
-    outside = continuation["forced"]["n_samples_outside_settings"]
-    if outside:
-        warn(f"{outside} samples in {rundir.run_path(out, rundir.SAMPLES)} lie outside the forced settings "
-                    "(e.g. sample_idx beyond the new n); they are kept and scored with the others, so the metrics "
-                    "are those of the samples in the file (recorded under 'resumed' in config.json)")
-
-
-def _generate(out: Path, backend_name: str, args: argparse.Namespace, model: Any, protocol: Any, template: Any,
-              benchmarks: list[Any], config: dict[str, Any], old_config: dict[str, Any] | None,
-              continuation: dict[str, Any] | None, timings: dict[str, float], t_start: float, progress: bool,
-              samples: Any, openai_options: tuple[Any, dict[str, Any] | None] | None) -> Any:
-    from dsdr_eval import runner
-    from dsdr_eval.rundir import directory as rundir
-
-    backend = _make_backend(backend_name, args, model, protocol.seed, openai_options)
-    preload = None
-    try:
-        t0 = time.perf_counter()
-        plan = runner.plan_requests(benchmarks, protocol, backend, template)
-        timings["plan_s"] = time.perf_counter() - t0
-        auto = {"auto": config["backend"]["auto"]} if "auto" in config["backend"] else {}
-        config["backend"] = dict(backend.config(), **auto, sampling=runner.sampling_record(plan, backend))
-        config["template"]["chat"] = backend.chat
-        if continuation is not None and old_config is not None:
-            # Resume: keep the original record, note each continuation, the backend it used and
-            # (forced) the settings that changed.
-            continuation["backend"] = config["backend"]
-            runner.add_continuation(old_config, continuation)
-            rundir.save_config(out, old_config)
-        else:
-            rundir.save_config(out, config)
-        timings["load_s"] = time.perf_counter() - t_start - timings["plan_s"]
-        if not args.no_diversity:  # the encoder loads while the backend generates, not after it
-            from dsdr_eval.diversity.semantic import preload_encoder
-
-            preload = preload_encoder()
-        outcome = runner.generate_missing(out, plan, backend, samples=samples, progress=progress)
-    finally:
-        backend.close()
-        if preload is not None:  # usually done by now; never left loading after the run returns
-            preload.join()
-    if continuation is not None and old_config is not None:
-        continuation["n_generated"] = outcome.n_written  # lines first_line .. first_line + n_generated - 1
-        rundir.save_config(out, old_config)
-    if outcome.n_already_done:
-        print(f"resumed: {outcome.n_already_done} of {outcome.n_expected} samples were already in "
-              f"{out / rundir.SAMPLES}; generated {outcome.n_written}")
-    return outcome
-
-
-def _finish(out: Path, args: argparse.Namespace, protocol: Any, config: dict[str, Any], outcome: Any,
-            timings: dict[str, float], t_start: float, progress: bool, samples: Any,
-            extraction: str | None = None) -> RunResult:
-    from dsdr_eval import runner
-    from dsdr_eval.rundir import directory as rundir
-
-    timings["generate_s"] = outcome.generate_s
-    timings["write_s"] = outcome.write_s
-
-    from dsdr_eval.scoring import score_run_records
-
-    t0 = time.perf_counter()
-    graded, metrics = score_run_records(out, timeout_s=args.grading_timeout, workers=args.grading_workers,
-                                        progress=progress, samples=samples, extraction=extraction)
-    timings["score_s"] = time.perf_counter() - t0
-    if not args.no_diversity:
-        t0 = time.perf_counter()
-        diversity = runner.run_diversity(out, graded, progress=progress)
-        timings["diversity_s"] = time.perf_counter() - t0
-        for name, block in diversity.items():  # what rundir.update_metrics merged into metrics.json
-            metrics["benchmarks"].setdefault(name, {})[rundir.DIVERSITY_SECTION] = block
-    timings["total_s"] = time.perf_counter() - t_start
-
-    from rich.console import Console
-
-    _print_summary(metrics)
-    console = Console()
-    console.print(f"run dir: {out}  |  backend {config['backend'].get('name')} {config['backend'].get('version')}"
-                  f"  |  protocol {protocol.name}, max_tokens {protocol.max_tokens}, seed {protocol.seed}"
-                  f"  |  generation {timings['generate_s']:.1f}s of {timings['total_s']:.1f}s total")
-    exit_code = 0
-    if outcome.n_missing > 0:
-        console.print(f"[red]{outcome.n_failed} samples failed after every retry "
-                      f"({outcome.n_missing} missing; see {out / runner.FAILURES}). Metrics above cover the "
-                      "samples present; rerun the same command to retry only the missing ones.[/red]")
-        exit_code = 1
-    return RunResult(exit_code, metrics, timings, outcome.n_failed, outcome.n_missing)
-
-
 def _print_summary(metrics: dict[str, Any]) -> None:
     """Per benchmark Pass@1 (the pass1 phase), Avg@16, Avg@n, the largest Pass@k, truncated share, in %."""
     from dsdr_eval.cli.tables import numeric_columns, print_table
@@ -388,7 +121,30 @@ def _print_summary(metrics: dict[str, Any]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    return run_from_args(args).exit_code
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions, from_namespace
+
+    result = run_evaluation(from_namespace(RunOptions, args))
+    print_outcome(result)
+    return result.exit_code
+
+
+def print_outcome(result: RunOutcome) -> None:
+    """The summary table, the run line and, when samples are missing, what to do."""
+    from rich.console import Console
+
+    from dsdr_eval.rundir import directory as rundir
+
+    _print_summary(result.metrics)
+    console = Console()
+    out, protocol, timings = result.out, result.protocol, result.timings
+    console.print(f"run dir: {out}  |  backend {result.backend.get('name')} {result.backend.get('version')}"
+                  f"  |  protocol {protocol.name}, max_tokens {protocol.max_tokens}, seed {protocol.seed}"
+                  f"  |  generation {timings['generate_s']:.1f}s of {timings['total_s']:.1f}s total")
+    if result.n_missing > 0:
+        console.print(f"[red]{result.n_failed} samples failed after every retry "
+                      f"({result.n_missing} missing; see {out / rundir.FAILURES}). Metrics above cover the "
+                      "samples present; rerun the same command to retry only the missing ones.[/red]")
 
 
 if __name__ == "__main__":  # `python -m dsdr_eval.cli.run ...` = `dsdr-eval run ...`

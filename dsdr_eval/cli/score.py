@@ -1,4 +1,5 @@
-"""`dsdr-eval score`: grade a samples file or a run directory and print a summary table."""
+"""`dsdr-eval score`: grade a samples file or a run directory (``dsdr_eval.api.analysis.run_score``) and print a
+summary table."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.cli.args import add_extraction_argument, integer, number, output_dir
-from dsdr_eval.errors import DsdrError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,27 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.grading.answer_norm import GradingOptions
-    from dsdr_eval.scoring import score_samples
+    from dsdr_eval.api.analysis import ScoreOptions, run_score
+    from dsdr_eval.api.options import from_namespace
 
-    path = Path(args.path)
-    if path.is_dir():
-        samples = path / rundir.SAMPLES
-        if not samples.exists():
-            raise DsdrError(f"{path}: run directory has no {rundir.SAMPLES}")
-        out = Path(args.out) if args.out else path
-    elif path.is_file():
-        if not args.out:
-            raise DsdrError(f"{path}: --out DIR is required when scoring a samples file "
-                            "(or pass a run directory to score it in place)")
-        samples, out = path, Path(args.out)
-    else:
-        raise DsdrError(f"{path}: no such file or directory")
-    with rundir.writer_lock(out):  # one writer per run directory
-        metrics = score_samples(samples, out, timeout_s=args.timeout, workers=args.workers,
-                                progress=not args.no_progress, bootstrap=args.bootstrap, seed=args.seed,
-                                options=GradingOptions(rounded_fraction_tolerance=args.rounded_fraction_tolerance),
-                                extraction=args.extraction)
+    out, metrics = run_score(from_namespace(ScoreOptions, args))
     print_summary(metrics)
     print_agreement(metrics["provenance"].get("source_agreement"), out)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")

@@ -1,0 +1,150 @@
+"""``dsdr-eval score``, ``import`` and ``diversity`` as library calls on frozen options (the fields are the
+CLI options: same names, same defaults). The CLI and the keyword API (``dsdr_eval.score`` ...) both call
+these; the CLI prints what they return. Heavy libraries are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from dsdr_eval.errors import DsdrError
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """Every ``dsdr-eval score`` option."""
+
+    path: str
+    out: str | None = None
+    timeout: float = 5.0
+    workers: int | None = None
+    bootstrap: int = 1000
+    seed: int = 0
+    no_progress: bool = False
+    rounded_fraction_tolerance: bool = False
+    extraction: str | None = None
+
+
+def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
+    """Grade a samples file (into ``out``) or a run directory (in place, or into ``out``); returns the
+    directory written and its metrics.json content."""
+    from dsdr_eval.rundir import directory as rundir
+    from dsdr_eval.grading.answer_norm import GradingOptions
+    from dsdr_eval.scoring import score_samples
+
+    path = Path(options.path)
+    if path.is_dir():
+        samples = path / rundir.SAMPLES
+        if not samples.exists():
+            raise DsdrError(f"{path}: run directory has no {rundir.SAMPLES}")
+        out = Path(options.out) if options.out else path
+    elif path.is_file():
+        if not options.out:
+            raise DsdrError(f"{path}: --out DIR is required when scoring a samples file "
+                            "(or pass a run directory to score it in place)")
+        samples, out = path, Path(options.out)
+    else:
+        raise DsdrError(f"{path}: no such file or directory")
+    with rundir.writer_lock(out):  # one writer per run directory
+        metrics = score_samples(samples, out, timeout_s=options.timeout, workers=options.workers,
+                                progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
+                                options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
+                                extraction=options.extraction)
+    return out, metrics
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """Every ``dsdr-eval import`` option (``tool`` is ``--from``, a Python keyword)."""
+
+    path: str
+    out: str
+    tool: str = "auto"
+    benchmark: str | None = None
+    data_dir: str | None = None
+    label: str | None = None
+    strict: bool = False
+    extraction: str | None = None
+    lm_eval_filter: str | None = None
+    step: int | None = None
+    batch_input: str | None = None
+    id_field: str = "id"
+    gold_field: str = "answer"
+    completion_field: str = "completion"
+    problem_field: str = "problem"
+    prompt_field: str | None = None
+    correct_field: str | None = None
+
+
+def run_import(options: ImportOptions, command: list[str]) -> Any:
+    """Write ``options.out`` (samples.jsonl + config.json) from another tool's results; returns the
+    importer's record (``dsdr_eval.importers.write.import_run``). ``command`` goes to config.json."""
+    from dsdr_eval.importers.plain import FieldMap
+    from dsdr_eval.importers.write import import_run
+    from dsdr_eval.rundir.directory import writer_lock
+
+    fields = FieldMap(id=options.id_field, gold=options.gold_field, completion=options.completion_field,
+                      problem=options.problem_field, prompt=options.prompt_field, correct=options.correct_field)
+    with writer_lock(options.out):  # one writer per run directory
+        return import_run(options.tool, Path(options.path), Path(options.out), benchmark=options.benchmark,
+                          label=options.label, command=command, data_dir=options.data_dir,
+                          filter_name=options.lm_eval_filter, step=options.step, fields=fields,
+                          batch_input=options.batch_input, strict=options.strict, extraction=options.extraction)
+
+
+@dataclass(frozen=True)
+class DiversityOptions:
+    """Every ``dsdr-eval diversity`` option (the judge endpoint's as ``add_openai_arguments`` names them)."""
+
+    run_dir: str
+    encoder: str | None = None
+    partition: str = "embedding"
+    threshold: float | None = None
+    chunked: bool = False
+    device: str = "cpu"
+    batch_size: int = 64
+    no_progress: bool = False
+    judge_model: str | None = None
+    judge_base_url: list[str] | None = None
+    judge_api_key_env: str | None = None
+    max_concurrency: int | None = None
+    max_retries: int | None = None
+    timeout_s: float | None = None
+    backoff_base_s: float | None = None
+
+
+def _equivalence(options: DiversityOptions) -> Any:
+    """The pair equivalence of ``partition`` (the judge options only apply to ``partition='judge'``).
+    Built before the encoder loads, so a bad option costs no model load."""
+    from dsdr_eval.cli.args import JUDGE_ENDPOINT, endpoint_options, given_endpoint_options
+    from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
+
+    method, _ = check_partition_spec(options.partition)
+    given = (["--judge-model"] if options.judge_model else []) + given_endpoint_options(options, prefix="judge-")
+    if method != "judge":
+        if given:
+            raise DsdrError(f"{given[0]} only applies to --partition judge")
+        return make_equivalence(options.partition, threshold=options.threshold, device=options.device)
+    return make_equivalence(options.partition, judge_model=options.judge_model, judge_cache_dir=options.run_dir,
+                            judge_endpoint=endpoint_options(options, JUDGE_ENDPOINT, prefix="judge-"))
+
+
+def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every diversity metric of a scored run directory, merged into its metrics.json (and the per-problem
+    and per-sample files); returns the per-benchmark blocks. ``log`` gets the progress notes."""
+    from dsdr_eval.rundir import directory as rundir
+    from dsdr_eval.diversity.run import compute_run_diversity
+    from dsdr_eval.diversity.semantic import load_encoder
+
+    rundir.require_run_dir(options.run_dir, rundir.GRADED)  # fail before loading any model
+    equivalence = _equivalence(options)
+    try:
+        with rundir.writer_lock(options.run_dir):  # one writer per run directory
+            encoder = load_encoder(options.encoder, options.device, chunked=options.chunked,
+                                   batch_size=options.batch_size)
+            return compute_run_diversity(options.run_dir, encoder=encoder, equivalence=equivalence,
+                                         progress=not options.no_progress, device=options.device, log=log)
+    finally:
+        equivalence.close()
