@@ -67,8 +67,8 @@ def build_texts(problems: int, samples: int, seed: int = 0) -> list[list[str]]:
 
 
 def bench_semantic(problems: int, samples: int, repeats: int) -> dict:
-    from dsdr_eval.diversity import dsdr_diversity_batch, load_encoder, semantic_diversity
-    from dsdr_eval.diversity.semantic import embed_texts
+    from dsdr_eval.diversity_metrics import dsdr_diversity_batch, load_encoder, semantic_diversity
+    from dsdr_eval.diversity_metrics.semantic import embed_texts
 
     encoder = load_encoder()
     groups = build_texts(problems, samples, seed=1)
@@ -126,9 +126,9 @@ class PrecomputedEncoder:
 
 
 def bench_run_without_encoder(problems: int, samples: int, repeats: int) -> dict:
-    from dsdr_eval.diversity.formula import formula_set
-    from dsdr_eval.diversity.lexical import GroupNgrams
-    from dsdr_eval.diversity.run import compute_run_diversity
+    from dsdr_eval.diversity_metrics.formula import formula_set
+    from dsdr_eval.diversity_metrics.lexical import GroupNgrams
+    from dsdr_eval.diversity_metrics.run import compute_run_diversity
     from dsdr_eval.rundir.jsonl import write_jsonl
 
     groups = build_texts(problems, samples, seed=2)

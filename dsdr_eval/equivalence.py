@@ -1,7 +1,7 @@
 """The pairwise equivalence of DARLING partitions: the interface every method implements.
 
-A leaf module (numpy only): ``dsdr_eval.diversity.partition`` (the partition metrics and the
-embedding / classifier / answer-formula methods) and ``dsdr_eval.judge.equivalence`` (the LLM
+A leaf module (numpy only): ``dsdr_eval.diversity_metrics.partition`` (the partition metrics and the
+embedding / classifier / answer-formula methods) and ``dsdr_eval.llm_judge.equivalence`` (the LLM
 judge) both build on it, and ``dsdr_eval.partition_methods`` builds any of them by name. Nothing
 here imports either side, so neither can close an import circle through it.
 """

@@ -30,7 +30,7 @@ number of problems; never Python's salted ``hash()``), so two benchmarks of equa
 resampled independently, the stratified CI of the average is built from independent strata, and
 a benchmark's CI does not depend on which other benchmarks are in the file. Every metric of a
 benchmark uses the same resampled problem indices. The paired comparison
-(``dsdr_eval.report.compare``) uses the same implementation (:func:`stratified_bootstrap_means`).
+(``dsdr_eval.reporting.compare``) uses the same implementation (:func:`stratified_bootstrap_means`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Build a DARLING partition's pair equivalence by name: ``--partition METHOD[:ARGUMENT]``.
 
-This module sits above both ``dsdr_eval.diversity`` (embedding, classifier, answer-formula) and
-``dsdr_eval.judge`` (the LLM judge): neither imports it, so building a method never closes an
+This module sits above both ``dsdr_eval.diversity_metrics`` (embedding, classifier, answer-formula) and
+``dsdr_eval.llm_judge`` (the LLM judge): neither imports it, so building a method never closes an
 import circle, and no method registers itself as a side effect of being imported. The table
 ``EQUIVALENCES`` holds one builder per method, all with one signature
 ``builder(argument: str | None, options: EquivalenceOptions) -> Equivalence``; the heavy
@@ -56,7 +56,7 @@ def register_equivalence(name: str) -> Callable[[EquivalenceBuilder], Equivalenc
 
 @register_equivalence("embedding")
 def _embedding(argument: str | None, options: EquivalenceOptions) -> Equivalence:
-    from dsdr_eval.diversity.partition import DEFAULT_COSINE_THRESHOLD, EmbeddingThresholdEquivalence
+    from dsdr_eval.diversity_metrics.partition import DEFAULT_COSINE_THRESHOLD, EmbeddingThresholdEquivalence
 
     threshold = options.threshold
     if argument:  # "embedding:0.85" is accepted as a threshold too
@@ -70,7 +70,7 @@ def _embedding(argument: str | None, options: EquivalenceOptions) -> Equivalence
 
 @register_equivalence("classifier")
 def _classifier(argument: str | None, options: EquivalenceOptions) -> Equivalence:
-    from dsdr_eval.diversity.partition import CLASSIFIER_PROBABILITY_THRESHOLD, PairClassifierEquivalence
+    from dsdr_eval.diversity_metrics.partition import CLASSIFIER_PROBABILITY_THRESHOLD, PairClassifierEquivalence
 
     if not argument:
         raise DsdrError("--partition classifier:PATH needs the path of the classifier")
@@ -80,7 +80,7 @@ def _classifier(argument: str | None, options: EquivalenceOptions) -> Equivalenc
 
 @register_equivalence("answer-formula")
 def _answer_formula(argument: str | None, options: EquivalenceOptions) -> Equivalence:
-    from dsdr_eval.diversity.partition import AnswerFormulaEquivalence
+    from dsdr_eval.diversity_metrics.partition import AnswerFormulaEquivalence
 
     return AnswerFormulaEquivalence(options.extraction)
 
@@ -89,8 +89,8 @@ def _answer_formula(argument: str | None, options: EquivalenceOptions) -> Equiva
 def _judge(argument: str | None, options: EquivalenceOptions) -> Equivalence:
     """``--partition judge`` (model from ``--judge-model``) or ``--partition judge:MODEL``.
     No request is sent here."""
-    from dsdr_eval.judge.cache import JudgeCache
-    from dsdr_eval.judge.equivalence import JudgeEquivalence
+    from dsdr_eval.llm_judge.cache import JudgeCache
+    from dsdr_eval.llm_judge.equivalence import JudgeEquivalence
     from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient, resolve_base_urls
 
     if argument and options.judge_model and argument != options.judge_model:

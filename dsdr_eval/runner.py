@@ -304,7 +304,7 @@ def add_continuation(config: dict[str, Any], record: dict[str, Any]) -> None:
 
 
 def run_diversity(run_dir: Path, graded: Sequence[Any], *, progress: bool) -> dict[str, Any]:
-    """CPU diversity of the run (dsdr_eval.diversity) from the graded records scoring just wrote."""
-    from dsdr_eval.diversity.run import compute_run_diversity
+    """CPU diversity of the run (dsdr_eval.diversity_metrics) from the graded records scoring just wrote."""
+    from dsdr_eval.diversity_metrics.run import compute_run_diversity
 
     return compute_run_diversity(run_dir, progress=progress, graded=graded)

@@ -58,7 +58,7 @@ def group_diversity(batch: RolloutBatch, encoder: Any, formula_rules: str = "ext
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-rollout (d_emb, d_eq, d) of docs/ALGORITHMS.md §3.1 (Eq. 7, 8, 9), each within its group
     (one encode call)."""
-    from dsdr_eval.diversity import dsdr_diversity_batch
+    from dsdr_eval.diversity_metrics import dsdr_diversity_batch
 
     div = dsdr_diversity_batch(batch.texts, batch.group_ids, encoder=encoder, formula_rules=formula_rules)
     return div.d_emb, div.d_eq, div.d
@@ -67,7 +67,7 @@ def group_diversity(batch: RolloutBatch, encoder: Any, formula_rules: str = "ext
 def darling_diversity(batch: RolloutBatch, graded: list[dict], equivalence: Any, cfg: TrainConfig) -> np.ndarray:
     """DARLING Div per rollout (docs/ALGORITHMS.md §4, Eq. 15) from dsdr_eval's pluggable partition (embedding threshold,
     answer+formula identity, pair classifier or judge), computed within each group."""
-    from dsdr_eval.diversity import darling_div, darling_partition, formula_set
+    from dsdr_eval.diversity_metrics import darling_div, darling_partition, formula_set
 
     out = np.zeros(len(batch))
     for rows in groups_of(batch.group_ids).values():

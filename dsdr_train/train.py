@@ -1,7 +1,7 @@
 """The training loop (GRPO backbone + DAPO / DSDR / DARLING objectives), nanochat-sized.
 
 One step = one rollout batch: draw prompts -> G rollouts each, graded, DAPO-filtered
-(:mod:`dsdr_train.collect`) -> diversity (dsdr_eval.diversity) -> rewards and group advantages,
+(:mod:`dsdr_train.collect`) -> diversity (dsdr_eval.diversity_metrics) -> rewards and group advantages,
 dispatched by name (``core_algos.shape_rewards``) -> PPO mini-batch updates (:mod:`dsdr_train.update`)
 -> the step's stats, one record per phase reduced over ranks in one all-reduce
 (:mod:`dsdr_train.stats`) -> metrics.jsonl -> validation / checkpoint. Data parallel: every rank
@@ -144,7 +144,7 @@ class Trainer:
         cfg, reward = self.cfg, self.cfg.objective.reward
         encoder = equivalence = None
         if reward == "dsdr" or cfg.log_diversity or (reward == "darling" and cfg.darling_partition.startswith("embedding")):
-            from dsdr_eval.diversity import load_encoder
+            from dsdr_eval.diversity_metrics import load_encoder
 
             encoder = load_encoder(cfg.encoder, device="cpu" if self.device.type == "cpu" else str(self.device),
                                    chunked=cfg.encoder_chunked, max_seq_length=cfg.encoder_max_seq_length)
@@ -163,7 +163,7 @@ class Trainer:
         return SummaryWriter(str(self.run_dir / "tensorboard"))
 
     def _save_config(self, config_record: dict[str, Any]) -> None:
-        from dsdr_eval.diversity import EXTRACTION_RULES
+        from dsdr_eval.diversity_metrics import EXTRACTION_RULES
         from dsdr_eval.rundir.directory import save_config
 
         save_config(self.run_dir, dict(

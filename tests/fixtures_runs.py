@@ -119,7 +119,7 @@ def make_scored_run(run_dir: Path, data_dir: Path, *, diversity: bool = False, e
     write_eval_samples(run_dir, data_dir, **kwargs)
     score_run_dir(run_dir, progress=False, workers=1)
     if diversity:
-        from dsdr_eval.diversity.run import compute_run_diversity
+        from dsdr_eval.diversity_metrics.run import compute_run_diversity
 
         compute_run_diversity(run_dir, encoder=encoder, progress=False)
     return run_dir
@@ -183,7 +183,7 @@ def add_judge_scores(run_dir: Path, cache_dir: Path) -> None:
     """The real `run_judge` against a loopback OpenAI-compatible test server (tests/fault_server.py)."""
     from fault_server import FaultServer
 
-    from dsdr_eval.judge.run import JudgeSettings, run_judge
+    from dsdr_eval.llm_judge.run import JudgeSettings, run_judge
     from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient
 
     with FaultServer(default="ok", reply=judge_reply_for) as server:
@@ -211,7 +211,7 @@ def build_fixture_runs(base: Path, data_dir: Path, *, diversity: bool = True, ju
         return runs
     encoder = None
     if diversity:
-        from dsdr_eval.diversity import load_encoder
+        from dsdr_eval.diversity_metrics import load_encoder
 
         encoder = load_encoder()
     for label, accuracy in FIXTURE_ACCURACY.items():

@@ -67,7 +67,7 @@ def test_sweep_settings_are_the_run_options_as_before():
 def test_api_names_stay_functions_after_the_submodules_load():
     """A submodule import sets the package attribute of its name: no API function may share one."""
     import dsdr_eval.api.public  # noqa: F401
-    import dsdr_eval.diversity.run  # noqa: F401
+    import dsdr_eval.diversity_metrics.run  # noqa: F401
     import dsdr_eval.sweepdir  # noqa: F401
 
     for name in dsdr_eval.__all__:

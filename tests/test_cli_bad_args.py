@@ -63,18 +63,18 @@ def world(tmp_path_factory) -> dict[str, Path]:
 def tripwires(monkeypatch):
     """Everything past argument validation is a tripwire."""
     import dashboards.launch
-    import dsdr_eval.diversity.semantic
+    import dsdr_eval.diversity_metrics.semantic
     import dsdr_eval.models
     import dsdr_eval.openai_api.client
-    import dsdr_eval.report.build
+    import dsdr_eval.reporting.build
     import dsdr_eval.api.evaluation
     import dsdr_eval.scoring
 
     monkeypatch.setattr(dsdr_eval.api.evaluation, "make_backend", _trip("run: built a backend"))
     monkeypatch.setattr(dsdr_eval.scoring, "score_samples", _trip("score: started grading"))
-    monkeypatch.setattr(dsdr_eval.diversity.semantic, "load_encoder", _trip("diversity: loaded the encoder"))
+    monkeypatch.setattr(dsdr_eval.diversity_metrics.semantic, "load_encoder", _trip("diversity: loaded the encoder"))
     monkeypatch.setattr(dsdr_eval.openai_api.client.OpenAICompatClient, "chat_many", _trip("judge: sent requests"))
-    monkeypatch.setattr(dsdr_eval.report.build, "_write_report", _trip("report: wrote a report"))
+    monkeypatch.setattr(dsdr_eval.reporting.build, "_write_report", _trip("report: wrote a report"))
     monkeypatch.setattr(dashboards.launch.subprocess, "call", _trip("dashboard: started streamlit"))
     real_resolve = dsdr_eval.models.resolve_model
 

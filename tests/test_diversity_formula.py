@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from dsdr_eval.diversity.formula import (
+from dsdr_eval.diversity_metrics.formula import (
     extract_formulas,
     formula_set,
     formula_uniqueness,

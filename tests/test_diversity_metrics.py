@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from dsdr_eval.diversity.answers import answer_diversity
-from dsdr_eval.diversity.lexical import GroupNgrams, distinct_n, self_bleu, tokenize
-from dsdr_eval.diversity.vendi import (
+from dsdr_eval.diversity_metrics.answers import answer_diversity
+from dsdr_eval.diversity_metrics.lexical import GroupNgrams, distinct_n, self_bleu, tokenize
+from dsdr_eval.diversity_metrics.vendi import (
     embedding_kernel,
     hill_number,
     partition_kernel,

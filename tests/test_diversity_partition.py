@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from dsdr_eval.diversity.partition import (
+from dsdr_eval.diversity_metrics.partition import (
     AnswerFormulaEquivalence,
     EmbeddingThresholdEquivalence,
     PairClassifierEquivalence,
@@ -202,7 +202,7 @@ def test_classifier_bad_path_is_a_user_error(tmp_path) -> None:
 
 
 def test_classifier_partition_on_a_run(tmp_path, tiny_classifier_dir) -> None:
-    from dsdr_eval.diversity.run import compute_run_diversity
+    from dsdr_eval.diversity_metrics.run import compute_run_diversity
     from dsdr_eval.rundir.jsonl import read_jsonl, write_jsonl
 
     texts = ["$a$ first", "$b$ second", "third $c$", "$a$ first again"]

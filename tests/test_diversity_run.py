@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsdr_eval.diversity import darling_div, darling_partition, dsdr_diversity
-from dsdr_eval.diversity.partition import EmbeddingThresholdEquivalence
-from dsdr_eval.diversity.run import compute_run_diversity
+from dsdr_eval.diversity_metrics import darling_div, darling_partition, dsdr_diversity
+from dsdr_eval.diversity_metrics.partition import EmbeddingThresholdEquivalence
+from dsdr_eval.diversity_metrics.run import compute_run_diversity
 from dsdr_eval.partition_methods import make_equivalence
-from dsdr_eval.diversity.semantic import embed_texts
+from dsdr_eval.diversity_metrics.semantic import embed_texts
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
 
@@ -165,7 +165,7 @@ def test_a_graded_run_partitions_by_its_graded_answer_classes_never_by_re_extrac
                                                                                      monkeypatch) -> None:
     # AnswerFormulaEquivalence extracts (with its own profile, boxed by default) only when a group
     # comes without answer classes; a graded run always brings graded.jsonl's, made with the run's profile.
-    from dsdr_eval.diversity import partition
+    from dsdr_eval.diversity_metrics import partition
 
     def fail(*args, **kwargs):
         raise AssertionError("answer re-extracted in a graded run")

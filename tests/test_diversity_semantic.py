@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsdr_eval.diversity import dsdr_diversity, dsdr_diversity_batch, load_encoder, semantic_diversity
-from dsdr_eval.diversity.semantic import DEFAULT_ENCODER, embed_texts
+from dsdr_eval.diversity_metrics import dsdr_diversity, dsdr_diversity_batch, load_encoder, semantic_diversity
+from dsdr_eval.diversity_metrics.semantic import DEFAULT_ENCODER, embed_texts
 
 
 class DictEncoder:
@@ -96,7 +96,7 @@ def test_real_minilm_matches_sentence_transformers(minilm) -> None:
 
 
 def test_real_minilm_chunked_mode(minilm) -> None:
-    from dsdr_eval.diversity.semantic import Encoder
+    from dsdr_eval.diversity_metrics.semantic import Encoder
 
     chunked = Encoder(minilm.model, name=minilm.name, path=minilm.path, device="cpu", chunked=True)
     assert chunked.settings()["truncation"] == "chunk-mean"
@@ -117,7 +117,7 @@ def test_package_import_is_light_and_exports_the_agreed_api() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, dsdr_eval.diversity as d; "
+    code = ("import sys, dsdr_eval.diversity_metrics as d; "
             "assert all(callable(getattr(d, n)) for n in ('dsdr_diversity', 'load_encoder', 'darling_partition', "
             "'darling_div', 'compute_run_diversity')); "
             "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
@@ -149,7 +149,7 @@ class _SlowSharedModel:
 def test_an_encode_never_runs_under_another_encoders_truncation_override() -> None:
     import threading
 
-    from dsdr_eval.diversity.semantic import Encoder
+    from dsdr_eval.diversity_metrics.semantic import Encoder
 
     model = _SlowSharedModel()  # one cached model, two Encoders over it
     short = Encoder(model, name="m", path="m", device="cpu", max_seq_length=128)

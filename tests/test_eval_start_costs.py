@@ -42,7 +42,7 @@ class _WaitsForTheEncoder(Backend):
 @pytest.mark.parametrize("no_diversity", [False, True])
 def test_encoder_loads_during_generation_only_when_diversity_runs(tmp_path, data_dir, monkeypatch, no_diversity):
     import dsdr_eval
-    from dsdr_eval.diversity import semantic
+    from dsdr_eval.diversity_metrics import semantic
     from dsdr_eval.models import ResolvedModel
 
     started = threading.Event()

@@ -17,10 +17,10 @@ from fault_server import FaultServer, response_format_type
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
 from dsdr_eval.cli import judge as judge_cli
-from dsdr_eval.judge.parse import JudgeParseError, parse_equivalence, parse_judge_response
-from dsdr_eval.judge.prompt import PromptBudget, build_judge_prompt, fill_template
-from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge, select_rollouts
-from dsdr_eval.judge.structured import is_format_refusal
+from dsdr_eval.llm_judge.parse import JudgeParseError, parse_equivalence, parse_judge_response
+from dsdr_eval.llm_judge.prompt import PromptBudget, build_judge_prompt, fill_template
+from dsdr_eval.llm_judge.run import JudgeSettings, judge_equivalent, run_judge, select_rollouts
+from dsdr_eval.llm_judge.structured import is_format_refusal
 from dsdr_eval.openai_api.client import Result
 from dsdr_eval.rundir.samples import as_graded
 from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from fault_server import FaultServer, response_format_type
 
-from dsdr_eval.diversity.partition import darling_partition
+from dsdr_eval.diversity_metrics.partition import darling_partition
 from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
-from dsdr_eval.judge.cache import JudgeCache
-from dsdr_eval.judge.equivalence import UNPARSEABLE, JudgeEquivalence, JudgePairSettings
+from dsdr_eval.llm_judge.cache import JudgeCache
+from dsdr_eval.llm_judge.equivalence import UNPARSEABLE, JudgeEquivalence, JudgePairSettings
 from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient
 
 TAG = re.compile(r"\bk=(\d+)\b")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from dsdr_eval.diversity.partition import darling_partition
+from dsdr_eval.diversity_metrics.partition import darling_partition
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_jsonl
-from dsdr_eval.judge.cache import JudgeCache
-from dsdr_eval.judge.equivalence import JudgeEquivalence, JudgePairSettings
-from dsdr_eval.judge.prompt import PromptBudget
-from dsdr_eval.judge.run import JudgeSettings, judge_equivalent, run_judge
+from dsdr_eval.llm_judge.cache import JudgeCache
+from dsdr_eval.llm_judge.equivalence import JudgeEquivalence, JudgePairSettings
+from dsdr_eval.llm_judge.prompt import PromptBudget
+from dsdr_eval.llm_judge.run import JudgeSettings, judge_equivalent, run_judge
 from dsdr_eval.openai_api.client import EndpointConfig, OpenAICompatClient
 
 pytestmark = pytest.mark.vllm

@@ -189,7 +189,7 @@ def test_bootstrap_streams_are_stable_across_processes():
 
 def test_paired_comparison_uses_the_same_stratified_bootstrap():
     from dsdr_eval.metrics import stratified_bootstrap_means
-    from dsdr_eval.report import compare
+    from dsdr_eval.reporting import compare
 
     rng = np.random.default_rng(5)
     diffs = {"aime24": rng.integers(-1, 2, 30).astype(float), "aime25": rng.integers(-1, 2, 30).astype(float)}

@@ -17,8 +17,8 @@ import pytest
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.cli import report as report_cli
-from dsdr_eval.report import compare, reference, tables
-from dsdr_eval.report.runs import protocol_differences
+from dsdr_eval.reporting import compare, reference, tables
+from dsdr_eval.reporting.runs import protocol_differences
 from dsdr_eval.rundir.results import load_run
 from fixtures_runs import build_fixture_runs, make_scored_run
 
@@ -277,7 +277,7 @@ def test_a_run_with_forced_mixed_settings_is_flagged_in_provenance_and_report(tm
     """`run --force-config` records `mixed_settings`; score's provenance and the report must say so."""
     run = tmp_path / "mixed-run"
     from fixtures_runs import write_eval_samples
-    from dsdr_eval.report.runs import protocol_notes
+    from dsdr_eval.reporting.runs import protocol_notes
     from dsdr_eval.scoring import score_run_dir
 
     write_eval_samples(run, data_dir, label="mixed", accuracy=0.5, benchmarks={"aime24": 2})

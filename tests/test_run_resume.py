@@ -289,7 +289,7 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
     from fault_server import FaultServer
     from test_diversity_run import BagOfWordsEncoder
 
-    import dsdr_eval.diversity.run as diversity_run
+    import dsdr_eval.diversity_metrics.run as diversity_run
     from dsdr_eval.api.evaluation import run_evaluation
     from dsdr_eval.api.options import RunOptions
     from dsdr_eval.rundir.jsonl import read_json

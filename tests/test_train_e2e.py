@@ -257,7 +257,7 @@ def test_encoder_settings_and_open_choices_are_recorded(tiny_model_dir, train_fi
     assert record["config"]["encoder_chunked"] is True and record["config"]["encoder_max_seq_length"] == 32
     assert record["encoder"]["truncation"] == "chunk-mean" and record["encoder"]["max_seq_length"] == 32
     assert record["encoder"]["chunk_tokens"] == 30
-    from dsdr_eval.diversity import EXTRACTION_RULES
+    from dsdr_eval.diversity_metrics import EXTRACTION_RULES
 
     assert record["config"]["formula_rules"] == "diver" and record["formula_extraction"] == EXTRACTION_RULES["diver"]
     for key in ("singleton_advantage", "local_norm", "dapo_exhausted"):
@@ -265,7 +265,7 @@ def test_encoder_settings_and_open_choices_are_recorded(tiny_model_dir, train_fi
 
 
 def test_encoder_max_seq_length_truncates_without_touching_the_shared_model():
-    from dsdr_eval.diversity import load_encoder
+    from dsdr_eval.diversity_metrics import load_encoder
 
     default = load_encoder()
     short = load_encoder(max_seq_length=16)
@@ -278,7 +278,7 @@ def test_encoder_max_seq_length_truncates_without_touching_the_shared_model():
 
 
 def test_formula_rules_reach_the_trainers_diversity():
-    from dsdr_eval.diversity import load_encoder
+    from dsdr_eval.diversity_metrics import load_encoder
     from dsdr_train.rollout import RolloutBatch
 
     batch = RolloutBatch(texts=["\\begin{align} x &= 1 \\end{align} so $y$", "so $y$"], group_ids=[0, 0])

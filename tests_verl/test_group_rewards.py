@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dsdr_eval.diversity import load_encoder
+from dsdr_eval.diversity_metrics import load_encoder
 from dsdr_eval.partition_methods import make_equivalence
 from dsdr_train import scoring
 from dsdr_train.config import TrainConfig

@@ -8,7 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dsdr_eval.diversity import load_encoder
+from dsdr_eval.diversity_metrics import load_encoder
 from dsdr_train import scoring
 from dsdr_train.core_algos import RolloutSignals, group_ids_from_prompt_index, objective_config, shape_rewards
 from dsdr_train.integrations.verl.loss import WEIGHTS_FIELD

@@ -2,7 +2,7 @@
 
 Every number comes from each run's ``RunResults`` (``dsdr_eval.rundir.results.load_run``, the reader
 `dsdr-eval report` uses), laid out by the report's shared Table 1 and formatting helpers
-(dsdr_eval.report.tables), so the dashboard and a report never disagree.
+(dsdr_eval.reporting.tables), so the dashboard and a report never disagree.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import streamlit as st
 from dashboards import charts, data
 from dashboards.views.common import pick_runs, run_results
 from dsdr_eval.rundir import results
-from dsdr_eval.report import reference, tables
-from dsdr_eval.report.runs import benchmark_title, protocol_differences, protocol_notes
+from dsdr_eval.reporting import reference, tables
+from dsdr_eval.reporting.runs import benchmark_title, protocol_differences, protocol_notes
 from dsdr_eval.rundir.results import AVERAGE, RunResults
 
 

@@ -18,8 +18,8 @@ import streamlit as st
 from dashboards import data
 from dashboards.views.common import display_labels, diversity_index, inline_code, markdown_text, sample_records
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.diversity.formula import formula_set  # the one formula extractor (DSDR §3.1)
-from dsdr_eval.report.runs import benchmark_title, order_benchmarks
+from dsdr_eval.diversity_metrics.formula import formula_set  # the one formula extractor (DSDR §3.1)
+from dsdr_eval.reporting.runs import benchmark_title, order_benchmarks
 from dsdr_eval.rundir.samples import GradedSample, Sample, SampleKey, sample_of
 
 Record = Sample | GradedSample  # samples.jsonl / graded.jsonl, as the sample schema reads them

@@ -135,8 +135,8 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
     """Every diversity metric of a scored run directory, merged into its metrics.json (and the per-problem
     and per-sample files); returns the per-benchmark blocks. ``log`` gets the progress notes."""
     from dsdr_eval.rundir import directory as rundir
-    from dsdr_eval.diversity.run import compute_run_diversity
-    from dsdr_eval.diversity.semantic import load_encoder
+    from dsdr_eval.diversity_metrics.run import compute_run_diversity
+    from dsdr_eval.diversity_metrics.semantic import load_encoder
 
     rundir.require_run_dir(options.run_dir, rundir.GRADED)  # fail before loading any model
     equivalence = _equivalence(options)

@@ -263,7 +263,7 @@ def _generate(out: Path, backend: Any, job: _Plan, timings: dict[str, float], t_
             rundir.save_config(out, config)
         timings["load_s"] = time.perf_counter() - t_start - timings["plan_s"]
         if not options.no_diversity:  # the encoder loads while the backend generates, not after it
-            from dsdr_eval.diversity.semantic import preload_encoder
+            from dsdr_eval.diversity_metrics.semantic import preload_encoder
 
             preload = preload_encoder()
         outcome = runner.generate_missing(out, plan, backend, samples=job.samples, progress=progress)

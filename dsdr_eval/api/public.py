@@ -115,7 +115,7 @@ def compute_diversity(run_dir: str | Path, *, encoder: str | None = None, partit
     """``dsdr-eval diversity``: every diversity metric of a scored run directory, merged into its
     metrics.json. Returns ``load_run(run_dir)`` (``.benchmarks[name].diversity``).
 
-    Not named ``diversity``: ``dsdr_eval.diversity`` is the metrics package, and importing it sets that
+    Not named ``diversity``: ``dsdr_eval.diversity_metrics`` is the metrics package, and importing it sets that
     attribute of ``dsdr_eval`` to the package, so a function of that name would vanish on first use."""
     run_diversity(DiversityOptions(**_options("diversity", "compute_diversity", locals())), log=lambda message: None)
     return load_run(run_dir)

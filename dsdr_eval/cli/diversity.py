@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     from dsdr_eval.api.analysis import DiversityOptions, run_diversity
     from dsdr_eval.api.options import from_namespace
     from dsdr_eval.cli.tables import print_table
-    from dsdr_eval.diversity.run import summary_rows
+    from dsdr_eval.diversity_metrics.run import summary_rows
 
     console = Console(stderr=True)
     result = run_diversity(from_namespace(DiversityOptions, args), log=lambda msg: console.print(f"[dim]{msg}[/dim]"))

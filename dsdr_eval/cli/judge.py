@@ -58,7 +58,7 @@ def _comma_list(value: str | None) -> tuple[str, ...] | None:
 def _response_format(args: argparse.Namespace) -> str:
     """--response-format (checked by JudgeSettings; imported here, not at --help) with --json-mode."""
     from dsdr_eval.errors import DsdrError
-    from dsdr_eval.judge.structured import AUTO, JSON_OBJECT
+    from dsdr_eval.llm_judge.structured import AUTO, JSON_OBJECT
 
     if args.json_mode and args.response_format not in (None, JSON_OBJECT):
         raise DsdrError(f"judge: --json-mode contradicts --response-format {args.response_format}")
@@ -69,8 +69,8 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from dsdr_eval.cli.tables import Column, print_table
-    from dsdr_eval.judge.prompt import PromptBudget
-    from dsdr_eval.judge.run import JudgeSettings, run_judge
+    from dsdr_eval.llm_judge.prompt import PromptBudget
+    from dsdr_eval.llm_judge.run import JudgeSettings, run_judge
     from dsdr_eval.openai_api.client import OpenAICompatClient
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -75,9 +75,9 @@ def _command_line(args: argparse.Namespace) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.report.build import ReportOptions, make_report
+    from dsdr_eval.reporting.build import ReportOptions, make_report
 
-    from dsdr_eval.report.reference import select_reference
+    from dsdr_eval.reporting.reference import select_reference
 
     select_reference(args.reference)  # an unknown --reference fails before any run is read
     options = ReportOptions(

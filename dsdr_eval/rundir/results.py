@@ -36,7 +36,7 @@ AVERAGE = "average"  # the benchmark name of the macro-average rows in the recor
 BENCHMARK_ORDER = ("aime24", "aime25", "math500", "minerva", "olympiadbench", "amc23")
 _COUNT_FIELDS = ("n_problems", "n_problems_pass1", "n_samples_per_problem", "n_samples_per_problem_max")
 
-# benchmarks.<b>.diversity as `dsdr-eval diversity` writes it (dsdr_eval/diversity/run.py): per
+# benchmarks.<b>.diversity as `dsdr-eval diversity` writes it (dsdr_eval/diversity_metrics/run.py): per
 # subset "all" / "correct", DSDR's D_emb ("d_emb") and D_eq ("d_eq"), DARLING's Div ("darling_div")
 # and the Vendi score of order 1 of the embedding kernel ("vendi_embedding" -> "1").
 DIVERSITY_SUBSETS = ("all", "correct")

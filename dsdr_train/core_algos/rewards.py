@@ -52,7 +52,7 @@ def dsdr_shaped_rewards(
     Args:
         rewards: ``[B]`` verifier outcome in {0, 1} (bool accepted). A non-binary value is an
             error: shaping an already shaped reward is a bug.
-        diversity: ``[B]`` ``d_i`` from ``dsdr_eval.diversity.dsdr_diversity`` (§3.1, Eq. 9); only the
+        diversity: ``[B]`` ``d_i`` from ``dsdr_eval.diversity_metrics.dsdr_diversity`` (§3.1, Eq. 9); only the
             entries of correct rollouts are read, and they must be finite.
         lambda_d: bonus scale (default 0.001; 0 for the w/o GD ablation).
         sigma_d: upper clip of ``d`` (> 0).
@@ -80,7 +80,7 @@ def darling_rewards(rewards: Tensor, div: Tensor, *, floor: float = 0.1) -> Tens
     """DARLING multiplicative reward, docs/ALGORITHMS.md §4, Eq. 16 (DARLING paper).
 
     ``r_darling = r * max(Div, floor)`` with ``Div(o_i) = (G - |class(o_i)|) / (G - 1)`` (Eq. 15) from
-    ``dsdr_eval.diversity.darling_div`` (which already floors; flooring again is idempotent).
+    ``dsdr_eval.diversity_metrics.darling_div`` (which already floors; flooring again is idempotent).
 
     Args:
         rewards: ``[B]`` verifier outcome in {0, 1} (bool accepted).

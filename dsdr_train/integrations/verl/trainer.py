@@ -161,7 +161,7 @@ class DsdrPPOTrainer(PPOTrainerSync):
             self.encoder_device = (device, reason)
             print(f"[dsdr] diversity encoder on {device}: {reason}", flush=True)
             if reward == "dsdr" or (reward == "darling" and settings.darling_partition.startswith("embedding")):
-                from dsdr_eval.diversity import load_encoder
+                from dsdr_eval.diversity_metrics import load_encoder
 
                 encoder = load_encoder(settings.encoder, device=device, chunked=settings.encoder_chunked,
                                        max_seq_length=settings.encoder_max_seq_length)

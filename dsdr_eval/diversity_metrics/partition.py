@@ -12,7 +12,7 @@ meaning" decisions closed transitively with union-find. The pair decision is plu
   Qwen3-Embedding-4B); input ``<|im_start|> a <|im_end|> b <|im_end|>``, each side cut to 2048
   tokens, equivalent iff P(similar) > 0.5.
 * ``answer-formula``: identical final-answer class AND identical formula set.
-* ``judge``: the LLM judge (``dsdr_eval.judge.equivalence``).
+* ``judge``: the LLM judge (``dsdr_eval.llm_judge.equivalence``).
 
 Outputs per group: class ids, the number of classes, DARLING's per-rollout
 ``Div(o_i) = (G - |class(o_i)|) / (G - 1)`` floored at 0.1, and the Gini-Simpson index
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.diversity_metrics._blas import single_threaded_blas
 from dsdr_eval.equivalence import Equivalence, GroupView, PairFunctionEquivalence
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, extract_answer, get_profile
@@ -180,7 +180,7 @@ class EmbeddingThresholdEquivalence(Equivalence):
             return np.asarray(group.similarities) >= self.threshold
         embeddings = group.embeddings
         if embeddings is None:
-            from dsdr_eval.diversity.semantic import embed_texts, load_encoder
+            from dsdr_eval.diversity_metrics.semantic import embed_texts, load_encoder
 
             embeddings = embed_texts(group.texts, self.encoder if self.encoder is not None else load_encoder())
         z = np.asarray(embeddings, dtype=np.float64)
@@ -208,7 +208,7 @@ class AnswerFormulaEquivalence(Equivalence):
                 "rule": "same answer_class (no answer counts as one value) and identical formula set"}
 
     def adjacency(self, group: GroupView) -> np.ndarray:
-        from dsdr_eval.diversity.formula import formula_set
+        from dsdr_eval.diversity_metrics.formula import formula_set
 
         answers: Sequence[Any] | None = group.answer_classes
         if answers is None:

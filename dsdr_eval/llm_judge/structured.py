@@ -14,11 +14,11 @@ the run (detected once per endpoint, i.e. per ``StructuredAsker``). Which mode w
 was found and every refusal (its error text) are in ``settings()``, recorded in config.json and
 metrics.json. An explicit mode (``--response-format json_object``) is used alone, never changed.
 
-The reply is still parsed and validated as before (``dsdr_eval.judge.parse``): a constrained
+The reply is still parsed and validated as before (``dsdr_eval.llm_judge.parse``): a constrained
 decoder does not make a score in range or a field present by itself, and a server may ignore the
 schema; such replies stay failures with a reason.
 
-Cache (``dsdr_eval.judge.cache``): key = model + messages + params, the ``response_format``
+Cache (``dsdr_eval.llm_judge.cache``): key = model + messages + params, the ``response_format``
 included, so a reply is reused only for the mode it was asked in; a format refusal is cached too
 (it is the server's deterministic answer to that request), so a rerun finds the mode without
 sending anything.
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.judge.cache import JudgeCache, request_key
+from dsdr_eval.llm_judge.cache import JudgeCache, request_key
 from dsdr_eval.openai_api.client import OpenAICompatClient, Result, response_finish_reason, response_text, response_usage
 
 JSON_SCHEMA, JSON_OBJECT, TEXT = "json_schema", "json_object", "text"
@@ -71,7 +71,7 @@ def _score(description: str) -> dict[str, Any]:
     return {"type": "number", "minimum": 0, "maximum": 10, "description": description}
 
 
-# The verdict of dsdr_eval.judge.prompt.USER_TEMPLATE (docs/ALGORITHMS.md §5).
+# The verdict of dsdr_eval.llm_judge.prompt.USER_TEMPLATE (docs/ALGORITHMS.md §5).
 VERDICT_SCHEMA = OutputSchema("diversity_verdict", {
     "type": "object",
     "properties": {"logic": _score("diversity of reasoning strategies, 0-10"),
@@ -82,7 +82,7 @@ VERDICT_SCHEMA = OutputSchema("diversity_verdict", {
     "additionalProperties": False,
 })
 
-# The pair decision of dsdr_eval.judge.prompt.EQUIVALENCE_TEMPLATE (docs/ALGORITHMS.md §4).
+# The pair decision of dsdr_eval.llm_judge.prompt.EQUIVALENCE_TEMPLATE (docs/ALGORITHMS.md §4).
 PAIR_SCHEMA = OutputSchema("pair_decision", {
     "type": "object",
     "properties": {"equivalent": {"type": "boolean", "description": "true iff the same approach"}},

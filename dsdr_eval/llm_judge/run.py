@@ -16,16 +16,16 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.judge.cache import JudgeCache
-from dsdr_eval.judge.parse import AXES, JudgeParseError, parse_judge_response
-from dsdr_eval.judge.prompt import (
+from dsdr_eval.llm_judge.cache import JudgeCache
+from dsdr_eval.llm_judge.parse import AXES, JudgeParseError, parse_judge_response
+from dsdr_eval.llm_judge.prompt import (
     PROMPT_VERSION,
     JudgePrompt,
     PromptBudget,
     build_judge_prompt,
     prompt_record,
 )
-from dsdr_eval.judge.structured import AUTO, VERDICT_SCHEMA, Reply, StructuredAsker, check_response_format
+from dsdr_eval.llm_judge.structured import AUTO, VERDICT_SCHEMA, Reply, StructuredAsker, check_response_format
 from dsdr_eval.rundir.jsonl import jsonl_chunks, read_jsonl
 from dsdr_eval.openai_api.client import OpenAICompatClient
 from dsdr_eval.rundir.samples import SAMPLING, GradedSample, Sample, read_graded, read_samples, sample_of
@@ -61,7 +61,7 @@ class JudgeSettings:
 
     def request_params(self) -> dict[str, Any]:
         """The sampling parameters sent with every judge call (hashed into the cache key with the
-        response format of ``dsdr_eval.judge.structured``)."""
+        response format of ``dsdr_eval.llm_judge.structured``)."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens}
 
     def to_config(self) -> dict[str, Any]:
@@ -298,7 +298,7 @@ def judge_equivalent(client: OpenAICompatClient, a: str, b: str, *, max_tokens: 
     True/False from ``{"equivalent": ...}``; None when the call failed or the reply is not that JSON
     (the caller decides what undecided means; ``darling_partition`` should treat it as "not merged").
     The same request and parse as ``--partition judge`` (``JudgeEquivalence``), for one pair."""
-    from dsdr_eval.judge.equivalence import JudgeEquivalence, JudgePairSettings
+    from dsdr_eval.llm_judge.equivalence import JudgeEquivalence, JudgePairSettings
 
     judge = JudgeEquivalence(client, JudgePairSettings(max_tokens=max_tokens, max_chars=max_chars,
                                                        abort_if_first_undecided=0))

@@ -24,9 +24,9 @@ from typing import Any, Callable
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import read_json, write_json
-from dsdr_eval.report import compare, plots, reference, tables
-from dsdr_eval.report.readme import ReportContent, render_readme
-from dsdr_eval.report.runs import TrainRun, load_train_run, protocol_differences, protocol_notes
+from dsdr_eval.reporting import compare, plots, reference, tables
+from dsdr_eval.reporting.readme import ReportContent, render_readme
+from dsdr_eval.reporting.runs import TrainRun, load_train_run, protocol_differences, protocol_notes
 from dsdr_eval.rundir.results import AVERAGE, RunResults, diversity_records, judge_records, load_run, pass_at_k_records
 
 REPORT_JSON = "report.json"

@@ -2,13 +2,13 @@
 partition function is pluggable: an embedding cosine threshold, an LLM judge, ...").
 
 ``--partition judge`` (built by ``dsdr_eval.partition_methods``) asks an OpenAI-compatible judge, for pairs of rollouts of one group, "same
-approach?" (prompt: ``dsdr_eval.judge.prompt.build_equivalence_messages``; reply
+approach?" (prompt: ``dsdr_eval.llm_judge.prompt.build_equivalence_messages``; reply
 ``{"equivalent": true|false}``, parsed by ``parse_equivalence``). ``darling_partition`` closes
 the decisions transitively with union-find and only asks for pairs not already in one class.
 
 Each batch of pairs the union-find driver asks for goes out through ``chat_many`` (bounded
 concurrency, retries with backoff), with the reply's JSON schema as ``response_format``
-(``dsdr_eval.judge.structured``: json_schema, falling back to json_object / plain text where the
+(``dsdr_eval.llm_judge.structured``: json_schema, falling back to json_object / plain text where the
 server refuses it, detected once). With a ``JudgeCache`` (``--partition judge`` keeps one in
 RUN_DIR/judge_cache.jsonl) every decision is cached like the judge's answers (key = model + prompt
 + response format): a rerun asks nothing it asked before. A pair whose call failed or whose reply is not that JSON is
@@ -32,10 +32,10 @@ from typing import Any
 
 from dsdr_eval.equivalence import Equivalence, GroupView
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.judge.cache import JudgeCache
-from dsdr_eval.judge.parse import parse_equivalence
-from dsdr_eval.judge.prompt import EQUIVALENCE_SYSTEM, EQUIVALENCE_TEMPLATE, build_equivalence_messages
-from dsdr_eval.judge.structured import AUTO, PAIR_SCHEMA, Reply, StructuredAsker, check_response_format
+from dsdr_eval.llm_judge.cache import JudgeCache
+from dsdr_eval.llm_judge.parse import parse_equivalence
+from dsdr_eval.llm_judge.prompt import EQUIVALENCE_SYSTEM, EQUIVALENCE_TEMPLATE, build_equivalence_messages
+from dsdr_eval.llm_judge.structured import AUTO, PAIR_SCHEMA, Reply, StructuredAsker, check_response_format
 from dsdr_eval.openai_api.client import OpenAICompatClient
 
 # Stable reason strings (counted in pair_decisions.undecided_by_reason).
@@ -44,7 +44,7 @@ UNPARSEABLE = "parse:no_equivalent_bool"   # HTTP-successful reply without {"equ
 
 @dataclass(frozen=True)
 class JudgePairSettings:
-    """How each pair is asked. The defaults match ``dsdr_eval.judge.run.judge_equivalent``."""
+    """How each pair is asked. The defaults match ``dsdr_eval.llm_judge.run.judge_equivalent``."""
 
     max_tokens: int = 32            # the reply is one short JSON object
     max_chars: int = 6000           # per solution; longer ones keep head + tail (truncate_middle)
@@ -83,7 +83,7 @@ class JudgeEquivalence(Equivalence):
         self.asker = StructuredAsker(client, PAIR_SCHEMA, self.pair_settings.request_params(),
                                      response_format=self.pair_settings.response_format, cache=cache)
         # Mutated in place, and handed out by reference in settings(): code that serialises the
-        # settings after the run (dsdr_eval.diversity.run does) records the final counts.
+        # settings after the run (dsdr_eval.diversity_metrics.run does) records the final counts.
         self.counts: dict[str, Any] = {
             "asked": 0, "cache_hits": 0, "equivalent": 0, "not_equivalent": 0, "undecided": 0,
             "undecided_by_reason": {}, "first_error": None,

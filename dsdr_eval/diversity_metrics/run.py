@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.diversity._blas import single_threaded_blas
-from dsdr_eval.diversity.answers import answer_diversity
-from dsdr_eval.diversity.combined import dsdr_from_parts
-from dsdr_eval.diversity.formula import EXTRACTION_RULE, formula_set
-from dsdr_eval.diversity.lexical import DISTINCT_ORDERS, MAX_NGRAM_ORDER, TOKENIZER, GroupNgrams
-from dsdr_eval.diversity.partition import (
+from dsdr_eval.diversity_metrics._blas import single_threaded_blas
+from dsdr_eval.diversity_metrics.answers import answer_diversity
+from dsdr_eval.diversity_metrics.combined import dsdr_from_parts
+from dsdr_eval.diversity_metrics.formula import EXTRACTION_RULE, formula_set
+from dsdr_eval.diversity_metrics.lexical import DISTINCT_ORDERS, MAX_NGRAM_ORDER, TOKENIZER, GroupNgrams
+from dsdr_eval.diversity_metrics.partition import (
     DARLING_DIV_FLOOR,
     EmbeddingThresholdEquivalence,
     coverage_at_n,
@@ -38,8 +38,8 @@ from dsdr_eval.diversity.partition import (
     darling_partition,
     gini_simpson,
 )
-from dsdr_eval.diversity.semantic import Encoder, embed_texts, load_encoder
-from dsdr_eval.diversity.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
+from dsdr_eval.diversity_metrics.semantic import Encoder, embed_texts, load_encoder
+from dsdr_eval.diversity_metrics.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.equivalence import CachedEquivalence, Equivalence
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import jsonl_chunks

@@ -2,16 +2,16 @@
 (arXiv 2509.02534), Vendi scores, Coverage@N, distinct-n, self-BLEU and answer diversity.
 
 An equivalence for the partition metrics is built by name with
-``dsdr_eval.partition_methods.make_equivalence`` (it sits above this package and ``dsdr_eval.judge``).
+``dsdr_eval.partition_methods.make_equivalence`` (it sits above this package and ``dsdr_eval.llm_judge``).
 
 Group-level functions (imported by the trainer) load no heavy library at import time;
 torch / sentence-transformers / transformers are imported inside the functions that need them.
 """
 
-from dsdr_eval.diversity.combined import dsdr_diversity, dsdr_diversity_batch
-from dsdr_eval.diversity.formula import EXTRACTION_RULES, formula_set
-from dsdr_eval.diversity.partition import darling_div, darling_partition
-from dsdr_eval.diversity.semantic import embed_texts, load_encoder, semantic_diversity
+from dsdr_eval.diversity_metrics.combined import dsdr_diversity, dsdr_diversity_batch
+from dsdr_eval.diversity_metrics.formula import EXTRACTION_RULES, formula_set
+from dsdr_eval.diversity_metrics.partition import darling_div, darling_partition
+from dsdr_eval.diversity_metrics.semantic import embed_texts, load_encoder, semantic_diversity
 from dsdr_eval.equivalence import Equivalence, GroupView
 
 # what other packages import from here (the trainer, the judge, the CLI); everything else is imported

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.diversity_metrics._blas import single_threaded_blas
 
 VENDI_ORDERS: tuple[float, ...] = (1.0, 2.0, math.inf)
 

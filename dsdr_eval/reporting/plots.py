@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.report.runs import benchmark_title
+from dsdr_eval.reporting.runs import benchmark_title
 
 FORMATS = ("png", "svg")
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from dsdr_eval.diversity.formula import formula_set, formula_uniqueness
-from dsdr_eval.diversity.semantic import (
+from dsdr_eval.diversity_metrics.formula import formula_set, formula_uniqueness
+from dsdr_eval.diversity_metrics.semantic import (
     embed_texts, load_encoder, normalize_rows, semantic_diversity, semantic_diversity_from_similarities,
 )
-from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.diversity_metrics._blas import single_threaded_blas
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dsdr_eval.diversity._blas import single_threaded_blas
+from dsdr_eval.diversity_metrics._blas import single_threaded_blas
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.samples import clean_text
 

