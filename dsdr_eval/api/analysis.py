@@ -1,11 +1,11 @@
-"""``dsdr-eval score``, ``import`` and ``diversity`` as library calls on frozen options (the fields are the
+"""``dsdr-eval score``, ``import``, ``diversity``, ``judge`` and ``report`` as library calls on frozen options (the fields are the
 CLI options: same names, same defaults). The CLI and the keyword API (``dsdr_eval.score`` ...) both call
 these; the CLI prints what they return. Heavy libraries are imported inside the functions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -148,3 +148,135 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
                                          progress=not options.no_progress, device=options.device, log=log)
     finally:
         equivalence.close()
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """Every ``dsdr-eval judge`` option (the judge endpoint's as ``add_openai_arguments`` names them)."""
+
+    run_dir: str
+    judge_model: str
+    judge_base_url: list[str] | None = None
+    judge_api_key_env: str | None = None
+    max_concurrency: int | None = None
+    max_retries: int | None = None
+    timeout_s: float | None = None
+    backoff_base_s: float | None = None
+    benchmarks: str | None = None
+    limit: int | None = None
+    max_rollouts: int = 32
+    correct_only: bool = False
+    phase: str = "sampling"
+    judge_temperature: float = 0.0
+    judge_max_tokens: int = 512
+    response_format: str | None = None
+    json_mode: bool = False
+    max_rollout_chars: int = 6000
+    max_prompt_chars: int = 100_000
+    cache_dir: str | None = None
+    no_cache: bool = False
+    retry_failed: bool = False
+    allow_failures: bool = False
+    no_progress: bool = False
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    """What a judge run did: the judge model and the per-benchmark judge blocks (as in metrics.json)."""
+
+    model: str
+    blocks: dict[str, dict[str, Any]]
+
+    @property
+    def n_ok(self) -> int:
+        return sum(block["n_ok"] for block in self.blocks.values())
+
+    @property
+    def n_failed(self) -> int:
+        return sum(block["n_failed"] for block in self.blocks.values())
+
+    @property
+    def n_problems(self) -> int:
+        return sum(block["n_problems"] for block in self.blocks.values())
+
+    def failure_summary(self) -> str:
+        """``reason=count, ...`` over every benchmark, sorted by reason."""
+        reasons: dict[str, int] = {}
+        for block in self.blocks.values():
+            for reason, count in block["failed_by_reason"].items():
+                reasons[reason] = reasons.get(reason, 0) + count
+        return ", ".join(f"{reason}={count}" for reason, count in sorted(reasons.items()))
+
+
+def _judge_settings(options: JudgeOptions) -> Any:
+    """The ``JudgeSettings`` of the options; a contradiction or a bad budget is a DsdrError."""
+    from dsdr_eval.llm_judge.prompt import PromptBudget
+    from dsdr_eval.llm_judge.run import JudgeSettings
+    from dsdr_eval.llm_judge.structured import AUTO, JSON_OBJECT
+
+    try:
+        budget = PromptBudget(max_rollout_chars=options.max_rollout_chars, max_prompt_chars=options.max_prompt_chars)
+    except ValueError as exc:
+        raise DsdrError(f"judge: {exc}") from None
+    if options.json_mode and options.response_format not in (None, JSON_OBJECT):
+        raise DsdrError(f"judge: --json-mode contradicts --response-format {options.response_format}")
+    names = tuple(part.strip() for part in (options.benchmarks or "").split(",") if part.strip())
+    return JudgeSettings(benchmarks=names or None, limit=options.limit, max_rollouts=options.max_rollouts,
+                         correct_only=options.correct_only, phase=options.phase,
+                         temperature=options.judge_temperature, max_tokens=options.judge_max_tokens,
+                         response_format=JSON_OBJECT if options.json_mode else (options.response_format or AUTO),
+                         use_cache=not options.no_cache, budget=budget)
+
+
+def run_judging(options: JudgeOptions) -> JudgeOutcome:
+    """LLM-judge diversity of a run directory's rollouts: writes judge.jsonl, the 'judge' key of each judged
+    benchmark in metrics.json and config.json's 'judge'. Failed problems are counted in the blocks, not
+    raised (``allow_failures`` is the caller's policy: the CLI's exit status, the API's exception)."""
+    from dsdr_eval.cli.args import JUDGE_ENDPOINT, endpoint_config
+    from dsdr_eval.llm_judge.run import run_judge
+    from dsdr_eval.openai_api.client import OpenAICompatClient
+    from dsdr_eval.rundir.directory import require_run_dir, writer_lock
+
+    endpoint = endpoint_config(options, JUDGE_ENDPOINT, model=options.judge_model, prefix="judge-")
+    settings = _judge_settings(options)
+    require_run_dir(options.run_dir)  # a missing RUN_DIR is an error, not created by the lock
+    with writer_lock(options.run_dir), OpenAICompatClient(endpoint) as client:  # one writer per run directory
+        blocks = run_judge(options.run_dir, client, settings, cache_dir=options.cache_dir,
+                           progress=False if options.no_progress else None, retry_failed=options.retry_failed)
+    return JudgeOutcome(model=endpoint.model, blocks=blocks)
+
+
+@dataclass(frozen=True)
+class ReportCommandOptions:
+    """Every ``dsdr-eval report`` option. (``dsdr_eval.reporting.build.ReportOptions`` is what the report
+    builder takes, in its own names: ``labels``, ``with_ci``, ``compare``, ``train_runs``.)"""
+
+    runs: list[str]
+    out: str
+    label: list[str] = field(default_factory=list)
+    reference: str | None = None
+    allow_mixed: bool = False
+    ci: bool = False
+    avg_metric: str = "auto"
+    digits: int = 1
+    baseline: str | None = None
+    bootstrap: int = 2000
+    seed: int = 0
+    no_compare: bool = False
+    train: list[str] = field(default_factory=list)
+    smoothing: float = 0.0
+    title: str | None = None
+
+
+def run_report(options: ReportCommandOptions, command: list[str]) -> dict[str, Any]:
+    """Write the report directory ``options.out``; returns its record (report.json's content, as
+    ``make_report`` returns it). ``command`` goes to report.json."""
+    from dsdr_eval.reporting.build import ReportOptions, make_report
+    from dsdr_eval.reporting.reference import select_reference
+
+    select_reference(options.reference)  # an unknown reference fails before any run is read
+    return make_report(ReportOptions(
+        runs=tuple(options.runs), out=options.out, labels=tuple(options.label), reference=options.reference,
+        allow_mixed=options.allow_mixed, with_ci=options.ci, avg_metric=options.avg_metric, digits=options.digits,
+        baseline=options.baseline, bootstrap=options.bootstrap, seed=options.seed, compare=not options.no_compare,
+        train_runs=tuple(options.train), smoothing=options.smoothing, title=options.title, command=tuple(command)))

@@ -17,9 +17,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.api.analysis import (DiversityOptions, ImportOptions, ScoreOptions, run_diversity, run_import,
-                                    run_score)
+from dsdr_eval.api.analysis import (DiversityOptions, ImportOptions, JudgeOptions, ReportCommandOptions,
+                                    ScoreOptions, run_diversity, run_import, run_judging, run_report, run_score)
 from dsdr_eval.api.evaluation import EngineFactory, run_evaluation
 from dsdr_eval.api.options import RunOptions, checked
 from dsdr_eval.api.sweeping import run_sweep
@@ -77,8 +78,11 @@ def _call_record(name: str, options: Any) -> list[str]:
     """config.json's command of an API call: the function and the options that differ from the default."""
     import dataclasses
 
+    def default(f: dataclasses.Field) -> Any:
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
     given = [f"{f.name}={getattr(options, f.name)!r}" for f in dataclasses.fields(options)
-             if f.default is dataclasses.MISSING or getattr(options, f.name) != f.default]
+             if default(f) is dataclasses.MISSING or getattr(options, f.name) != default(f)]
     return [f"dsdr_eval.{name}", *given]
 
 
@@ -106,19 +110,72 @@ def import_results(path: str | Path, *, out: str | Path, tool: str = "auto", ben
     return run_import(options, command=command or _call_record("import_results", options))
 
 
-def compute_diversity(run_dir: str | Path, *, encoder: str | None = None, partition: str = "embedding",
+def diversity(run_dir: str | Path, *, encoder: str | None = None, partition: str = "embedding",
               threshold: float | None = None, chunked: bool = False, device: str = "cpu", batch_size: int = 64,
               no_progress: bool = False, judge_model: str | None = None,
               judge_base_url: list[str] | str | None = None, judge_api_key_env: str | None = None,
               max_concurrency: int | None = None, max_retries: int | None = None, timeout_s: float | None = None,
               backoff_base_s: float | None = None) -> RunResults:
     """``dsdr-eval diversity``: every diversity metric of a scored run directory, merged into its
-    metrics.json. Returns ``load_run(run_dir)`` (``.benchmarks[name].diversity``).
-
-    Not named ``diversity``: ``dsdr_eval.diversity_metrics`` is the metrics package, and importing it sets that
-    attribute of ``dsdr_eval`` to the package, so a function of that name would vanish on first use."""
-    run_diversity(DiversityOptions(**_options("diversity", "compute_diversity", locals())), log=lambda message: None)
+    metrics.json. Returns ``load_run(run_dir)`` (``.benchmarks[name].diversity``)."""
+    run_diversity(DiversityOptions(**_options("diversity", "diversity", locals())), log=lambda message: None)
     return load_run(run_dir)
+
+
+def judge(run_dir: str | Path, *, judge_model: str, judge_base_url: list[str] | str | None = None,
+          judge_api_key_env: str | None = None, max_concurrency: int | None = None, max_retries: int | None = None,
+          timeout_s: float | None = None, backoff_base_s: float | None = None, benchmarks: list[str] | str | None = None,
+          limit: int | None = None, max_rollouts: int = 32, correct_only: bool = False, phase: str = "sampling",
+          judge_temperature: float = 0.0, judge_max_tokens: int = 512, response_format: str | None = None,
+          json_mode: bool = False, max_rollout_chars: int = 6000, max_prompt_chars: int = 100_000,
+          cache_dir: str | Path | None = None, no_cache: bool = False, retry_failed: bool = False,
+          allow_failures: bool = False, no_progress: bool = False) -> RunResults:
+    """``dsdr-eval judge``: LLM-as-judge diversity (logic, formula, semantic, overall; 0-10) of a run
+    directory's rollouts through an OpenAI-compatible endpoint; writes judge.jsonl and the 'judge' key of
+    each judged benchmark in metrics.json. Returns ``load_run(run_dir)`` (``.benchmarks[name].judge``).
+
+    Where the CLI exits 1 (a problem failed, or every one did even with ``allow_failures``), the files
+    are written and a ``DsdrError`` says how many failed and why; with ``allow_failures`` and some
+    problems judged, a warning says it and the call returns (the means cover the judged problems)."""
+    outcome = run_judging(JudgeOptions(**_options("judge", "judge", locals())))
+    if outcome.n_failed:
+        what = ("every judge call failed" if outcome.n_ok == 0
+                else f"{outcome.n_failed} of {outcome.n_problems} problems failed")
+        message = (f"judge {run_dir}: {what} ({outcome.failure_summary()}); call again to retry HTTP failures "
+                   "(not cached), with retry_failed=True to ask again for unparseable cached replies")
+        if outcome.n_ok == 0:  # nothing judged at all is never a success
+            raise DsdrError(message)
+        if not allow_failures:
+            raise DsdrError(f"{message}; allow_failures=True returns the means of the judged problems")
+        warnings.warn(message, stacklevel=2)
+    return load_run(run_dir)
+
+
+# label=[] and train=[]: the CLI's defaults (the keyword test compares them); never mutated.
+def report(runs: list[str | Path] | str | Path, *, out: str | Path, label: list[str] = [],  # noqa: B006
+           reference: str | None = None, allow_mixed: bool = False, ci: bool = False, avg_metric: str = "auto",
+           digits: int = 1, baseline: str | None = None, bootstrap: int = 2000, seed: int = 0,
+           no_compare: bool = False, train: list[str | Path] = [],  # noqa: B006
+           smoothing: float = 0.0, title: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+    """``dsdr-eval report``: the report directory ``out`` (Table 1 in Markdown/LaTeX/CSV, figures, paired
+    comparisons, the protocol) of the evaluation ``runs`` (and the training runs ``train``). ``label``
+    and ``train`` are lists, as the repeated ``--label`` / ``--train`` options. Returns the report record
+    that ``reporting.build.make_report`` returns and report.json holds (``files``, ``plots`` with their
+    ``skipped`` reasons, ``mixed_protocols``, ``comparison_warnings`` ...). ``command``: what report.json
+    records (default: this call)."""
+    given = {key: _paths(key, value) if key in ("runs", "label", "train") else value
+             for key, value in locals().items()}
+    runs_given = given.pop("runs")  # a positional list: checked as paths here, not as a comma-list option
+    options = ReportCommandOptions(runs=runs_given, **_options("report", "report", given))
+    return run_report(options, command=command or _call_record("report", options))
+
+
+def _paths(name: str, values: Any) -> list[str]:
+    """A list option given as a list of strings or paths, or as one of them (one ``--NAME``)."""
+    items = [values] if isinstance(values, (str, Path)) else values
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, (str, Path)) for v in items):
+        raise DsdrError(f"report({name}={values!r}): expected a string or path, or a list of them")
+    return [str(v) for v in items]
 
 
 def sweep(train_run: str | Path, *, out: str | Path, benchmarks: list[str] | str, every: int = 1,

@@ -1,11 +1,14 @@
-"""`dsdr-eval judge RUN_DIR`: LLM-as-judge diversity of a run's rollouts (docs/ALGORITHMS.md §5)."""
+"""`dsdr-eval judge RUN_DIR`: LLM-as-judge diversity of a run's rollouts (docs/ALGORITHMS.md §5).
+
+The work is ``dsdr_eval.api.analysis.run_judging``; this module parses, calls it and prints the table.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
-from dsdr_eval.cli.args import JUDGE_ENDPOINT, add_openai_arguments, endpoint_config, integer, number
+from dsdr_eval.cli.args import JUDGE_ENDPOINT, add_openai_arguments, integer, number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,49 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _comma_list(value: str | None) -> tuple[str, ...] | None:
-    if not value:
-        return None
-    names = tuple(part.strip() for part in value.split(",") if part.strip())
-    return names or None
-
-
-def _response_format(args: argparse.Namespace) -> str:
-    """--response-format (checked by JudgeSettings; imported here, not at --help) with --json-mode."""
-    from dsdr_eval.errors import DsdrError
-    from dsdr_eval.llm_judge.structured import AUTO, JSON_OBJECT
-
-    if args.json_mode and args.response_format not in (None, JSON_OBJECT):
-        raise DsdrError(f"judge: --json-mode contradicts --response-format {args.response_format}")
-    return JSON_OBJECT if args.json_mode else (args.response_format or AUTO)
-
-
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from dsdr_eval.api.analysis import JudgeOptions, run_judging
+    from dsdr_eval.api.options import from_namespace
     from dsdr_eval.cli.tables import Column, print_table
-    from dsdr_eval.llm_judge.prompt import PromptBudget
-    from dsdr_eval.llm_judge.run import JudgeSettings, run_judge
-    from dsdr_eval.openai_api.client import OpenAICompatClient
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    endpoint = endpoint_config(args, JUDGE_ENDPOINT, model=args.judge_model, prefix="judge-")
-    try:
-        budget = PromptBudget(max_rollout_chars=args.max_rollout_chars, max_prompt_chars=args.max_prompt_chars)
-    except ValueError as exc:
-        from dsdr_eval.errors import DsdrError
-
-        raise DsdrError(f"judge: {exc}") from None
-    settings = JudgeSettings(benchmarks=_comma_list(args.benchmarks), limit=args.limit,
-                             max_rollouts=args.max_rollouts, correct_only=args.correct_only, phase=args.phase,
-                             temperature=args.judge_temperature, max_tokens=args.judge_max_tokens,
-                             response_format=_response_format(args), use_cache=not args.no_cache, budget=budget)
-    from dsdr_eval.rundir.directory import require_run_dir, writer_lock
-
-    require_run_dir(args.run_dir)  # a missing RUN_DIR is an error, not created by the lock
-    with writer_lock(args.run_dir), OpenAICompatClient(endpoint) as client:  # one writer per run directory
-        blocks = run_judge(args.run_dir, client, settings, cache_dir=args.cache_dir,
-                           progress=False if args.no_progress else None, retry_failed=args.retry_failed)
+    outcome = run_judging(from_namespace(JudgeOptions, args))
+    blocks = outcome.blocks
 
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
@@ -99,23 +69,17 @@ def main(args: argparse.Namespace) -> int:
              str(block["n_ok"]), ", ".join(f"{k}={v}" for k, v in block["failed_by_reason"].items()) or "0",
              str(block["n_skipped"]), str(block["n_cache_hits"])) for name, block in blocks.items()]
     # stderr, and 200 columns in a log: every failure reason in full (they wrap instead of being cut)
-    print_table(f"LLM-judge diversity (0-10), judge {endpoint.model}",
+    print_table(f"LLM-judge diversity (0-10), judge {outcome.model}",
                 [*("benchmark", "logic", "formula", "semantic", "overall", "ok"), Column("failed", fold=True),
                  "skipped", "cache hits"], rows, stderr=True, pipe_width=200)
     console = Console(stderr=True)
     if not console.is_terminal:
         console = Console(stderr=True, width=200)
-    total_ok = sum(b["n_ok"] for b in blocks.values())
-    total_failed = sum(b["n_failed"] for b in blocks.values())
-    total = sum(b["n_problems"] for b in blocks.values())
+    total_ok, total_failed, total = outcome.n_ok, outcome.n_failed, outcome.n_problems
     console.print(f"wrote {args.run_dir}/judge.jsonl and the 'judge' key of metrics.json")
     if total_failed == 0:
         return 0
-    reasons: dict[str, int] = {}
-    for block in blocks.values():
-        for reason, count in block["failed_by_reason"].items():
-            reasons[reason] = reasons.get(reason, 0) + count
-    summary = ", ".join(f"{reason}={count}" for reason, count in sorted(reasons.items()))
+    summary = outcome.failure_summary()
     what = "every judge call failed" if total_ok == 0 else f"{total_failed} of {total} problems failed"
     hint = ("rerun to retry HTTP failures (they are not cached); add --retry-failed to ask again for "
             "unparseable cached replies")

@@ -1,6 +1,7 @@
 """``dsdr-eval report RUN_DIR [RUN_DIR ...] --out reports/NAME``: tables, plots and paired comparisons.
 
-Heavy imports (matplotlib, numpy) happen inside `main`, so ``dsdr-eval --help`` stays fast.
+The work is ``dsdr_eval.api.analysis.run_report`` (matplotlib and numpy are imported when it runs, so
+``dsdr-eval --help`` stays fast); this module parses, calls it and prints what it wrote.
 """
 
 from __future__ import annotations
@@ -75,18 +76,10 @@ def _command_line(args: argparse.Namespace) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.reporting.build import ReportOptions, make_report
+    from dsdr_eval.api.analysis import ReportCommandOptions, run_report
+    from dsdr_eval.api.options import from_namespace
 
-    from dsdr_eval.reporting.reference import select_reference
-
-    select_reference(args.reference)  # an unknown --reference fails before any run is read
-    options = ReportOptions(
-        runs=tuple(args.runs), out=args.out, labels=tuple(args.label), reference=args.reference,
-        allow_mixed=args.allow_mixed, with_ci=args.ci, avg_metric=args.avg_metric, digits=args.digits,
-        baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed, compare=not args.no_compare,
-        train_runs=tuple(args.train), smoothing=args.smoothing, title=args.title, command=tuple(_command_line(args)),
-    )
-    report = make_report(options)
+    report = run_report(from_namespace(ReportCommandOptions, args), command=_command_line(args))
     skipped = [p for p in report["plots"] if p["skipped"]]
     print(f"report written to {args.out}/README.md ({len(report['files'])} files)")
     if report["mixed_protocols"]:
