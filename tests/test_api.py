@@ -4,6 +4,7 @@ functions whatever submodules are imported."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import inspect
 import json
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from fault_server import FaultServer
+from fixtures_runs import make_scored_run
 
 import dsdr_eval
-from dsdr_eval.api.analysis import DiversityOptions, ImportOptions, ScoreOptions
+from dsdr_eval.api.analysis import DiversityOptions, ImportOptions, JudgeOptions, ReportCommandOptions, ScoreOptions
 from dsdr_eval.api.options import RunOptions, parser_options, subcommand_parser
 from dsdr_eval.api.sweeping import eval_settings
 from dsdr_eval.backends.base import Backend, Completion, RequestResult
@@ -29,7 +31,9 @@ API = {
     "run": (dsdr_eval.evaluate, RunOptions, set()),
     "score": (dsdr_eval.score, ScoreOptions, set()),
     "import": (dsdr_eval.import_results, ImportOptions, set()),
-    "diversity": (dsdr_eval.compute_diversity, DiversityOptions, set()),
+    "diversity": (dsdr_eval.diversity, DiversityOptions, set()),
+    "judge": (dsdr_eval.judge, JudgeOptions, set()),
+    "report": (dsdr_eval.report, ReportCommandOptions, set()),
     "sweep": (dsdr_eval.sweep, None, {"model"}),  # the sweep refuses --model: each checkpoint is the model
 }
 
@@ -68,11 +72,15 @@ def test_api_names_stay_functions_after_the_submodules_load():
     """A submodule import sets the package attribute of its name: no API function may share one."""
     import dsdr_eval.api.public  # noqa: F401
     import dsdr_eval.diversity_metrics.run  # noqa: F401
+    import dsdr_eval.diversity_metrics.semantic  # noqa: F401
+    import dsdr_eval.llm_judge.run  # noqa: F401
+    import dsdr_eval.reporting.build  # noqa: F401
     import dsdr_eval.sweepdir  # noqa: F401
 
     for name in dsdr_eval.__all__:
         if name != "__version__":
             assert inspect.isfunction(getattr(dsdr_eval, name)), name
+    assert {"diversity", "judge", "report"} <= set(dsdr_eval.__all__)
 
 
 @pytest.mark.parametrize("keywords, message", [
@@ -199,3 +207,100 @@ def test_sweep_evaluates_each_checkpoint_and_resumes(tmp_path, data_dir):
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").glob("*/metrics.json")}
     assert dsdr_eval.sweep(train, **keywords).keys() == runs.keys() and len(seen) == 2  # resumed: nothing ran,
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps and len(stamps) == 2    # nothing re-scored
+
+
+def _judge_reply(body: dict) -> str:
+    """A verdict that depends on the prompt (its length), so each problem gets its own scores and the means
+    are not one constant; the same prompt always gets the same verdict."""
+    size = len(body["messages"][1]["content"])
+    logic, formula, semantic = size % 7 + 2, size % 5 + 1, size % 3 + 4
+    return json.dumps({"logic": logic, "formula": formula, "semantic": semantic,
+                       "overall": round((logic + formula + semantic) / 3)})
+
+
+def _scored_copy(tmp_path: Path, name: str) -> Path:
+    """A scored run directory of the example samples (two benchmarks' worth of rollouts per problem)."""
+    dsdr_eval.score(EXAMPLE, out=tmp_path / name, workers=1, bootstrap=0, no_progress=True)
+    return tmp_path / name
+
+
+def test_judge_through_the_cli_and_the_api_writes_the_same_files(tmp_path, monkeypatch):
+    """`dsdr-eval judge` and `dsdr_eval.judge` against the same loopback server: judge.jsonl, the judge
+    cache and metrics.json are the same, and the API returns the judge means load_run reads."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cli_dir, api_dir = _scored_copy(tmp_path, "cli"), _scored_copy(tmp_path, "api")
+    with FaultServer(reply=_judge_reply) as server:
+        assert main(["judge", str(cli_dir), "--judge-model", server.model, "--judge-base-url", server.base_url,
+                     "--max-rollouts", "3", "--max-concurrency", "1", "--no-progress"]) == 0
+        n_cli = len(server.completion_requests())
+        result = dsdr_eval.judge(api_dir, judge_model=server.model, judge_base_url=server.base_url, max_rollouts=3,
+                                 max_concurrency=1, no_progress=True)
+        assert len(server.completion_requests()) == 2 * n_cli > 0  # the API asked as many questions
+    for name in ("judge.jsonl", "judge_cache.jsonl", "metrics.json"):
+        assert _normalized(api_dir / name, api_dir) == _normalized(cli_dir / name, cli_dir), name
+    judged = result.benchmarks["math500"].judge
+    block = json.loads((api_dir / "metrics.json").read_text())["benchmarks"]["math500"]["judge"]
+    assert judged is not None and judged.n_ok == block["n_ok"] == n_cli and judged.judge_model == server.model
+    assert judged.axes["overall"] == block["overall"] and 0 < judged.axes["overall"] < 10
+
+
+def test_judge_failures_raise_unless_allowed_and_some_were_judged(tmp_path, monkeypatch):
+    """Where `dsdr-eval judge` exits 1 the API raises (after writing the files); with allow_failures and
+    some problems judged it warns and returns."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = _scored_copy(tmp_path, "run")
+    keywords = dict(judge_model="m", max_rollouts=3, max_concurrency=1, max_retries=0, no_progress=True)
+    with FaultServer(default="400") as server:
+        with pytest.raises(DsdrError, match=r"every judge call failed \(http_error:http_400=\d+\)"):
+            dsdr_eval.judge(run, judge_base_url=server.base_url, allow_failures=True, **keywords)
+    assert json.loads((run / "metrics.json").read_text())["benchmarks"]["math500"]["judge"]["n_ok"] == 0
+    with FaultServer(script=["503"], default="ok", reply=_judge_reply) as server:  # the first problem fails
+        with pytest.raises(DsdrError, match=r"1 of \d+ problems failed .*allow_failures=True"):
+            dsdr_eval.judge(run, judge_base_url=server.base_url, **keywords)
+    with FaultServer(script=["503"], default="ok", reply=_judge_reply) as server:
+        with pytest.warns(UserWarning, match=r"1 of \d+ problems failed"):
+            result = dsdr_eval.judge(run, judge_base_url=server.base_url, allow_failures=True, no_cache=True,
+                                     **keywords)
+    assert result.benchmarks["math500"].judge.n_ok > 0
+
+
+def test_report_through_the_cli_and_the_api_writes_the_same_files(tmp_path, data_dir):
+    """`dsdr-eval report` and `dsdr_eval.report` on the same two runs write the same tables and record;
+    only the command differs (report.json and the README say how each report was made)."""
+    quick = {"name": "quick", "phases": [{"phase": "pass1", "n": 1, "temperature": 0.1, "top_p": 0.9},
+                                         {"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9}],
+             "max_tokens": 256, "seed": 0}
+    runs = [make_scored_run(tmp_path / name, data_dir, label=name, accuracy=accuracy, protocol=quick,
+                            benchmarks={"math500": 6}) for name, accuracy in (("grpo", 0.3), ("dsdr", 0.6))]
+    cli_out, api_out = tmp_path / "reports" / "cli", tmp_path / "reports" / "api"
+    assert main(["report", *map(str, runs), "--out", str(cli_out), "--label", "A", "--label", "B", "--ci",
+                 "--bootstrap", "200", "--seed", "3", "--title", "t"]) == 0
+    record = dsdr_eval.report(runs, out=api_out, label=["A", "B"], ci=True, bootstrap=200, seed=3, title="t")
+    names = sorted(str(p.relative_to(cli_out)) for p in cli_out.rglob("*") if p.is_file())
+    assert names == sorted(str(p.relative_to(api_out)) for p in api_out.rglob("*") if p.is_file())
+    for name in ("table1.md", "table1.tex", "table1.csv", "passk.csv", "comparison.csv"):
+        assert (api_out / name).read_text() == (cli_out / name).read_text(), name
+    cli_record = json.loads((cli_out / "report.json").read_text())
+    assert record == json.loads((api_out / "report.json").read_text())
+    assert record["command"][0] == "dsdr_eval.report" and cli_record["command"][:2] == ["dsdr-eval", "report"]
+    assert {k: v for k, v in record.items() if k not in ("command", "created")} == \
+        {k: v for k, v in cli_record.items() if k not in ("command", "created")}
+
+    def readme(out: Path) -> str:  # the command line and the time stamp blanked
+        text = re.sub(r"^(dsdr-eval report|dsdr_eval\.report) .*$", "COMMAND", (out / "README.md").read_text(),
+                      flags=re.M)
+        return re.sub(r"\d{4}-\d\d-\d\dT[\d:]+\+00:00", "T", text)
+
+    assert readme(api_out) == readme(cli_out) and readme(api_out).count("COMMAND") == 1
+    assert [row["label"] for row in csv.DictReader((api_out / "passk.csv").open())][:1] == ["A"]
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"digits": 7}, r"report\(digits=7\): must be an integer in \[0, 6\]"),
+    ({"avg_metric": "avg@0"}, r"report\(avg_metric='avg@0'\): expected auto, avg@16"),
+    ({"label": [1]}, r"report\(label=\[1\]\): expected a string or path"),
+])
+def test_a_bad_report_value_is_a_one_line_error(tmp_path, keywords, message):
+    with pytest.raises(DsdrError, match=message):
+        dsdr_eval.report([tmp_path], out=tmp_path / "report", **keywords)
+    assert not (tmp_path / "report").exists()
