@@ -1,6 +1,6 @@
-"""``dsdr-eval score``, ``import``, ``diversity``, ``judge`` and ``report`` as library calls on frozen options (the fields are the
-CLI options: same names, same defaults). The CLI and the keyword API (``dsdr_eval.score`` ...) both call
-these; the CLI prints what they return. Heavy libraries are imported inside the functions.
+"""``dsdr-eval score``, ``import``, ``diversity``, ``judge`` and ``report`` as library calls on frozen
+options (the fields are the CLI options: same names, same defaults). The CLI and the keyword API
+(``dsdr_eval.score`` ...) both call these; the CLI prints what they return. Heavy libraries are imported inside the functions.
 """
 
 from __future__ import annotations

@@ -124,8 +124,9 @@ def diversity(run_dir: str | Path, *, encoder: str | None = None, partition: str
 
 def judge(run_dir: str | Path, *, judge_model: str, judge_base_url: list[str] | str | None = None,
           judge_api_key_env: str | None = None, max_concurrency: int | None = None, max_retries: int | None = None,
-          timeout_s: float | None = None, backoff_base_s: float | None = None, benchmarks: list[str] | str | None = None,
-          limit: int | None = None, max_rollouts: int = 32, correct_only: bool = False, phase: str = "sampling",
+          timeout_s: float | None = None, backoff_base_s: float | None = None,
+          benchmarks: list[str] | str | None = None, limit: int | None = None, max_rollouts: int = 32,
+          correct_only: bool = False, phase: str = "sampling",
           judge_temperature: float = 0.0, judge_max_tokens: int = 512, response_format: str | None = None,
           json_mode: bool = False, max_rollout_chars: int = 6000, max_prompt_chars: int = 100_000,
           cache_dir: str | Path | None = None, no_cache: bool = False, retry_failed: bool = False,
