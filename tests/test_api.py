@@ -219,7 +219,7 @@ def _judge_reply(body: dict) -> str:
 
 
 def _scored_copy(tmp_path: Path, name: str) -> Path:
-    """A scored run directory of the example samples (two benchmarks' worth of rollouts per problem)."""
+    """A scored run directory of examples/math_samples.jsonl (math500: 5 problems, 8 rollouts each)."""
     dsdr_eval.score(EXAMPLE, out=tmp_path / name, workers=1, bootstrap=0, no_progress=True)
     return tmp_path / name
 
