@@ -82,7 +82,8 @@ def run(argv: list[str]) -> int:
 def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -> int:
     from dsdr_eval.models import resolve_model
     from dsdr_train import checkpoint as ckpt
-    from dsdr_train.train import Trainer, prepare_metrics_for_resume
+    from dsdr_train.checkpoint import prepare_metrics_for_resume
+    from dsdr_train.train import Trainer
 
     resolved = resolve_model(cfg.model)
     record, resume_from = None, None
