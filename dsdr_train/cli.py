@@ -90,7 +90,7 @@ def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -
     if args.resume:
         resume_from = ckpt.latest_checkpoint(run_dir)
     else:
-        record = {"kind": "train", "algo": cfg.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
+        record = {"kind": "train", "algo": cfg.objective.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
                   "model": resolved.to_config()}
     if cfg.engine == "trl":  # TRL's GRPOTrainer with the same objectives, data and run directory
         from dsdr_train.integrations.trl.run import run_trl

@@ -239,7 +239,7 @@ class Trainer:
         cfg = self.cfg
         self.model.train()
         started = time.perf_counter()
-        with progress_bar(cfg.total_steps, f"dsdr-train {cfg.algo}", unit="step",
+        with progress_bar(cfg.total_steps, f"dsdr-train {cfg.objective.algo}", unit="step",
                           enabled=cfg.progress and self.dist.main, initial=self.step) as bar:
             while self.step < cfg.total_steps:
                 if cfg.time_limit_s is not None and time.perf_counter() - started > cfg.time_limit_s:
