@@ -322,11 +322,6 @@ def resolve_config(values: dict[str, Any]) -> TrainConfig:
     return cfg
 
 
-def objective_of(cfg: TrainConfig) -> ObjectiveConfig:
-    """The run's ObjectiveConfig (``cfg.objective``)."""
-    return cfg.objective
-
-
 def validate(cfg: TrainConfig) -> None:
     flat = cfg.to_dict()  # the error names the flat key the user set, objective keys included
 

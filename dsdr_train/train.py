@@ -37,7 +37,7 @@ from dsdr_train.shaping import shape_batch
 from dsdr_train.stats import RewardStats, UpdateStats, ordered_metrics, step_metrics
 from dsdr_train.update import UpdateContext, ppo_update
 
-__all__ = ["DapoExhausted", "Trainer", "load_policy"]
+__all__ = ["Trainer"]
 
 
 class Trainer:

@@ -60,7 +60,7 @@ def test_choices_the_papers_leave_open_are_recorded_options():
         assert record["formula_rules"] == "extended"
     cfg = build(**C.parse_overrides(["dapo_exhausted=error", "singleton_advantage=reward", "local_norm=correct_prompts",
                                      "encoder_chunked=true", "encoder_max_seq_length=128"]))
-    assert C.objective_of(cfg).dapo_exhausted == "error" and C.objective_of(cfg).local_norm == "correct_prompts"
+    assert cfg.objective.dapo_exhausted == "error" and cfg.objective.local_norm == "correct_prompts"
     assert cfg.encoder_chunked and cfg.encoder_max_seq_length == 128 and cfg.objective.singleton_advantage == "reward"
 
 
