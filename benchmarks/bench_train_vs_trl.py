@@ -50,10 +50,22 @@ DATA = Path(os.environ.get("DSDR_TRAIN_DATA_DIR", Path(__file__).resolve().paren
 
 
 def build_tiny(out: Path) -> Path:
-    """The test suite's tiny random Llama (2 layers, hidden 64) with the SmolLM2 tokenizer."""
-    from dsdr_eval.models import build_tiny_random_llama, smollm2_hf_dir
+    """The test suite's tiny random Llama (tests/helpers/models.py defaults: 2 layers, hidden 64,
+    seed 0) with the SmolLM2 tokenizer, built here from its config (the builder is test-only)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    return build_tiny_random_llama(out, smollm2_hf_dir())
+    from dsdr_eval.models import smollm2_hf_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_hf_dir())
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).to(torch.float32).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
 
 
 def problems(n: int) -> list[dict]:

@@ -69,14 +69,11 @@ def _plain_trl(cfg, model_path: str, out: Path) -> list[float]:
     from dsdr_train.integrations.trl.mapping import geometry, grpo_config_kwargs
     from dsdr_train.modeling import load_policy
 
-    from types import SimpleNamespace
-
-    from dsdr_train.train import Trainer
+    from dsdr_train.setup import load_prompt_pool, prompt_format
 
     tok = AutoTokenizer.from_pretrained(model_path)
     tok.padding_side = "left"
-    ctx = SimpleNamespace(cfg=cfg, tokenizer=tok, dist=SimpleNamespace(main=True))
-    pool = Trainer._load_prompt_pool(ctx)  # the same rendered prompts (template, chat mode) as dsdr-train
+    pool = load_prompt_pool(cfg, prompt_format(cfg, tok), main=True)  # the prompts (template, chat mode) of dsdr-train
     texts = [tok.decode(ids, skip_special_tokens=False) for ids in pool.prompt_ids]
     data = Dataset.from_dict({"prompt": texts, "answer": [p.answer for p in pool.problems]})
 

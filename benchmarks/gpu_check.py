@@ -449,7 +449,7 @@ def trl_step(model_dir: Path, work: Path, geo: Geometry, *, device: str, dtype: 
     run_dir = work / f"run-trl-{tag}"
     cfg = train_config(model_dir, data, run_dir, geo, engine="trl", dtype=dtype, gradient_checkpointing=True,
                        device=device)
-    trainer, _ = build_trainer(cfg, model_path=str(model_dir), run_dir=run_dir)
+    trainer = build_trainer(cfg, model_path=str(model_dir), run_dir=run_dir)
     tok = trainer.processing_class
     handle = suppress_eos(trainer.model, [tok.eos_token_id, tok.pad_token_id])
     records: list[dict[str, Any]] = []

@@ -22,7 +22,7 @@ Every case runs the CLI in a subprocess (``python -m dsdr_eval.cli``; the code u
 
 Usage: PYTHONPATH=REPO python benchmarks/rundir_campaign.py [--only AREA] [--json OUT.json]
 (the tests/ helpers are this checkout's). Needs $DSDR_DATA_DIR (math500.jsonl) and, for the sweep
-area, the SmolLM2 tokenizer that ``dsdr_eval.models.build_tiny_random_llama`` uses.
+area, the SmolLM2 tokenizer that tests/helpers/models.py ``build_tiny_random_llama`` uses.
 """
 
 from __future__ import annotations
@@ -224,7 +224,8 @@ def case_lock_after_kill9(root: Path) -> tuple[bool, str]:
 # ----------------------------------------------------------------------------- sweep
 
 def case_sweep_broken_checkpoint(root: Path) -> tuple[bool, str]:
-    from dsdr_eval.models import build_tiny_random_llama, smollm2_hf_dir
+    from dsdr_eval.models import smollm2_hf_dir
+    from helpers.models import build_tiny_random_llama
 
     model = build_tiny_random_llama(root / "tiny", smollm2_hf_dir())
     train = root / "train"

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.rundir.jsonl import read_jsonl, repair_truncated_tail, write_jsonl
 
 CHECKPOINTS = "checkpoints"
 FINAL = "final"
@@ -114,3 +115,18 @@ def load_trainer_state(ckpt: Path) -> dict[str, Any]:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001
         raise DsdrError(f"{path}: cannot read trainer state ({type(exc).__name__}: {exc})") from None
+
+
+def prepare_metrics_for_resume(run_dir: Path, step: int) -> int:
+    """Drop metrics lines past the checkpoint step (they will be recomputed) and a torn last line.
+
+    Returns how many lines were dropped."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    repair_truncated_tail(path)
+    rows = read_jsonl(path)
+    keep = [r for r in rows if int(r.get("step", 0)) <= step]
+    if len(keep) != len(rows):
+        write_jsonl(path, keep)
+    return len(rows) - len(keep)

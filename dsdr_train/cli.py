@@ -82,14 +82,15 @@ def run(argv: list[str]) -> int:
 def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -> int:
     from dsdr_eval.models import resolve_model
     from dsdr_train import checkpoint as ckpt
-    from dsdr_train.train import Trainer, prepare_metrics_for_resume
+    from dsdr_train.checkpoint import prepare_metrics_for_resume
+    from dsdr_train.train import Trainer
 
     resolved = resolve_model(cfg.model)
     record, resume_from = None, None
     if args.resume:
         resume_from = ckpt.latest_checkpoint(run_dir)
     else:
-        record = {"kind": "train", "algo": cfg.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
+        record = {"kind": "train", "algo": cfg.objective.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
                   "model": resolved.to_config()}
     if cfg.engine == "trl":  # TRL's GRPOTrainer with the same objectives, data and run directory
         from dsdr_train.integrations.trl.run import run_trl

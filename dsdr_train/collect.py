@@ -97,7 +97,7 @@ def collect_rollouts(generate: Generate, pool: PromptPool, cfg: TrainConfig, dis
                                 f"{cfg.prompts_per_step} prompts with varying accuracy after {n_gen} generation batches "
                                 f"at step {step + 1} (dapo_exhausted=error; dapo_exhausted=train updates on what was kept)")
         kept, kept_graded = _trim_to_equal_groups(kept, kept_graded, last, local_prompts, dist)
-    stats = _group_stats(all_gids, all_acc, n_gen, t_gen, t_grade)
+    stats = CollectStats.of_groups(all_gids, all_acc, num_gen_batches=n_gen, generate_s=t_gen, grade_s=t_grade)
     return Collected(kept, kept_graded, np.array([float(r["correct"]) for r in kept_graded]), stats)
 
 
@@ -121,12 +121,3 @@ def _trim_to_equal_groups(kept: RolloutBatch, kept_graded: list[dict], last: tup
     rows = [i for i, g in enumerate(kept.group_ids) if g in keep_set]
     return kept.select(rows), [kept_graded[i] for i in rows]
 
-
-def _group_stats(group_ids: list[int], accuracy: list[float], n_gen: int, t_gen: float, t_grade: float) -> CollectStats:
-    """Group statistics over everything generated this step (before any filtering)."""
-    by_group: dict[int, list[float]] = {}
-    for g, a in zip(group_ids, accuracy):
-        by_group.setdefault(g, []).append(a)
-    means = [float(np.mean(v)) for v in by_group.values()]
-    return CollectStats(num_gen_batches=n_gen, groups=float(len(means)), all_correct_groups=float(sum(x == 1.0 for x in means)),
-                        all_wrong_groups=float(sum(x == 0.0 for x in means)), generate_s=t_gen, grade_s=t_grade)

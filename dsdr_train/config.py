@@ -9,8 +9,10 @@ The objective settings are one nested :class:`~dsdr_train.objective.ObjectiveCon
 YAML file, ``tau=2`` on the command line; a nested ``objective:`` mapping is accepted too); an
 objective key left unset (or ``null``) takes the algorithm's default, which ``resolve_config``
 fills in, so the recorded config.json always states the value actually used. ``cfg.to_dict()``
-(the ``config`` of a run's config.json) stays one flat mapping, as before the nesting, and
-``cfg.tau`` still reads ``cfg.objective.tau``.
+(the ``config`` of a run's config.json) stays one flat mapping, as before the nesting. In code
+the objective settings are read and replaced through the section only (``cfg.objective.tau``,
+``dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, tau=2))``), so a type
+checker sees every attribute; ``cfg.replace(tau=2)`` routes flat keys as the YAML does.
 """
 
 from __future__ import annotations
@@ -138,12 +140,6 @@ class TrainConfig:
         """One flat mapping: the run fields and the objective's keys side by side (config.json)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "objective"}
         return {**self.objective.to_dict(), **out}
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when normal lookup fails: a flat objective key reads the nested config.
-        if name in OBJECTIVE_KEYS:
-            return getattr(object.__getattribute__(self, "objective"), name)
-        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
 
     def replace(self, **changes: Any) -> "TrainConfig":
         """A copy with ``changes`` applied, flat objective keys routed into the nested config
@@ -326,15 +322,12 @@ def resolve_config(values: dict[str, Any]) -> TrainConfig:
     return cfg
 
 
-def objective_of(cfg: TrainConfig) -> ObjectiveConfig:
-    """The run's ObjectiveConfig (``cfg.objective``)."""
-    return cfg.objective
-
-
 def validate(cfg: TrainConfig) -> None:
+    flat = cfg.to_dict()  # the error names the flat key the user set, objective keys included
+
     def need(cond: bool, key: str, why: str) -> None:
         if not cond:
-            raise DsdrError(f"config key {key!r}: {why} (got {getattr(cfg, key)!r})")
+            raise DsdrError(f"config key {key!r}: {why} (got {flat[key]!r})")
 
     for key in ("model", "train_data", "out"):
         need(bool(getattr(cfg, key)), key, "is required")
@@ -350,7 +343,7 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.max_response_length >= 1, "max_response_length", "must be >= 1")
     need(cfg.lr > 0, "lr", "must be > 0")
     need(cfg.val_n >= 1, "val_n", "must be >= 1")
-    for key, value in cfg.to_dict().items():  # NaN/inf would pass every comparison check below
+    for key, value in flat.items():  # NaN/inf would pass every comparison check below
         if isinstance(value, float):
             need(math.isfinite(value), key, "must be a finite number")
     for key in ("save_every", "keep_last", "val_every", "warmup_steps"):
@@ -373,8 +366,8 @@ def validate(cfg: TrainConfig) -> None:
         need(cfg.loss_norm_constant >= 1, "loss_norm_constant", "must be >= 1")
     if cfg.encoder_max_seq_length is not None:
         need(cfg.encoder_max_seq_length >= 3, "encoder_max_seq_length", "must be >= 3 (room for [CLS]/[SEP])")
-    if cfg.overlong_buffer is not None:
-        need(0 < cfg.overlong_buffer <= cfg.max_response_length, "overlong_buffer", "must be in (0, max_response_length]")
+    if cfg.objective.overlong_buffer is not None:
+        need(0 < cfg.objective.overlong_buffer <= cfg.max_response_length, "overlong_buffer", "must be in (0, max_response_length]")
     from dsdr_train.core_algos.pipeline import check_registered  # torch: only once a run is configured
 
     try:

@@ -99,6 +99,18 @@ class CollectStats:
     generate_s: float = local()
     grade_s: float = local()
 
+    @classmethod
+    def of_groups(cls, group_ids: Sequence[int], accuracy: Sequence[float], *, num_gen_batches: int,
+                  generate_s: float, grade_s: float) -> "CollectStats":
+        """Group statistics over everything generated this step (before any filtering)."""
+        by_group: dict[int, list[float]] = {}
+        for g, a in zip(group_ids, accuracy):
+            by_group.setdefault(g, []).append(a)
+        means = [float(np.mean(v)) for v in by_group.values()]
+        return cls(num_gen_batches=num_gen_batches, groups=float(len(means)),
+                   all_correct_groups=float(sum(x == 1.0 for x in means)),
+                   all_wrong_groups=float(sum(x == 0.0 for x in means)), generate_s=generate_s, grade_s=grade_s)
+
     def metrics(self) -> dict[str, Any]:
         groups = max(self.groups, 1.0)  # no group generated: fractions 0
         return {"groups/all_correct_frac": self.all_correct_groups / groups,
@@ -214,3 +226,15 @@ def step_metrics(dist: Dist, *records: Any) -> dict[str, Any]:
     for record in reduce_stats(dist, *records):
         out.update(record.metrics())
     return out
+
+
+# metrics.jsonl's leading keys (the step and its phase times); every other key follows sorted.
+_LEADING = ["step", "time/total_s", "time/generate_s", "time/reward_s", "time/update_s"]
+
+
+def ordered_metrics(m: dict[str, Any]) -> dict[str, Any]:
+    """``m`` in metrics.jsonl's key order (both engines write their records through it)."""
+    def order(key: str) -> tuple[int, str]:
+        return (_LEADING.index(key), key) if key in _LEADING else (len(_LEADING), key)
+
+    return {k: m[k] for k in sorted(m, key=order)}

@@ -21,21 +21,23 @@ import numpy as np
 import torch
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.rundir.jsonl import append_jsonl, read_jsonl, repair_truncated_tail, write_jsonl
+from dsdr_eval.rundir.jsonl import append_jsonl
 from dsdr_eval.tasks import Problem
 from dsdr_train import checkpoint as ckpt
 from dsdr_train import core_algos as algos
 from dsdr_train import scoring
-from dsdr_train.collect import Collected, DapoExhausted, PromptPool, collect_rollouts
+from dsdr_train.collect import Collected, DapoExhausted, collect_rollouts
 from dsdr_train.config import TrainConfig
-from dsdr_train.data import PromptSampler, load_train_problems
+from dsdr_train.data import load_train_problems
 from dsdr_train.distributed import setup_distributed
 from dsdr_train.modeling import build_optimizer, load_policy, load_reference, pick_device, pick_dtype
 from dsdr_train.rollout import HFRollout, RolloutBatch, VLLMRollout, choose_rollout_engine
-from dsdr_train.stats import RewardStats, Summary, UpdateStats, step_metrics
+from dsdr_train.setup import build_diversity, load_prompt_pool, prompt_format, save_run_config
+from dsdr_train.shaping import shape_batch
+from dsdr_train.stats import RewardStats, UpdateStats, ordered_metrics, step_metrics
 from dsdr_train.update import UpdateContext, ppo_update
 
-__all__ = ["DapoExhausted", "Trainer", "load_policy", "prepare_metrics_for_resume"]
+__all__ = ["Trainer"]
 
 
 class Trainer:
@@ -55,14 +57,16 @@ class Trainer:
         init_path = str(resume_from) if resume_from else model_path
         self._load_models(init_path, model_path, dtype)
         self.optimizer, self.scheduler = build_optimizer(cfg, self.policy)
-        self.pool = self._load_prompt_pool()
+        self.prompts = prompt_format(cfg, self.tokenizer)
+        self.pool = load_prompt_pool(cfg, self.prompts, main=self.dist.main)
         self.step = self._restore(resume_from) if resume_from is not None else 0
         self.engine = self._build_engine(init_path, dtype)
-        self.encoder, self.equivalence = self._build_diversity()
+        self.diversity = build_diversity(cfg, self.device)
         self.val_problems = self._load_val() if cfg.val_data else None
         self.tb = self._open_tensorboard()
         if self.dist.main and config_record is not None:
-            self._save_config(config_record)
+            save_run_config(run_dir, config_record, cfg=cfg, prompts=self.prompts,
+                            rollout_engine=self.engine_choice.to_config(), diversity=self.diversity)
 
     # -- factories ---------------------------------------------------------------------------
     def _load_models(self, init_path: str, model_path: str, dtype: torch.dtype) -> None:
@@ -83,31 +87,6 @@ class Trainer:
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.model = DistributedDataParallel(self.policy, device_ids=ids)
-
-    def _load_prompt_pool(self) -> PromptPool:
-        """Problems and prompts: the same template/rendering as `dsdr-eval run` (dsdr_eval.prompts).
-        Every prompt is tokenised once; those over max_prompt_length are dropped up front so each
-        draw is a full batch on every rank (skipping at draw time would desynchronise ranks)."""
-        from dsdr_eval.prompts import encode_prompt, load_template, render_prompt, resolve_chat_mode
-
-        cfg = self.cfg
-        problems = load_train_problems(cfg.train_data, problem_field=cfg.problem_field, answer_field=cfg.answer_field,
-                                       split=cfg.dataset_split, dataset_config=cfg.dataset_config,
-                                       limit=cfg.max_train_examples)
-        self.template = load_template(cfg.template)
-        self.chat = resolve_chat_mode(cfg.prompt_mode, self.tokenizer)
-        self._render = lambda text: encode_prompt(self.tokenizer, render_prompt(self.template, text, tokenizer=self.tokenizer,
-                                                                                 chat=self.chat), chat=self.chat)
-        rendered = [self._render(p.problem) for p in problems]
-        keep = [i for i, ids in enumerate(rendered) if len(ids) <= cfg.max_prompt_length]
-        self.skipped_long_prompts = len(rendered) - len(keep)
-        if not keep:
-            raise DsdrError(f"config key 'max_prompt_length': all {len(rendered)} training prompts are longer "
-                            f"than {cfg.max_prompt_length} tokens")
-        if self.skipped_long_prompts and self.dist.main:
-            print(f"dsdr-train: skipping {self.skipped_long_prompts} of {len(rendered)} training problems longer than "
-                  f"max_prompt_length={cfg.max_prompt_length} tokens", file=sys.stderr)
-        return PromptPool([problems[i] for i in keep], [rendered[i] for i in keep], PromptSampler(len(keep), cfg.seed))
 
     def _restore(self, checkpoint: Path) -> int:
         """Optimizer, schedule, sampler and RNG state from the checkpoint's trainer_state.pt (read
@@ -138,40 +117,12 @@ class Trainer:
                                record_log_probs=cfg.check_on_policy)
         return HFRollout(self.tokenizer, batch_size=cfg.generation_batch_size, record_log_probs=cfg.check_on_policy)
 
-    def _build_diversity(self) -> tuple[Any, Any]:
-        """The sentence encoder (DSDR's D_emb, diversity logging, DARLING's embedding partition)
-        and DARLING's equivalence, each only when the run uses it."""
-        cfg, reward = self.cfg, self.cfg.objective.reward
-        encoder = equivalence = None
-        if reward == "dsdr" or cfg.log_diversity or (reward == "darling" and cfg.darling_partition.startswith("embedding")):
-            from dsdr_eval.diversity_metrics import load_encoder
-
-            encoder = load_encoder(cfg.encoder, device="cpu" if self.device.type == "cpu" else str(self.device),
-                                   chunked=cfg.encoder_chunked, max_seq_length=cfg.encoder_max_seq_length)
-        if reward == "darling":
-            from dsdr_eval.partition_methods import make_equivalence
-
-            equivalence = make_equivalence(cfg.darling_partition, encoder=encoder, threshold=cfg.darling_threshold,
-                                           device=str(self.device))
-        return encoder, equivalence
-
     def _open_tensorboard(self) -> Any:
         if not (self.dist.main and self.cfg.tensorboard):
             return None
         from torch.utils.tensorboard import SummaryWriter
 
         return SummaryWriter(str(self.run_dir / "tensorboard"))
-
-    def _save_config(self, config_record: dict[str, Any]) -> None:
-        from dsdr_eval.diversity_metrics import EXTRACTION_RULES
-        from dsdr_eval.rundir.directory import save_config
-
-        save_config(self.run_dir, dict(
-            config_record, template={"name": self.template.name, "text": self.template.text, "chat": self.chat},
-            rollout_engine=self.engine_choice.to_config(),
-            encoder=self.encoder.settings() if self.encoder is not None else None,
-            formula_extraction=EXTRACTION_RULES[self.cfg.formula_rules],
-            objective_notes={**algos.COMMON_NOTES, **algos.ALGO_NOTES.get(self.cfg.algo, {})}))
 
     # -- rollout ----------------------------------------------------------------------------
     def _generate(self, prompt_ids: list[list[int]], group_ids: list[int], problem_idx: list[int], *, n: int,
@@ -186,29 +137,8 @@ class Trainer:
 
     # -- rewards and advantages ------------------------------------------------------------
     def shape(self, batch: RolloutBatch, graded: list[dict], acc: np.ndarray) -> tuple[algos.ShapedRewards, RewardStats]:
-        """Per-rollout rewards, advantages and coupling weights (``core_algos.shape_rewards``, by
-        the names the objective config records), and the phase's stats of this rank."""
-        cfg, objective = self.cfg, self.cfg.objective
-        t0 = time.perf_counter()
-        lengths = torch.tensor([len(r) for r in batch.response_ids], dtype=torch.float32)
-        diversity = darling_div = None
-        semantic = formula = None
-        if self.encoder is not None and (objective.reward == "dsdr" or cfg.log_diversity):
-            d_emb, d_eq, d = scoring.group_diversity(batch, self.encoder, cfg.formula_rules)
-            diversity = torch.tensor(d, dtype=torch.float64)
-            semantic, formula = Summary.of(d_emb.tolist()), Summary.of(d_eq.tolist())
-        if objective.reward == "darling":
-            darling_div = torch.tensor(scoring.darling_diversity(batch, graded, self.equivalence, cfg), dtype=torch.float64)
-        # float64: in an all-correct DSDR group rewards differ by ~1e-4 (see core_algos.advantages).
-        signals = algos.RolloutSignals(torch.tensor(acc, dtype=torch.float64), torch.tensor(batch.group_ids), lengths,
-                                       cfg.max_response_length, diversity=diversity, darling_div=darling_div)
-        shaped = algos.shape_rewards(signals, objective)
-        stats = RewardStats(reward=Summary.of(shaped.reward.tolist()), shaped=Summary.of(shaped.shaped.tolist()),
-                            accuracy=Summary.of(acc.tolist()), advantages=Summary.of(shaped.advantages.tolist()),
-                            lengths=Summary.of(lengths.tolist()),
-                            length_stopped=Summary.of([float(r == "length") for r in batch.finish_reasons]),
-                            semantic=semantic, formula=formula, reward_s=time.perf_counter() - t0)
-        return shaped, stats
+        """Rewards, advantages and coupling weights of ``batch`` (:func:`dsdr_train.shaping.shape_batch`)."""
+        return shape_batch(self.cfg, batch, graded, acc, self.diversity)
 
     # -- PPO update --------------------------------------------------------------------------
     def update_context(self) -> UpdateContext:
@@ -237,7 +167,7 @@ class Trainer:
         cfg = self.cfg
         assert self.val_problems is not None
         probs = self.val_problems
-        prompts = [self._render(p.problem) for p in probs]
+        prompts = [self.prompts.encode(p.problem) for p in probs]
         gids, pis = list(range(len(probs))), list(range(len(probs)))
         from dsdr_eval.grading import grade_samples
 
@@ -309,14 +239,14 @@ class Trainer:
         cfg = self.cfg
         self.model.train()
         started = time.perf_counter()
-        with progress_bar(cfg.total_steps, f"dsdr-train {cfg.algo}", unit="step",
+        with progress_bar(cfg.total_steps, f"dsdr-train {cfg.objective.algo}", unit="step",
                           enabled=cfg.progress and self.dist.main, initial=self.step) as bar:
             while self.step < cfg.total_steps:
                 if cfg.time_limit_s is not None and time.perf_counter() - started > cfg.time_limit_s:
                     print(f"time_limit_s={cfg.time_limit_s} reached after step {self.step}; stopping", file=sys.stderr)
                     break
                 m = self.train_step()
-                self.log({k: m[k] for k in sorted(m, key=_key_order)})
+                self.log(ordered_metrics(m))
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save()
                 bar.advance(1)
@@ -333,25 +263,3 @@ class Trainer:
             tdist.barrier()
             tdist.destroy_process_group()
         return final
-
-
-_ORDER = ["step", "time/total_s", "time/generate_s", "time/reward_s", "time/update_s"]
-
-
-def _key_order(key: str) -> tuple[int, str]:
-    return (_ORDER.index(key), key) if key in _ORDER else (len(_ORDER), key)
-
-
-def prepare_metrics_for_resume(run_dir: Path, step: int) -> int:
-    """Drop metrics lines past the checkpoint step (they will be recomputed) and a torn last line.
-
-    Returns how many lines were dropped."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return 0
-    repair_truncated_tail(path)
-    rows = read_jsonl(path)
-    keep = [r for r in rows if int(r.get("step", 0)) <= step]
-    if len(keep) != len(rows):
-        write_jsonl(path, keep)
-    return len(rows) - len(keep)

@@ -52,7 +52,7 @@ def smollm2_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, smollm2_dir) -> Path:
     """A tiny random Llama (2 layers, hidden 64) with the SmolLM2 tokenizer and chat template."""
-    from dsdr_eval.models import build_tiny_random_llama
+    from helpers.models import build_tiny_random_llama
 
     return build_tiny_random_llama(tmp_path_factory.mktemp("tiny-llama"), smollm2_dir)
 

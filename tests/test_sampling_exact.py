@@ -38,7 +38,7 @@ def model_pair(tmp_path_factory, tiny_model_dir) -> tuple[Path, Path]:
     """(clean, poisoned): the same peaked tiny weights; only generation_config.json differs."""
     from transformers import AutoModelForCausalLM
 
-    from dsdr_eval.models import build_tiny_random_llama
+    from helpers.models import build_tiny_random_llama
 
     root = tmp_path_factory.mktemp("sampling-exact")
     clean = build_tiny_random_llama(root / "clean", tiny_model_dir, hidden_size=128, intermediate_size=256,

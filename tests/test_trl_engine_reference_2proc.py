@@ -49,7 +49,7 @@ def test_trl_two_processes_equal_the_reference(algo, mode, tiny_model_dir, train
     per_rank = _launch(tiny_model_dir, train, tmp_path, algo, mode)
     assert len(per_rank[0]) == len(per_rank[1]) == 2  # one mini-batch x 2 PPO epochs
     cfg = config(algo, mode, str(tiny_model_dir), str(train), tmp_path / "one")
-    trainer, ctx = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "one")  # problems, encoder
+    trainer = build_trainer(cfg, model_path=str(tiny_model_dir), run_dir=tmp_path / "one")  # problems, encoder
     s = R.spec(algo)
 
     # the whole batch: every row of the first update (one mini-batch = the step), both ranks
@@ -65,7 +65,7 @@ def test_trl_two_processes_equal_the_reference(algo, mode, tiny_model_dir, train
         batch.finish_reasons.append("stop" if o and o[-1] in eos else "length")
         batch.problem_idx.append(prompt_index[tuple(p)])
     assert len(batch) == cfg.prompts_per_step * cfg.group_size
-    acc, advantages, weights, kept = reference_shaping(s, batch, trainer, ctx, cfg)
+    acc, advantages, weights, kept = reference_shaping(s, batch, trainer, cfg)
     assert {g for g, k, *_ in rows if k} == kept  # the engine drops exactly the spec's groups (§2)
     index = {(g, tuple(o)): i for i, (g, _, _, o) in enumerate(rows)}
 

@@ -101,7 +101,7 @@ class RecordingSGD(torch.optim.SGD):
         return super().step(closure)
 
 
-def compact_update(cfg: Any, model_dir: Path, batch: RolloutBatch, setup: Any, graded: list[dict], pad_id: int
+def compact_update(cfg: Any, model_dir: Path, batch: RolloutBatch, diversity: Any, graded: list[dict], pad_id: int
                    ) -> tuple[Any, Any, Any]:
     """The compact trainer on ``batch``: (UpdateStats, per-update gradients, ShapedRewards), the
     weights held fixed (lr 0) so every update's gradient is comparable."""
@@ -109,7 +109,7 @@ def compact_update(cfg: Any, model_dir: Path, batch: RolloutBatch, setup: Any, g
 
     from dsdr_train.distributed import Dist
     from dsdr_train.modeling import load_policy, load_reference
-    from dsdr_train.train import Trainer
+    from dsdr_train.shaping import shape_batch
     from dsdr_train.update import UpdateContext, ppo_update
 
     policy = load_policy(str(model_dir), torch.float32, disable_dropout=True)
@@ -117,7 +117,7 @@ def compact_update(cfg: Any, model_dir: Path, batch: RolloutBatch, setup: Any, g
     opt = RecordingSGD(policy.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda u: 1.0)
     acc = np.array([float(r["correct"]) for r in graded])
-    shaped, _ = Trainer.shape(setup, batch, graded, acc)
+    shaped, _ = shape_batch(cfg, batch, graded, acc, diversity)
     ctx = UpdateContext(cfg, policy, policy, ref, opt, sched, Dist(), torch.device("cpu"), pad_id)
     stats = ppo_update(ctx, batch, shaped, 0)
     return stats, opt.grads, shaped
@@ -141,7 +141,7 @@ def launch_two_processes(worker: Path, *args: str, timeout: float) -> None:
     subprocess.run(cmd, env=env, check=True, timeout=timeout)
 
 
-def reference_shaping(spec: Any, batch: RolloutBatch, trainer: Any, ctx: Any, cfg: Any) -> tuple[list, Any, Any, set]:
+def reference_shaping(spec: Any, batch: RolloutBatch, trainer: Any, cfg: Any) -> tuple[list, Any, Any, set]:
     """Correctness, and the independent reference's advantages, coupling weights and kept groups
     (tests/spec_reference.py) for a whole batch, from the engines' own grading and diversity scores
     (the measured inputs)."""
@@ -150,9 +150,9 @@ def reference_shaping(spec: Any, batch: RolloutBatch, trainer: Any, ctx: Any, cf
 
     graded = scoring.grade(batch, trainer.setup.problems, cfg)
     acc = [float(r["correct"]) for r in graded]
-    diversity = list(scoring.group_diversity(batch, ctx.encoder, cfg.formula_rules)[2]) if spec.bonus or spec.lambda_l \
+    diversity = list(scoring.group_diversity(batch, trainer.setup.diversity.encoder, cfg.formula_rules)[2]) if spec.bonus or spec.lambda_l \
         else [0.0] * len(batch)
-    div = list(scoring.darling_diversity(batch, graded, ctx.equivalence, cfg)) if spec.darling else [1.0] * len(batch)
+    div = list(scoring.darling_diversity(batch, graded, trainer.setup.diversity.equivalence, cfg)) if spec.darling else [1.0] * len(batch)
     lengths = [len(o) for o in batch.response_ids]
     _, advantages, weights = R.rewards_advantages_weights(spec, batch.group_ids, acc, lengths, cfg.max_response_length,
                                                           diversity, div)

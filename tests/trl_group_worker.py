@@ -22,7 +22,7 @@ def main(model_dir: str, train_file: str, out: str) -> None:
                               prompts_per_step=3, mini_batch_prompts=3, micro_batch_size=3, max_response_length=16,
                               max_prompt_length=512, max_train_examples=3, progress=False, save_every=0,
                               grade_workers=1))
-    trainer, _ = build_trainer(cfg, model_path=model_dir, run_dir=run)
+    trainer = build_trainer(cfg, model_path=model_dir, run_dir=run)
     inject(trainer)
     trainer.model.train()
     chunks = []

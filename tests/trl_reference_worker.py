@@ -47,7 +47,7 @@ def main(model_dir: str, train_file: str, out: str, algo: str, mode: str) -> Non
 
     run = Path(out) / f"run{algo}"
     cfg = config(algo, mode, model_dir, train_file, run)
-    trainer, _ = build_trainer(cfg, model_path=model_dir, run_dir=run)
+    trainer = build_trainer(cfg, model_path=model_dir, run_dir=run)
     inject(trainer)
     pending: dict[str, list] = {"rows": [], "losses": [], "returned": []}
     updates: list[dict] = []

@@ -64,7 +64,7 @@ def test_gpu_smoke_overrides_fit_verl_schema(composer):
 
 def test_gpu_smoke_model_has_head_dim_64():
     text = (SCRIPTS / "gpu_smoke.sh").read_text()
-    call = re.search(r"build_tiny_random_llama\((.*?)\)\n", text, re.S).group(1)
+    call = re.search(r"LlamaConfig\((.*?)\)\n", text, re.S).group(1)
     kwargs = dict(re.findall(r"(\w+)=(\d+)", call))
     assert int(kwargs["hidden_size"]) // int(kwargs["num_attention_heads"]) >= 64
 

@@ -31,9 +31,10 @@ from dsdr_train.core_algos.pipeline import ShapedRewards, check_registered, poli
 from dsdr_train.core_algos.registry import (ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, REWARD_SHAPING_REGISTRY,
                                             get_adv_estimator_fn, get_policy_loss_fn, get_reward_shaping_fn,
                                             register_adv_estimator, register_policy_loss, register_reward_shaping)
-from dsdr_train.core_algos.rewards import (RolloutSignals, dapo_overlong_penalty, darling_reward, darling_rewards,
+from dsdr_train.core_algos.rewards import (dapo_overlong_penalty, darling_reward, darling_rewards,
                                            dsdr_coupling_weights, dsdr_reward, dsdr_shaped_rewards, overlong_term,
                                            verifier_reward)
+from dsdr_train.core_algos.types import RolloutSignals
 from dsdr_train.objective import (ALGO_DEFAULTS, ALGO_NOTES, COMMON_NOTES, DAPO_EXHAUSTED, LOCAL_NORMS,
                                   LOSS_AGG_MODES, REWARD_KINDS, SINGLETON_ADVANTAGES, STD_MODES, ObjectiveConfig,
                                   objective_config)

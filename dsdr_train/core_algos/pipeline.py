@@ -22,7 +22,8 @@ from torch import Tensor
 
 from dsdr_train.core_algos.registry import (ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, REWARD_SHAPING_REGISTRY,
                                           get_adv_estimator_fn, get_policy_loss_fn, get_reward_shaping_fn)
-from dsdr_train.core_algos.rewards import RolloutSignals, dsdr_coupling_weights, overlong_term
+from dsdr_train.core_algos.rewards import dsdr_coupling_weights, overlong_term
+from dsdr_train.core_algos.types import RolloutSignals
 from dsdr_train.objective import ObjectiveConfig
 
 

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from torch import Tensor
 
+from dsdr_train.core_algos.types import RolloutSignals
+
 if TYPE_CHECKING:
-    from dsdr_train.core_algos.rewards import RolloutSignals
     from dsdr_train.objective import ObjectiveConfig
 
 

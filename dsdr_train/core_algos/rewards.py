@@ -8,7 +8,6 @@ Shapes: ``B`` = rollouts. Rewards stay float64 until the advantages are computed
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -16,29 +15,8 @@ from torch import Tensor
 from dsdr_train.core_algos._checks import (as_group_ids, binary, group_index, require_1d, require_finite,
                                            require_float, require_same_shape, segment_max, segment_sum)
 from dsdr_train.core_algos.registry import register_reward_shaping
+from dsdr_train.core_algos.types import RolloutSignals
 from dsdr_train.objective import ObjectiveConfig
-
-
-@dataclass(frozen=True)
-class RolloutSignals:
-    """What the reward shapings read about one batch of rollouts (all ``[B]``, one row per rollout).
-
-    ``accuracy``: the verifier's 0/1 outcome (float64); ``group_ids``: long, one id per prompt;
-    ``response_lengths``: tokens per response; ``diversity``: DSDR's ``d_i`` (§3.1, Eq. 9) or None
-    when not computed; ``darling_div``: DARLING's ``Div`` (§4, Eq. 15) or None."""
-
-    accuracy: Tensor
-    group_ids: Tensor
-    response_lengths: Tensor
-    max_response_length: int
-    diversity: Tensor | None = None
-    darling_div: Tensor | None = None
-
-    def required(self, name: str, reward: str) -> Tensor:
-        value = getattr(self, name)
-        if value is None:
-            raise ValueError(f"reward {reward!r} needs the rollouts' {name}, which was not computed")
-        return value
 
 
 def dsdr_shaped_rewards(

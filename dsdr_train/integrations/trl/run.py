@@ -1,14 +1,14 @@
 """``dsdr-train --engine trl``: one run on TRL's GRPOTrainer with the compact trainer's contract.
 
-Same config keys, data loading and prompt templates (the compact trainer's own code:
-``Trainer._load_prompt_pool``, ``Trainer._build_diversity``, ``Trainer._save_config``), and the
+Same config keys, data loading and prompt templates (the functions of :mod:`dsdr_train.setup` the
+compact trainer calls too: ``load_prompt_pool``, ``build_diversity``, ``save_run_config``), and the
 same run directory: ``config.json`` (``"engine": "trl"`` and the engine's library versions),
 ``metrics.jsonl`` (one record per compact step, the compact trainer's keys), ``checkpoints/``
 (TRL's ``checkpoint-N``: weights, tokenizer, optimizer, scheduler, RNG, data position) and
 ``final/`` (an HF directory ``dsdr-eval run --model RUN/final`` loads). ``--resume`` continues
 from the newest ``checkpoints/checkpoint-N`` through TRL's ``resume_from_checkpoint``.
 
-Launch on several GPUs / nodes with accelerate (docs/training.md, "The TRL engine")::
+Launch on several GPUs / nodes with accelerate (README "Training on TRL (multi-GPU)")::
 
     accelerate launch --config_file dsdr_train/configs/accelerate/zero2.yaml -m dsdr_train.cli \\
         --engine trl --algo dsdr --model ... --train-data ... --out RUN
@@ -20,7 +20,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
@@ -98,8 +97,8 @@ def _finish_without_training(cfg: TrainConfig, run_dir: Path, resume_from: str |
 
 
 def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path: str | None = None) -> Any:
-    """The ``DsdrGRPOTrainer`` of ``cfg`` (also used by the tests and the benchmark) and the
-    context the compact trainer's helpers ran on (template, chat mode, encoder)."""
+    """The ``DsdrGRPOTrainer`` of ``cfg`` (also used by the tests and the benchmark); its ``setup``
+    holds what config.json records (prompt format, rollout engine choice, diversity models)."""
     import torch
     from accelerate import PartialState
     from datasets import Dataset
@@ -109,7 +108,7 @@ def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path
     from dsdr_train.integrations.trl.mapping import geometry, grpo_config_kwargs, rollout_choice
     from dsdr_train.integrations.trl.trainer import DsdrGRPOTrainer, DsdrSetup
     from dsdr_train.modeling import load_policy, pick_device, pick_dtype
-    from dsdr_train.train import Trainer
+    from dsdr_train.setup import build_diversity, load_prompt_pool, prompt_format
 
     _check_supported(cfg)
     # cpu=True without a GPU: processes started by torchrun / accelerate launch then join a gloo
@@ -121,22 +120,19 @@ def build_trainer(cfg: TrainConfig, *, model_path: str, run_dir: Path, init_path
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    ctx = SimpleNamespace(cfg=cfg, tokenizer=tokenizer, dist=SimpleNamespace(main=state.is_main_process),
-                          device=torch.device(device), run_dir=run_dir)
-    ctx.engine_choice = rollout_choice(cfg, cuda_available=torch.device(device).type == "cuda")  # config.json
-    pool = Trainer._load_prompt_pool(ctx)  # the compact trainer's data loading and prompt rendering
-    ctx.encoder, ctx.equivalence = Trainer._build_diversity(ctx)
+    prompts = prompt_format(cfg, tokenizer)
+    pool = load_prompt_pool(cfg, prompts, main=state.is_main_process)  # the compact trainer's data and prompts
     texts = [tokenizer.decode(ids) for ids in pool.prompt_ids]
     dataset = Dataset.from_dict({"prompt": texts, "problem_idx": list(range(len(texts)))})
     setup = DsdrSetup(cfg=cfg, problems=pool.problems, prompt_ids=dict(zip(texts, pool.prompt_ids)), geometry=geo,
-                      encoder=ctx.encoder, equivalence=ctx.equivalence)
+                      prompts=prompts, diversity=build_diversity(cfg, torch.device(device)),
+                      rollout_engine=rollout_choice(cfg, cuda_available=torch.device(device).type == "cuda"))
     if cfg.tensorboard:  # transformers' TensorBoardCallback reads its directory from the environment
         os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run_dir / "tensorboard"))
     args = GRPOConfig(**grpo_config_kwargs(cfg, geo, run_dir, device_type=torch.device(device).type))
     model = load_policy(init_path or model_path, pick_dtype(cfg, torch.device(device)),
                         disable_dropout=cfg.disable_dropout)
-    trainer = DsdrGRPOTrainer(setup=setup, model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
-    return trainer, ctx
+    return DsdrGRPOTrainer(setup=setup, model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
 
 
 def _step_logger(trainer: Any, cfg: TrainConfig, run_dir: Path) -> Any:
@@ -146,7 +142,7 @@ def _step_logger(trainer: Any, cfg: TrainConfig, run_dir: Path) -> Any:
     from transformers import TrainerCallback
 
     from dsdr_eval.rundir.jsonl import append_jsonl
-    from dsdr_train.train import _key_order
+    from dsdr_train.stats import ordered_metrics
 
     per_step = trainer.setup.geometry.updates_per_step
     started = time.perf_counter()
@@ -160,7 +156,7 @@ def _step_logger(trainer: Any, cfg: TrainConfig, run_dir: Path) -> Any:
                 if key != "step" and isinstance(value, (int, float)):
                     trainer._metrics["train"][f"dsdr/{key}"].append(float(value))
             if state.is_world_process_zero:
-                append_jsonl(run_dir / "metrics.jsonl", [{k: m[k] for k in sorted(m, key=_key_order)}])
+                append_jsonl(run_dir / "metrics.jsonl", [ordered_metrics(m)])
             if cfg.time_limit_s is not None and time.perf_counter() - started > cfg.time_limit_s:
                 print(f"time_limit_s={cfg.time_limit_s} reached after step {m['step']}; stopping", file=sys.stderr)
                 control.should_training_stop = True
@@ -174,16 +170,20 @@ def run_trl(cfg: TrainConfig, *, model_path: str, run_dir: Path, resume: bool,
     """Train ``cfg`` on TRL (see the module docstring); the CLI's exit code."""
     from dsdr_train import checkpoint as ckpt
     from dsdr_train import scoring
-    from dsdr_train.train import Trainer, prepare_metrics_for_resume
+    from dsdr_train.checkpoint import prepare_metrics_for_resume
+    from dsdr_train.setup import save_run_config
 
     resume_from = _last_trl_checkpoint(run_dir) if resume else None
-    trainer, ctx = build_trainer(cfg, model_path=model_path, run_dir=run_dir)
+    trainer = build_trainer(cfg, model_path=model_path, run_dir=run_dir)
     main = trainer.accelerator.is_main_process
     if main and config_record is not None:
-        Trainer._save_config(ctx, dict(config_record, engine="trl", engine_versions=engine_versions(),
-                                       engine_layout={"processes": trainer.accelerator.num_processes,
-                                                      "distributed_type": str(trainer.accelerator.distributed_type),
-                                                      **trainer.setup.geometry.__dict__}))
+        setup = trainer.setup
+        record = dict(config_record, engine="trl", engine_versions=engine_versions(),
+                      engine_layout={"processes": trainer.accelerator.num_processes,
+                                     "distributed_type": str(trainer.accelerator.distributed_type),
+                                     **setup.geometry.__dict__})
+        save_run_config(run_dir, record, cfg=cfg, prompts=setup.prompts, rollout_engine=setup.rollout_engine.to_config(),
+                        diversity=setup.diversity)
     per_step = trainer.setup.geometry.updates_per_step
     if resume:
         done = 0

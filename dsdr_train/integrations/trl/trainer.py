@@ -7,7 +7,7 @@ What it replaces in GRPOTrainer (TRL 1.16):
   and rendering), not a second tokenisation;
 * the reward: ``dsdr_accuracy`` grades this process's completions with dsdr_eval.grading;
 * ``_generate_and_score_completions``: after TRL generated, the WHOLE batch is gathered and
-  scored as the compact trainer scores it (``Trainer.shape``: the diversity of each whole group,
+  scored as the compact trainer scores it (``shaping.shape_batch``: the diversity of each whole group,
   ``core_algos.shape_rewards``: population std, the configured eps, coupling weights); TRL's
   advantages (Bessel std, eps 1e-4) are replaced by these;
 * ``_prepare_inputs``: whole-group shuffling and per-mini-batch divisors (``batch``);
@@ -26,30 +26,33 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
+from dsdr_eval.backends import BackendChoice
 from dsdr_eval.tasks import Problem
 from dsdr_train import scoring
-from dsdr_train.collect import _group_stats
 from dsdr_train.config import TrainConfig
 from dsdr_train.distributed import Dist
 from dsdr_train.integrations.trl.batch import LocalRollouts, gather_batch, group_order, mini_batch_chunks, signal_mask
 from dsdr_train.integrations.trl.loss import STAT_KEYS, micro_batch_loss
 from dsdr_train.integrations.trl.mapping import Geometry
 from dsdr_train.rollout import RolloutBatch
+from dsdr_train.setup import DiversityModels, PromptFormat
+from dsdr_train.shaping import shape_batch
 from dsdr_train.stats import CollectStats, RewardStats, UpdateStats, step_metrics
-from dsdr_train.train import Trainer
 
 
 @dataclass
 class DsdrSetup:
     """What the objective needs besides TRL: the config, problems, prompt ids by prompt text, the
-    diversity models (as ``Trainer._build_diversity`` makes them) and the batch geometry."""
+    batch geometry, the diversity models (``setup.build_diversity``), and for config.json the
+    prompt format and the rollout engine's choice."""
 
     cfg: TrainConfig
     problems: list[Problem]
     prompt_ids: dict[str, list[int]]
     geometry: Geometry
-    encoder: Any = None
-    equivalence: Any = None
+    prompts: PromptFormat
+    diversity: DiversityModels
+    rollout_engine: BackendChoice  # mapping.rollout_choice
 
 
 @dataclass
@@ -95,7 +98,7 @@ class DsdrGRPOTrainer(GRPOTrainer):
         t0 = time.perf_counter()
         whole, graded = gather_batch(self._local, cfg.group_size, gather_object)
         accuracy = torch.tensor([float(r["correct"]) for r in graded], dtype=torch.float64)
-        shaped, reward_stats = Trainer.shape(self.setup, whole, graded, accuracy.numpy())  # the compact code path
+        shaped, reward_stats = shape_batch(cfg, whole, graded, accuracy.numpy(), self.setup.diversity)  # as compact
         keep = signal_mask(accuracy, torch.tensor(whole.group_ids), cfg.objective.dynamic_sampling)
         n = len(self._local.batch)
         rows = slice(self.accelerator.process_index * n, (self.accelerator.process_index + 1) * n)
@@ -105,8 +108,8 @@ class DsdrGRPOTrainer(GRPOTrainer):
         out["dsdr_keep"] = keep[rows].to(device)
         out["dsdr_group_ids"] = whole.group_ids[rows]
         reward_s = time.perf_counter() - t0 + self._local.grade_s
-        collect = _group_stats(whole.group_ids, accuracy.tolist(), 1, t0 - started - self._local.grade_s,
-                               self._local.grade_s)
+        collect = CollectStats.of_groups(whole.group_ids, accuracy.tolist(), num_gen_batches=1,
+                                         generate_s=t0 - started - self._local.grade_s, grade_s=self._local.grade_s)
         self._record = _StepRecord(started=started, collect=collect,
                                    reward=dataclasses.replace(reward_stats, reward_s=reward_s))
         self._local = None

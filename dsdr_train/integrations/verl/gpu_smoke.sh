@@ -52,13 +52,20 @@ EOF
 import json, random, sys
 from pathlib import Path
 import pandas as pd
-from dsdr_eval.models import build_tiny_random_llama
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 smoke = Path(sys.argv[1])
+tokenizer = AutoTokenizer.from_pretrained(smoke / "tokenizer")
 # head_dim = hidden_size / heads = 64: FlashAttention (vLLM's and FSDP's) supports head sizes from 32 up,
-# and 64 is one every backend has kernels for; the default tiny model's 16 is not
-build_tiny_random_llama(smoke / "tiny", smoke / "tokenizer", hidden_size=128, intermediate_size=256,
-                        num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=2)
+# and 64 is one every backend has kernels for; the tests' tiny model's 16 is not
+tiny = LlamaConfig(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+                   bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                   pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+torch.manual_seed(0)
+LlamaForCausalLM(tiny).to(torch.float32).save_pretrained(smoke / "tiny")
+tokenizer.save_pretrained(smoke / "tiny")
 config = json.loads((smoke / "tiny" / "config.json").read_text())
 head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
 assert head_dim >= 64, f"smoke model head_dim {head_dim} < 64"
