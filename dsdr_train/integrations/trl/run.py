@@ -8,7 +8,7 @@ same run directory: ``config.json`` (``"engine": "trl"`` and the engine's librar
 ``final/`` (an HF directory ``dsdr-eval run --model RUN/final`` loads). ``--resume`` continues
 from the newest ``checkpoints/checkpoint-N`` through TRL's ``resume_from_checkpoint``.
 
-Launch on several GPUs / nodes with accelerate (README "Training on TRL (multi-GPU)")::
+Launch on several GPUs / nodes with accelerate (docs/training.md, "The TRL engine")::
 
     accelerate launch --config_file dsdr_train/configs/accelerate/zero2.yaml -m dsdr_train.cli \\
         --engine trl --algo dsdr --model ... --train-data ... --out RUN
