@@ -31,9 +31,9 @@ API = {
     "run": (dsdr_eval.evaluate, RunOptions, set()),
     "score": (dsdr_eval.score, ScoreOptions, set()),
     "import": (dsdr_eval.import_results, ImportOptions, set()),
-    "diversity": (dsdr_eval.diversity_metrics, DiversityOptions, set()),
-    "judge": (dsdr_eval.llm_judge, JudgeOptions, set()),
-    "report": (dsdr_eval.reporting, ReportCommandOptions, set()),
+    "diversity": (dsdr_eval.diversity, DiversityOptions, set()),
+    "judge": (dsdr_eval.judge, JudgeOptions, set()),
+    "report": (dsdr_eval.report, ReportCommandOptions, set()),
     "sweep": (dsdr_eval.sweep, None, {"model"}),  # the sweep refuses --model: each checkpoint is the model
 }
 
@@ -225,7 +225,7 @@ def _scored_copy(tmp_path: Path, name: str) -> Path:
 
 
 def test_judge_through_the_cli_and_the_api_writes_the_same_files(tmp_path, monkeypatch):
-    """`dsdr-eval judge` and `dsdr_eval.llm_judge` against the same loopback server: judge.jsonl, the judge
+    """`dsdr-eval judge` and `dsdr_eval.judge` against the same loopback server: judge.jsonl, the judge
     cache and metrics.json are the same, and the API returns the judge means load_run reads."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cli_dir, api_dir = _scored_copy(tmp_path, "cli"), _scored_copy(tmp_path, "api")
@@ -265,7 +265,7 @@ def test_judge_failures_raise_unless_allowed_and_some_were_judged(tmp_path, monk
 
 
 def test_report_through_the_cli_and_the_api_writes_the_same_files(tmp_path, data_dir):
-    """`dsdr-eval report` and `dsdr_eval.reporting` on the same two runs write the same tables and record;
+    """`dsdr-eval report` and `dsdr_eval.report` on the same two runs write the same tables and record;
     only the command differs (report.json and the README say how each report was made)."""
     quick = {"name": "quick", "phases": [{"phase": "pass1", "n": 1, "temperature": 0.1, "top_p": 0.9},
                                          {"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9}],
@@ -282,7 +282,7 @@ def test_report_through_the_cli_and_the_api_writes_the_same_files(tmp_path, data
         assert (api_out / name).read_text() == (cli_out / name).read_text(), name
     cli_record = json.loads((cli_out / "report.json").read_text())
     assert record == json.loads((api_out / "report.json").read_text())
-    assert record["command"][0] == "dsdr_eval.reporting" and cli_record["command"][:2] == ["dsdr-eval", "report"]
+    assert record["command"][0] == "dsdr_eval.report" and cli_record["command"][:2] == ["dsdr-eval", "report"]
     assert {k: v for k, v in record.items() if k not in ("command", "created")} == \
         {k: v for k, v in cli_record.items() if k not in ("command", "created")}
 
