@@ -213,7 +213,7 @@ def main() -> int:
                 traceback.print_exc()
             if (r + 1) % 20 == 0:
                 print(f"{r + 1}/{args.rounds} rounds, {failures} failures, {time.perf_counter() - started:.0f} s, "
-                      f"pool respawns {pool._pool.respawns if pool._pool else '?'}", flush=True)
+                      f"pool respawns {pool.worker_pool.respawns if pool.worker_pool else '?'}", flush=True)
     finally:
         pool.close()
     print(f"rounds={args.rounds} seed={args.seed} timeout={args.timeout} workers={args.workers} "

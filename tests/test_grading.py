@@ -159,10 +159,10 @@ def test_persistent_pool_reused_across_calls():
 
     rows = [{"problem_id": "p", "gold": "4", "completion": c} for c in (r"\boxed{4}", r"\boxed{5}", "none")]
     with GradingPool(timeout_s=5.0, workers=1) as pool:
-        pids = [w.proc.pid for w in pool._pool.workers]
+        pids = [w.proc.pid for w in pool.worker_pool.workers]
         first = grade_samples(rows, pool=pool, progress=False)
         second = grade_samples(rows[::-1], pool=pool, progress=False)
-        assert [w.proc.pid for w in pool._pool.workers] == pids  # no restart between calls
+        assert [w.proc.pid for w in pool.worker_pool.workers] == pids  # no restart between calls
     assert [r["status"] for r in first] == ["correct", "incorrect", "no_answer"]
     assert [r["status"] for r in second] == ["no_answer", "incorrect", "correct"]
     with pytest.raises(DsdrError, match="closed"):

@@ -3,7 +3,7 @@ gold and its class comparisons -- within one timeout however many siblings it ha
 class comparisons within CLASS_BUDGET_TIMEOUTS timeouts; a worker killed once per hanging answer;
 a deadline that what the worker sends cannot move.
 
-The in-process tests run the worker's code (``_run_task``, ``Verifier``) here, in the main thread,
+The in-process tests run the worker's code (``run_task``, ``Verifier``) here, in the main thread,
 with math-verify's comparison replaced by a slow one, so the timings are the budgets' own."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dsdr_eval.grading import GradingPool, grade_samples  # noqa: E402
 from dsdr_eval.grading import pool as grading_pool  # noqa: E402
 from dsdr_eval.grading import task as grading_task  # noqa: E402
 from dsdr_eval.grading.marker import CLASS, GOLD, IDLE, VERDICT, MarkerBoard, new_marker_fd  # noqa: E402
-from dsdr_eval.grading.task import _run_task  # noqa: E402
+from dsdr_eval.grading.task import run_task  # noqa: E402
 from dsdr_eval.grading.verifier import Verifier  # noqa: E402
 
 
@@ -51,7 +51,7 @@ def _grade_in_process(verifier: Verifier, answers: list[str], gold: str = "204")
     conn = _Collect()
     forms = [(a, (), None) for a in answers]
     started = time.monotonic()
-    _run_task((0, (gold, "single", (), False), forms, 0, [], False, 1e-8), conn, verifier)
+    run_task((0, (gold, "single", (), False), forms, 0, [], False, 1e-8), conn, verifier)
     return conn, time.monotonic() - started
 
 
@@ -108,7 +108,7 @@ def test_a_killed_answer_is_charged_once_not_rerun():
         started = time.monotonic()
         graded = grade_samples(rows, pool=pool, progress=False)
         elapsed = time.monotonic() - started
-        assert pool._pool.respawns == 1
+        assert pool.worker_pool.respawns == 1
     assert [r["status"] for r in graded] == ["incorrect"] * 4 + ["correct", "timeout", "correct"]
     assert "killed" in graded[5]["grade_note"] and not any(r["grade_note"] for r in graded[:5])
     assert elapsed < 2 * 0.5 + 1.5, elapsed
@@ -121,7 +121,7 @@ def test_every_answer_that_hangs_against_its_gold_is_killed_once():
     rows.append({"problem_id": "q", "gold": "7", "completion": r"\boxed{7}"})
     with GradingPool(timeout_s=0.5, workers=1) as pool:
         graded = grade_samples(rows, pool=pool, progress=False)
-        assert pool._pool.respawns == 2
+        assert pool.worker_pool.respawns == 2
     assert [r["status"] for r in graded] == ["timeout", "timeout", "correct"]
     assert all("killed" in r["grade_note"] for r in graded[:2])
 
@@ -135,7 +135,7 @@ def test_the_hard_deadline_runs_from_the_units_start_not_from_the_last_message()
         board = MarkerBoard(fd)
     finally:
         os.close(fd)
-    pool = object.__new__(grading_pool._WorkerPool)
+    pool = object.__new__(grading_pool.WorkerPool)
     pool.timeout_s = 2.0
     worker = grading_pool._Worker(proc=None, conn=None, marker=board, deadline=0.0, ready=True)
     worker.queued.append(SimpleNamespace(job_id=3))

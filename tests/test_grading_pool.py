@@ -27,16 +27,16 @@ def _rows(problem_id: str, gold: str, completions: list[str]) -> list[dict]:
 
 def test_workers_are_forked_from_one_zygote_and_a_killed_worker_is_replaced_by_a_fork():
     with GradingPool(timeout_s=0.5, workers=2) as pool:
-        zygote = pool._pool.zygote
+        zygote = pool.worker_pool.zygote
         assert zygote is not None and zygote.ready
-        pids = [w.proc.pid for w in pool._pool.workers]
+        pids = [w.proc.pid for w in pool.worker_pool.workers]
         assert len(set(pids)) == 2 and all(_parent_pid(pid) == zygote.proc.pid for pid in pids)
         # 9!!!!!!! is stuck in C code (the worker's own timer cannot stop it): the parent's
         # deadline kills the worker, and the replacement is forked from the same zygote.
         graded = grade_samples(_rows("p", "5", [r"\boxed{9!!!!!!!}", r"\boxed{5}"]), pool=pool, progress=False)
         assert [r["status"] for r in graded] == ["timeout", "correct"] and "killed" in graded[0]["grade_note"]
-        assert pool._pool.respawns >= 1 and pool._pool.zygote is zygote
-        new_pids = [w.proc.pid for w in pool._pool.workers]
+        assert pool.worker_pool.respawns >= 1 and pool.worker_pool.zygote is zygote
+        new_pids = [w.proc.pid for w in pool.worker_pool.workers]
         assert set(new_pids) != set(pids) and all(_parent_pid(pid) == zygote.proc.pid for pid in new_pids)
         for pid in set(pids) - set(new_pids):
             assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
@@ -44,23 +44,23 @@ def test_workers_are_forked_from_one_zygote_and_a_killed_worker_is_replaced_by_a
 
 def test_pool_survives_the_death_of_its_zygote():
     with GradingPool(timeout_s=5.0, workers=1) as pool:
-        old = pool._pool.zygote
+        old = pool.worker_pool.zygote
         os.kill(old.proc.pid, signal.SIGKILL)  # its forked workers die with it (PDEATHSIG)
         old.proc.wait()
         deadline = time.monotonic() + 30
-        while any(w.proc.poll() is None for w in pool._pool.workers) and time.monotonic() < deadline:
+        while any(w.proc.poll() is None for w in pool.worker_pool.workers) and time.monotonic() < deadline:
             time.sleep(0.05)
         graded = grade_samples(_rows("p", "7", [r"\boxed{7}", "Answer: 3"]), pool=pool, progress=False)
         # the worker died between calls (a broken pipe when sent the job): no item is charged
         assert [r["status"] for r in graded] == ["correct", "incorrect"]
-        assert pool._pool.zygote is not old
+        assert pool.worker_pool.zygote is not old
         graded = grade_samples(_rows("q", "2", [r"\boxed{2}", r"\boxed{3}"]), pool=pool, progress=False)
         assert [r["status"] for r in graded] == ["correct", "incorrect"]
 
 
 def test_closing_the_pool_ends_zygote_and_workers():
     pool = GradingPool(timeout_s=5.0, workers=2)
-    procs = [pool._pool.zygote.proc] + [w.proc for w in pool._pool.workers]
+    procs = [pool.worker_pool.zygote.proc] + [w.proc for w in pool.worker_pool.workers]
     pool.close()
     assert all(proc.poll() is not None for proc in procs)
 
@@ -124,7 +124,7 @@ def test_a_forked_worker_dead_before_it_was_ready_is_forked_again():
     parent read its "ready". It imported nothing itself (the zygote did), so it is no broken
     install: the pool forks another instead of failing the call."""
     with GradingPool(timeout_s=5.0, workers=1) as pool:
-        worker = pool._pool.workers[0]
+        worker = pool.worker_pool.workers[0]
         worker.proc.kill()
         worker.proc.wait(timeout=30)
         try:
@@ -134,4 +134,4 @@ def test_a_forked_worker_dead_before_it_was_ready_is_forked_again():
             pass
         assert not worker.ready
         graded = grade_samples(_rows("p", "7", [r"\boxed{7}", "Answer: 3"]), pool=pool, progress=False)
-        assert [r["status"] for r in graded] == ["correct", "incorrect"] and pool._pool.respawns == 1
+        assert [r["status"] for r in graded] == ["correct", "incorrect"] and pool.worker_pool.respawns == 1

@@ -13,7 +13,7 @@ import pytest
 
 math_verify = pytest.importorskip("math_verify")
 
-from dsdr_eval.grading.task import _run_task  # noqa: E402
+from dsdr_eval.grading.task import run_task  # noqa: E402
 from dsdr_eval.grading.verifier import Verifier  # noqa: E402
 
 
@@ -90,7 +90,7 @@ class _Collect:
 def _statuses(verifier: Verifier, gold: str, answers: list[str]) -> list[str]:
     conn = _Collect()
     forms = [(a, (), None) for a in answers]
-    _run_task((0, (gold, "single", (), False), forms, 0, [], False, 1e-8), conn, verifier)
+    run_task((0, (gold, "single", (), False), forms, 0, [], False, 1e-8), conn, verifier)
     return [m[3] for m in conn.messages if m[0] == "verdict"]
 
 

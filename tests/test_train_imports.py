@@ -18,15 +18,6 @@ import pytest
 from helpers.imports import REPO, imports_of, module_names, private_attribute_uses, private_imports
 
 PACKAGES = ("dsdr_eval", "dsdr_train", "dashboards")
-# Private names dsdr_eval's grading modules still take from each other (outside dsdr_train's area;
-# listed so this test stays green until they are made public, and fails once one is fixed so the
-# entry is dropped with the fix).
-KNOWN_ELSEWHERE = {
-    "dsdr_eval/grading/grade.py:18: dsdr_eval.grading.pool._ProblemJob",
-    "dsdr_eval/grading/grade.py:18: dsdr_eval.grading.pool._WorkerPool",
-    "dsdr_eval/grading/pool.py:30: dsdr_eval.grading.worker._PipePair",
-    "dsdr_eval/grading/worker.py:20: dsdr_eval.grading.task._run_task",
-}
 
 
 def _all_modules() -> dict:
@@ -58,8 +49,7 @@ def test_no_module_imports_a_private_name_of_another_module():
     found = set()
     for module, path in modules.items():
         found.update(private_imports(module, path, set(modules)))
-    assert found - KNOWN_ELSEWHERE == set(), "\n".join(sorted(found - KNOWN_ELSEWHERE))
-    assert KNOWN_ELSEWHERE - found == set(), "fixed: drop from KNOWN_ELSEWHERE: " + ", ".join(KNOWN_ELSEWHERE - found)
+    assert not found, "\n".join(sorted(found))
 
 
 def test_the_private_import_scan_sees_what_it_must(tmp_path):

@@ -15,7 +15,7 @@ from dsdr_eval.grading.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction,
                                   ExtractionProfile, extract_answer_with_method, get_profile)
-from dsdr_eval.grading.pool import GradingPool, _ProblemJob, _WorkerPool, default_workers
+from dsdr_eval.grading.pool import GradingPool, ProblemJob, WorkerPool, default_workers
 from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK
@@ -58,11 +58,11 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         problem["rows"].append(out)
         graded.append(out)
 
-    if pool is not None and pool._pool is None:
+    if pool is not None and pool.worker_pool is None:
         raise DsdrError("grade_samples: the GradingPool has been closed")
     # Start the pool now: its math-verify import overlaps with extraction below.
     n_workers = max(1, min(workers or default_workers(), len(problems)))
-    worker_pool = pool._pool if pool is not None else (_WorkerPool(n_workers, timeout_s) if problems else None)
+    worker_pool = pool.worker_pool if pool is not None else (WorkerPool(n_workers, timeout_s) if problems else None)
     try:
         for problem in problems.values():
             for out in problem["rows"]:
@@ -84,13 +84,13 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     return graded
 
 
-def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> _ProblemJob:
+def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> ProblemJob:
     meta = problem["meta"] if isinstance(problem["meta"], dict) else None
     text = problem["problem"] if isinstance(problem["problem"], str) else None
     gold = answer_norm.prepare_gold(problem["gold"], meta, text)
     answers = list(problem["answers"])
     forms = [answer_norm.wire_answer(answer_norm.prepare_answer(answer, gold, options)) for answer in answers]
-    return _ProblemJob(job_id, answer_norm.wire_gold(gold), answers, list(problem["answers"].values()), forms,
+    return ProblemJob(job_id, answer_norm.wire_gold(gold), answers, list(problem["answers"].values()), forms,
                        options.rel_tol)
 
 
@@ -113,7 +113,7 @@ def _extract_into(out: dict, answer_counts: dict[str, int], profile: ExtractionP
         answer_counts[extraction.answer] = answer_counts.get(extraction.answer, 0) + 1
 
 
-def _finish_problem(rows: list[dict], job: _ProblemJob | None, budget_s: float) -> None:
+def _finish_problem(rows: list[dict], job: ProblemJob | None, budget_s: float) -> None:
     """Copy verdicts onto rows; renumber classes 0, 1, ... by first appearance in the rows."""
     index = {answer: i for i, answer in enumerate(job.answers)} if job else {}
     class_numbers: dict[Any, int] = {}

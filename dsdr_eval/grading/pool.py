@@ -27,7 +27,7 @@ from typing import Callable
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.marker import CLASS, GOLD, IDLE, VERDICT, MarkerBoard, new_marker_fd
-from dsdr_eval.grading.worker import _PipePair
+from dsdr_eval.grading.worker import PipePair
 
 WORKER_MEMORY_LIMIT_BYTES = 4 * 1024**3  # RLIMIT_AS per worker: 9^{9^{9^9}} must not eat the machine
 WORKER_STARTUP_TIMEOUT_S = 180.0  # importing sympy/math-verify on a busy 2-core machine
@@ -47,7 +47,7 @@ def _startup_exit(code: int) -> DsdrError:
 
 
 @dataclass
-class _ProblemJob:
+class ProblemJob:
     job_id: int
     gold: tuple  # answer_norm.wire_gold(...)
     answers: list[str]  # distinct extracted answers (<= MAX_ANSWER_CHARS), first-appearance order
@@ -145,7 +145,7 @@ class _Zygote:
         self.ready = False
         self.started = time.monotonic()
 
-    def fork(self, marker_fd: int) -> tuple[_ForkedProcess, _PipePair]:
+    def fork(self, marker_fd: int) -> tuple[_ForkedProcess, PipePair]:
         if not self.ready:
             self.control.settimeout(max(0.001, self.started + WORKER_STARTUP_TIMEOUT_S - time.monotonic()))
             try:
@@ -162,7 +162,7 @@ class _Zygote:
             for fd in fds:
                 os.close(fd)
             raise ConnectionError("the grading zygote did not fork a worker")
-        return _ForkedProcess(int.from_bytes(message, "little")), _PipePair(fds[0], fds[1])
+        return _ForkedProcess(int.from_bytes(message, "little")), PipePair(fds[0], fds[1])
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -174,7 +174,7 @@ class _Zygote:
 @dataclass
 class _Worker:
     proc: subprocess.Popen | _ForkedProcess
-    conn: _PipePair
+    conn: PipePair
     marker: MarkerBoard
     deadline: float  # of its start-up
     ready: bool = False
@@ -182,7 +182,7 @@ class _Worker:
     sent_at: float = 0.0  # when it was last sent a job while idle: work starts no earlier
 
     @property
-    def job(self) -> _ProblemJob | None:
+    def job(self) -> ProblemJob | None:
         return self.queued[0] if self.queued else None
 
 
@@ -193,7 +193,7 @@ _JOBS_IN_FLIGHT = 2
 _MAX_STARTUP_DEATHS = 3
 
 
-class _WorkerPool:
+class WorkerPool:
     """Long-lived workers; the parent enforces a deadline per math-verify call.
 
     Start-up (issue 16): one zygote interpreter imports math-verify while the caller extracts
@@ -227,7 +227,7 @@ class _WorkerPool:
             os.close(marker_fd)  # the worker has its copy, the parent its mapping
         return _Worker(proc, conn, marker, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
 
-    def _start_worker(self, marker_fd: int) -> tuple[subprocess.Popen | _ForkedProcess, _PipePair]:
+    def _start_worker(self, marker_fd: int) -> tuple[subprocess.Popen | _ForkedProcess, PipePair]:
         if self.zygote is not None:
             try:
                 return self.zygote.fork(marker_fd)
@@ -243,9 +243,9 @@ class _WorkerPool:
             pass_fds=(to_child_r, from_child_w, marker_fd), stdin=subprocess.DEVNULL, close_fds=True)
         os.close(to_child_r)
         os.close(from_child_w)
-        return proc, _PipePair(from_child_r, to_child_w)
+        return proc, PipePair(from_child_r, to_child_w)
 
-    def run(self, jobs: list[_ProblemJob]) -> None:
+    def run(self, jobs: list[ProblemJob]) -> None:
         try:
             self.start_workers()
             self._run(jobs)
@@ -267,8 +267,8 @@ class _WorkerPool:
                 self.workers[index] = self._spawn()
                 self.respawns += 1
 
-    def _run(self, jobs: list[_ProblemJob]) -> None:
-        pending: deque[_ProblemJob] = deque(sorted(jobs, key=lambda job: -len(job.answers)))
+    def _run(self, jobs: list[ProblemJob]) -> None:
+        pending: deque[ProblemJob] = deque(sorted(jobs, key=lambda job: -len(job.answers)))
         by_id = {job.job_id: job for job in jobs}
         while pending or any(w.job is not None for w in self.workers):
             for worker in list(self.workers):
@@ -339,13 +339,13 @@ class _WorkerPool:
         return deadline
 
     @staticmethod
-    def _marked_job(worker: _Worker, marker) -> _ProblemJob | None:
+    def _marked_job(worker: _Worker, marker) -> ProblemJob | None:
         """The problem sent to ``worker`` whose unit its marker shows in progress, if any."""
         if marker is None or marker.phase == IDLE:
             return None
         return next((job for job in worker.queued if job.job_id == marker.task_id), None)
 
-    def _handle(self, worker: _Worker, message: tuple, by_id: dict[int, _ProblemJob]) -> None:
+    def _handle(self, worker: _Worker, message: tuple, by_id: dict[int, ProblemJob]) -> None:
         kind = message[0]
         if kind == "ready":
             worker.ready = True
@@ -414,7 +414,7 @@ class _WorkerPool:
             pending.appendleft(job)
 
     @staticmethod
-    def _culprit(job: _ProblemJob, marker) -> tuple[int, int, str | None]:
+    def _culprit(job: ProblemJob, marker) -> tuple[int, int, str | None]:
         """-> (answer index, phase, verdict) the dead worker was on within ``job``. A marker of
         another problem (or none) places nothing: the problem is rerun, and a second such kill
         charges its first unfinished answer (a worker that dies before it marks anything must
@@ -482,13 +482,13 @@ class GradingPool:
             raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
         self.timeout_s = timeout_s
         self.workers = max(1, workers or default_workers())
-        self._pool: _WorkerPool | None = _WorkerPool(self.workers, timeout_s)
-        self._pool.start_workers()  # a long-lived pool pays its start-up here, once
+        self.worker_pool: WorkerPool | None = WorkerPool(self.workers, timeout_s)
+        self.worker_pool.start_workers()  # a long-lived pool pays its start-up here, once
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        if self.worker_pool is not None:
+            self.worker_pool.close()
+            self.worker_pool = None
 
     def __enter__(self) -> "GradingPool":
         return self

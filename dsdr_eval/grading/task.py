@@ -1,6 +1,6 @@
 """One problem in a grading worker: the verdict of each distinct answer and its answer class.
 
-A task is the tuple ``_ProblemJob.task()`` builds: ``(task_id, gold, answers, start, known,
+A task is the tuple ``ProblemJob.task()`` builds: ``(task_id, gold, answers, start, known,
 gold_failed, rel_tol)``, where ``gold`` and ``answers`` are answer_norm's wire forms
 ``(text, mode, items, imaginary_unit)`` and ``(text, items, verdict)``, and ``known`` holds
 ``(i, status, class_ref, is_rep)`` of every answer the parent already holds (a problem resumed
@@ -180,7 +180,7 @@ class _NoMarker:
         pass
 
 
-def _run_task(task: tuple, conn, verifier: "Verifier", marker: "MarkerBoard | None" = None) -> None:
+def run_task(task: tuple, conn, verifier: "Verifier", marker: "MarkerBoard | None" = None) -> None:
     """One problem: parse the gold, then verdict + class for the answers the parent does not hold,
     streaming results through ``conn`` (a ``_BatchingSender``) and marking each unit of work on
     ``marker`` (the parent's deadline and kill accounting, ``dsdr_eval.grading.marker``). Each

@@ -48,7 +48,7 @@ def _silence_math_verify_logs() -> None:
 
 
 class Verifier:
-    """``parse`` / ``verify`` / ``clearly_different`` as ``_run_task`` calls them (one per worker)."""
+    """``parse`` / ``verify`` / ``clearly_different`` as ``run_task`` calls them (one per worker)."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s

@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from dsdr_eval.grading.marker import MarkerBoard
-from dsdr_eval.grading.task import _run_task
+from dsdr_eval.grading.task import run_task
 
 if TYPE_CHECKING:
     from dsdr_eval.grading.verifier import Verifier
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _FLUSH_INTERVAL_S = 0.05
 
 
-class _PipePair:
+class PipePair:
     """Two one-way multiprocessing Connections over OS pipes, used like one duplex Connection."""
 
     def __init__(self, read_fd: int, write_fd: int) -> None:
@@ -78,7 +78,7 @@ def _limit_memory(memory_limit_bytes: int | None) -> None:
 
 def _prepare_worker_process(inner_timeout_s: float, memory_limit_bytes: int | None, parent_pid: int) -> "Verifier":
     """Signals, limits, math-verify import and warm-up of a worker (or of the zygote that forks
-    workers) started by ``parent_pid`` -> the ``Verifier`` that ``_run_task`` uses."""
+    workers) started by ``parent_pid`` -> the ``Verifier`` that ``run_task`` uses."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     _die_with_parent(parent_pid)
     _limit_memory(memory_limit_bytes)
@@ -90,14 +90,14 @@ def _prepare_worker_process(inner_timeout_s: float, memory_limit_bytes: int | No
 
 
 class _BatchingSender:
-    """What ``_run_task`` sends, batched into one pipe write per problem (a one-sample problem
+    """What ``run_task`` sends, batched into one pipe write per problem (a one-sample problem
     sends four messages, and every write wakes the parent: on 2 busy cores those wake-ups cost
     more than the grading). Buffered messages also go out whenever ``_FLUSH_INTERVAL_S`` has
     passed (the progress bar moves during a long problem). A worker killed while it held
     buffered results loses them; its marker (``dsdr_eval.grading.marker``) tells the parent
     which answer was in progress, so only that one is charged and the rest are rerun."""
 
-    def __init__(self, conn: _PipePair) -> None:
+    def __init__(self, conn: PipePair) -> None:
         self.conn = conn
         self.buffer: list[tuple] = []
         self.flushed_at = time.monotonic()
@@ -110,7 +110,7 @@ class _BatchingSender:
             self.buffer, self.flushed_at = [], now
 
 
-def _serve(conn: _PipePair, verifier: "Verifier", marker: MarkerBoard) -> None:
+def _serve(conn: PipePair, verifier: "Verifier", marker: MarkerBoard) -> None:
     """Loop: receive a problem task, stream results back; exit on None or a closed pipe."""
     conn.send(("ready", os.getpid()))
     sender = _BatchingSender(conn)
@@ -122,14 +122,14 @@ def _serve(conn: _PipePair, verifier: "Verifier", marker: MarkerBoard) -> None:
             return
         if task is None:
             return
-        _run_task(task, sender, verifier, marker)
+        run_task(task, sender, verifier, marker)
 
 
 def _worker_entry(read_fd: int, write_fd: int, marker_fd: int, inner_timeout_ms: int, memory_limit_bytes: int,
                   parent_pid: int) -> None:
     """A worker in a fresh interpreter (platforms without fork support)."""
     verifier = _prepare_worker_process(inner_timeout_ms / 1000, memory_limit_bytes or None, parent_pid)
-    _serve(_PipePair(read_fd, write_fd), verifier, _marker_board(marker_fd))
+    _serve(PipePair(read_fd, write_fd), verifier, _marker_board(marker_fd))
 
 
 def _marker_board(fd: int) -> MarkerBoard:
@@ -168,7 +168,7 @@ def _zygote_entry(control_fd: int, inner_timeout_ms: int, memory_limit_bytes: in
                 os.close(to_child_w)
                 os.close(from_child_r)
                 _die_with_parent(zygote_pid)  # cleared by fork; the zygote itself dies with the caller
-                _serve(_PipePair(to_child_r, from_child_w), verifier, _marker_board(marker_fd))
+                _serve(PipePair(to_child_r, from_child_w), verifier, _marker_board(marker_fd))
             finally:
                 os._exit(0)
         os.close(to_child_r)
