@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from dsdr_train.core_algos.advantages import compute_group_advantage, dapo_keep_groups, group_ids_from_prompt_index
 from dsdr_train.core_algos.losses import (agg_divisors, agg_loss, compute_policy_loss, dsdr_local_entropy_term,
-                                          kl_penalty_k3, masked_mean, token_entropy_from_logits)
+                                          kl_penalty_k3, token_entropy_from_logits)
 from dsdr_train.core_algos.pipeline import ShapedRewards, check_registered, policy_loss, shape_rewards
 from dsdr_train.core_algos.registry import (ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, REWARD_SHAPING_REGISTRY,
                                             get_adv_estimator_fn, get_policy_loss_fn, get_reward_shaping_fn,
                                             register_adv_estimator, register_policy_loss, register_reward_shaping)
 from dsdr_train.core_algos.rewards import (dapo_overlong_penalty, darling_reward, darling_rewards,
-                                           dsdr_coupling_weights, dsdr_reward, dsdr_shaped_rewards, overlong_term,
+                                           dsdr_coupling_weights, dsdr_reward, dsdr_shaped_rewards,
                                            verifier_reward)
 from dsdr_train.core_algos.types import RolloutSignals
 from dsdr_train.objective import (ALGO_DEFAULTS, ALGO_NOTES, COMMON_NOTES, DAPO_EXHAUSTED, LOCAL_NORMS,
@@ -46,7 +46,7 @@ __all__ = [
     "compute_group_advantage", "compute_policy_loss", "dapo_keep_groups", "dapo_overlong_penalty", "darling_reward",
     "darling_rewards", "dsdr_coupling_weights", "dsdr_local_entropy_term", "dsdr_reward", "dsdr_shaped_rewards",
     "get_adv_estimator_fn", "get_policy_loss_fn", "get_reward_shaping_fn", "group_ids_from_prompt_index",
-    "kl_penalty_k3", "masked_mean", "objective_config", "overlong_term", "policy_loss", "register_adv_estimator",
+    "kl_penalty_k3", "objective_config", "policy_loss", "register_adv_estimator",
     "register_policy_loss", "register_reward_shaping", "shape_rewards", "token_entropy_from_logits",
     "verifier_reward",
 ]
