@@ -4,6 +4,7 @@ real code; path containment; malformed runs; read-only."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,26 @@ def test_samples_page_keys_rows_by_the_schema_defaults(tmp_path, monkeypatch):
     assert any("per-rollout diversity not shown" in c and "diversity_per_sample.jsonl:1:sample_idx" in c
                for c in texts(at, "caption"))
     assert len(at.expander) == 2
+
+
+def test_the_landing_page_is_the_first_page_with_runs_to_show(tmp_path, monkeypatch):
+    """`dsdr-dashboard --runs DIR` without ?page= opens on a page with content (issue 23: the demo's
+    runs opened on an empty "Training dynamics" page)."""
+    from dsdr_eval import demo
+
+    examples = Path(__file__).resolve().parents[1] / "reports" / "mini_experiment" / "runs"
+    runs = tmp_path / "demo"
+    shutil.copytree(examples / "eval_grpo", runs / "mini_experiment" / "eval_grpo")
+    monkeypatch.setenv("DSDR_RUNS_DIR", str(runs))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.main.title] == ["Evaluation"] and at.sidebar.radio[0].value == "evaluation"
+    assert not any("No evaluation runs" in i for i in texts(at, "info")) and len(at.dataframe) >= 1
+
+    demo.copy_training_logs(examples, runs / "mini_experiment")
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert [t.value for t in at.main.title] == ["Training dynamics"] and at.sidebar.radio[0].value == "training"
+    assert not any("No training runs" in i for i in texts(at, "info"))
+    assert data.landing_page([]) == "training"  # nothing anywhere: the page that says how to start a run
