@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from dsdr_train.rollout import CPU_VLLM_SYNC_S, VLLMRollout, choose_rollout_engine
