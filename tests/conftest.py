@@ -99,9 +99,10 @@ def _caught_in_process(what: str) -> None:
     if item is None:
         return
     if threading.current_thread() is not threading.main_thread():
-        item.stash[_CAUGHT].append(what)  # an exception would end only that thread: fail at teardown
-    else:  # pytest's Failed is a BaseException: no `except Exception` of the code under test swallows it
-        pytest.fail(f"{item.nodeid} is not marked slow but {what} (DSDR_CHECK_FAST=1)", pytrace=False)
+        item.stash[_CAUGHT].append(what)  # the exception below ends only that thread: fail at teardown
+    # pytest's Failed is a BaseException: no `except Exception` of the code under test swallows it, and
+    # no cache keeps the model for the next test (a preload thread's lru_cache would, unseen)
+    pytest.fail(f"{item.nodeid} is not marked slow but {what} (DSDR_CHECK_FAST=1)", pytrace=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:

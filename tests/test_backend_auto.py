@@ -122,6 +122,7 @@ def test_run_records_why_auto_chose_in_config_json(tmp_path, data_dir, monkeypat
     assert record["inputs"]["max_tokens"] == 100 and record["inputs"]["cuda_available"] is False
 
 
+@pytest.mark.slow  # `run` preloads MiniLM beside the (replaced) engine: caught by DSDR_CHECK_FAST=1
 def test_an_explicit_backend_records_no_auto_choice(tmp_path, data_dir, monkeypatch):
     from dsdr_eval.cli import run as run_cli
     from dsdr_eval.models import ResolvedModel
