@@ -289,6 +289,7 @@ def test_one_run_parses_and_hashes_samples_jsonl_once(tmp_path, data_dir, monkey
         (out / "samples.jsonl").read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # `run` preloads MiniLM in a thread beside the stub encoder (caught by DSDR_CHECK_FAST=1)
 def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monkeypatch):
     """Inside one ``dsdr-eval run`` the diversity stage takes the records scoring just wrote; it used
     to read graded.jsonl back (and the run then re-read metrics.json for the summary)."""
