@@ -47,8 +47,9 @@ test-verl: $(VERL_STAMP)
 	$(VERL_VENV)/bin/python -m pytest -q -W ignore::UserWarning tests_verl
 	$(VERL_VENV)/bin/python tests_verl/verl_upstream.py --cache $(VERL_VENV)/verl-tests
 
+# DSDR_CHECK_FAST=1: a test that loads SmolLM2 or MiniLM without the slow mark fails (tests/fast_guard.py)
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
+	DSDR_CHECK_FAST=1 $(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
 
 # a run, its diversity, report directories and the dashboard command (examples/demo.py; ~3 min on 2 cores)
 demo: $(STAMP)

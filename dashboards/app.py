@@ -76,15 +76,15 @@ def main() -> None:
     st.sidebar.caption(f"Runs directory: `{root}` (read-only)")
     if st.sidebar.button("Rescan runs"):
         st.cache_data.clear()
+    runs = data.discover_runs(root)  # [] when root does not exist
     keys = list(PAGES)
-    wanted = st.query_params.get("page", "training")
+    wanted = st.query_params.get("page", data.landing_page(runs))
     page = st.sidebar.radio("Page", keys, index=keys.index(wanted) if wanted in keys else 0,
                             format_func=lambda k: PAGES[k][0], key="page")
     if not root.is_dir():
         st.error(f"The runs directory `{root}` does not exist.")
         st.markdown(HOW_TO.format(root=root))
         return
-    runs = data.discover_runs(root)
     st.sidebar.caption(f"{sum(r.kind == 'train' for r in runs)} training run(s), "
                        f"{sum(r.kind == 'eval' for r in runs)} evaluation run(s)")
     for entry in runs:

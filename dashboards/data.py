@@ -175,6 +175,18 @@ def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
     return sorted(found, key=lambda r: r.name)
 
 
+# the kind of run each page shows, in the sidebar's order
+PAGE_KINDS = {"training": "train", "evaluation": "eval", "samples": "eval"}
+
+
+def landing_page(runs: list[RunEntry]) -> str:
+    """The first page (sidebar order) with runs to show, so ``dsdr-dashboard`` never opens on an empty
+    page when another has content (an evaluation-only directory lands on "evaluation");
+    "training" when there are no runs at all (its page says how to start one)."""
+    kinds = {entry.kind for entry in runs}
+    return next((page for page, kind in PAGE_KINDS.items() if kind in kinds), "training")
+
+
 def file_stamp(path: Path) -> tuple[int, int, int, int]:
     """(mtime_ns, size) of the file itself (links not followed) and of what it resolves to: the
     cache key that changes when a run writes more or a file is swapped for a link."""

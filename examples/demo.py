@@ -10,7 +10,9 @@
    degenerate: the samples of the repo's own mini experiment (reports/mini_experiment: SmolLM2
    base vs GRPO vs DSDR checkpoints trained on CPU, few-shot addition, 48 held-out problems x
    (1 + 8) samples), copied into the demo directory and re-scored from their samples.jsonl.
-3. Prints where the tables and plots are and the exact ``dsdr-dashboard`` command to browse it all.
+3. Copies the mini experiment's two training logs (GRPO and DSDR: config.json and metrics.jsonl, one
+   line per step) next to them, so the dashboard's "Training dynamics" page has real curves.
+4. Prints where the tables and plots are and the exact ``dsdr-dashboard`` command to browse it all.
 
 Every step is a real ``dsdr-eval`` command, printed before it runs, so each can be copied.
 """
@@ -31,6 +33,9 @@ DEMO_MODEL = "smollm2-135m"
 DEMO_RUN = ["--benchmarks", "math500", "--limit", "4", "--protocol", "quick", "--max-tokens", "96"]
 # reports/mini_experiment/runs/<dir> -> label in the report
 EXAMPLE_RUNS = {"eval_base": "SmolLM2-135M base", "eval_grpo": "GRPO 44 steps", "eval_dsdr": "DSDR 44 steps"}
+# the training runs that made the GRPO and DSDR checkpoints: the demo cannot train in its three minutes,
+# and without them the dashboard's first page (training dynamics) would be empty
+EXAMPLE_TRAIN_RUNS = ("train_grpo", "train_dsdr")
 
 
 def dsdr_eval(argv: list[str]) -> None:
@@ -56,6 +61,18 @@ def copy_example_runs(examples: Path, out: Path) -> list[Path]:
         source, target = examples / name, out / name
         target.mkdir(parents=True, exist_ok=True)
         for file in ("samples.jsonl", "config.json"):
+            shutil.copyfile(source / file, target / file)
+        copies.append(target)
+    return copies
+
+
+def copy_training_logs(examples: Path, out: Path) -> list[Path]:
+    """Each example training run's config.json and metrics.jsonl: all the dashboard reads of a training run."""
+    copies = []
+    for name in EXAMPLE_TRAIN_RUNS:
+        source, target = examples / name, out / name
+        target.mkdir(parents=True, exist_ok=True)
+        for file in ("config.json", "metrics.jsonl"):
             shutil.copyfile(source / file, target / file)
         copies.append(target)
     return copies
@@ -133,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
               "analysis on real outputs that are not degenerate: the repo's mini experiment "
               f"({args.examples}: SmolLM2 base vs GRPO vs DSDR checkpoints trained on CPU, few-shot addition).")
         reports.append(example_analysis(out, Path(args.examples)))
+    logs = copy_training_logs(Path(args.examples), out / "mini_experiment")
+    print(f"\ntraining logs of the mini experiment (GRPO, DSDR; one metrics.jsonl line per step): "
+          f"{', '.join(f'{p}/' for p in logs)}")
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f}s")
     print(f"run: {run_dir}/ (config.json: every setting, backend.auto: why this backend; samples, graded, metrics, "
           "diversity)")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
+import fast_guard
 from net_helpers import free_port, stop_process, wait_until_healthy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,3 +84,63 @@ def vllm_server(smollm2_dir, tmp_path_factory):
         yield base_url, "smollm2"
     finally:
         stop_process(proc, timeout_s=30)
+
+
+
+# DSDR_CHECK_FAST=1 (tests/fast_guard.py): a test without the `slow` mark that loads SmolLM2 or a
+# sentence encoder, in this process or in a child it starts, fails, so `make test-fast` stays fast.
+_RUNNING: list[pytest.Item] = []
+_CAUGHT = pytest.StashKey[list]()  # what the guard caught while the item ran, in this process or a child
+_REPORT = pytest.StashKey[Path]()  # the file the item's child processes append what they caught to
+
+
+def _caught_in_process(what: str) -> None:
+    item = _RUNNING[-1] if _RUNNING else None
+    if item is None:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        item.stash[_CAUGHT].append(what)  # the exception below ends only that thread: fail at teardown
+    # pytest's Failed is a BaseException: no `except Exception` of the code under test swallows it, and
+    # no cache keeps the model for the next test (a preload thread's lru_cache would, unseen)
+    pytest.fail(f"{item.nodeid} is not marked slow but {what} (DSDR_CHECK_FAST=1)", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if fast_guard.enabled():
+        fast_guard.install(_caught_in_process)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if not fast_guard.enabled() or item.get_closest_marker("slow") is not None:
+        yield
+        return
+    handle, name = tempfile.mkstemp(prefix="dsdr-fast-guard-", suffix=".txt")
+    os.close(handle)
+    item.stash[_REPORT], item.stash[_CAUGHT] = Path(name), []
+    saved = {key: os.environ.get(key) for key in (fast_guard.REPORT_ENV, "PYTHONPATH")}
+    os.environ.update(fast_guard.child_env(Path(name)))
+    _RUNNING.append(item)
+    try:
+        yield
+    finally:
+        _RUNNING.pop()
+        os.unlink(name)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Fails the teardown of an item whose loads were caught but not raised (a loader thread, a child)."""
+    report = (yield).get_result()
+    if call.when != "teardown" or _REPORT not in item.stash:
+        return
+    caught = item.stash[_CAUGHT] + item.stash[_REPORT].read_text(encoding="utf-8").splitlines()
+    if caught and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} is not marked slow but loaded a real model (DSDR_CHECK_FAST=1):\n"
+                           + "\n".join(caught))

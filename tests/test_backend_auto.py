@@ -96,6 +96,7 @@ class _NoEngine(Backend):
         return {"name": self.name, "version": "test"}
 
 
+@pytest.mark.slow  # `run` preloads MiniLM beside the (replaced) engine: caught by DSDR_CHECK_FAST=1
 @pytest.mark.parametrize("threshold_delta, expected", [(1, "hf"), (0, "vllm")])
 def test_run_records_why_auto_chose_in_config_json(tmp_path, data_dir, monkeypatch, threshold_delta, expected):
     """`run --backend auto` sizes its own workload (3 problems x (1 + 4) rollouts x 100 tokens) and
@@ -115,6 +116,7 @@ def test_run_records_why_auto_chose_in_config_json(tmp_path, data_dir, monkeypat
     assert record["inputs"]["max_tokens"] == 100 and record["inputs"]["cuda_available"] is False
 
 
+@pytest.mark.slow  # `run` preloads MiniLM beside the (replaced) engine: caught by DSDR_CHECK_FAST=1
 def test_an_explicit_backend_records_no_auto_choice(tmp_path, data_dir):
     with pytest.raises(_Stop):
         _evaluate(tmp_path, data_dir, backend="hf")

@@ -4,6 +4,7 @@ real code; path containment; malformed runs; read-only."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ def all_text(at: AppTest) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_discovery_classifies_runs_and_skips_checkpoints(fixture_runs):
     runs = {r.name: r for r in data.discover_runs(fixture_runs)}
     assert {n: r.kind for n, r in runs.items()} == {
@@ -50,6 +52,7 @@ def test_discovery_classifies_runs_and_skips_checkpoints(fixture_runs):
     assert runs["eval/dsdr"].label == "dsdr" and runs["train/dsdr"].label == "dsdr-fixture"
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_path_containment(tmp_path, fixture_runs):
     root = data.runs_root(fixture_runs)
     assert data.resolve_inside(root, "eval/grpo") == (fixture_runs / "eval" / "grpo").resolve()
@@ -69,6 +72,7 @@ def test_path_containment(tmp_path, fixture_runs):
     assert [r.name for r in data.discover_runs(box)] == ["inner"]
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_training_page_overlays_runs_and_survives_a_half_written_line(fixture_runs, monkeypatch):
     at = open_page(fixture_runs, "training", monkeypatch, run=["train/grpo", "train/dapo", "train/dsdr"])
     assert at.title[0].value == "Training dynamics"
@@ -87,6 +91,7 @@ def test_training_page_overlays_runs_and_survives_a_half_written_line(fixture_ru
     assert list(at.dataframe[0].value["run"]) == ["dsdr-fixture"]
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_evaluation_page_table_passk_diversity_judge(fixture_runs, monkeypatch):
     import json
 
@@ -112,6 +117,7 @@ def test_evaluation_page_table_passk_diversity_judge(fixture_runs, monkeypatch):
     assert any("different protocols" in w for w in texts(at, "warning"))
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_malformed_run_shows_a_message_and_the_rest_works(fixture_runs, monkeypatch):
     at = open_page(fixture_runs, "evaluation", monkeypatch, run=["eval/broken", "eval/unscored", "eval/grpo"])
     errors = texts(at, "error")
@@ -120,6 +126,7 @@ def test_malformed_run_shows_a_message_and_the_rest_works(fixture_runs, monkeypa
     assert "grpo" in set(at.dataframe[1].value["run"])
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_damaged_training_log_is_reported_and_the_others_still_plot(fixture_runs, monkeypatch):
     at = open_page(fixture_runs, "training", monkeypatch, run=["train/corrupt", "train/grpo"])
     errors = texts(at, "error")
@@ -128,6 +135,7 @@ def test_damaged_training_log_is_reported_and_the_others_still_plot(fixture_runs
     assert len(at.get("plotly_chart")) >= 8
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_query_parameter_traversal_is_refused(fixture_runs, monkeypatch):
     # Rooted at runs/eval, "../train/grpo" is a real run, but outside the directory the app was given.
     at = open_page(fixture_runs / "eval", "evaluation", monkeypatch,
@@ -141,6 +149,7 @@ def test_query_parameter_traversal_is_refused(fixture_runs, monkeypatch):
     assert any("No training runs" in i for i in texts(at, "info"))
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_samples_page_filters_and_formulas(fixture_runs, monkeypatch):
     at = open_page(fixture_runs, "samples", monkeypatch, run="eval/dsdr")
     assert at.selectbox(key="samples_run").value == "eval/dsdr"
@@ -169,6 +178,7 @@ def test_empty_and_missing_runs_dir(tmp_path, monkeypatch):
     assert any("does not exist" in e for e in texts(at, "error"))
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_dashboard_never_writes_into_runs(fixture_runs, monkeypatch):
     before = tree_snapshot(fixture_runs)
     for page in ("training", "evaluation", "samples"):
@@ -329,3 +339,28 @@ def test_samples_page_keys_rows_by_the_schema_defaults(tmp_path, monkeypatch):
     assert any("per-rollout diversity not shown" in c and "diversity_per_sample.jsonl:1:sample_idx" in c
                for c in texts(at, "caption"))
     assert len(at.expander) == 2
+
+
+def test_the_landing_page_is_the_first_page_with_runs_to_show(tmp_path, monkeypatch):
+    """`dsdr-dashboard --runs DIR` without ?page= opens on a page with content (issue 23: the demo's
+    runs opened on an empty "Training dynamics" page)."""
+    from demo_script import load_demo
+
+    demo = load_demo()
+
+    examples = Path(__file__).resolve().parents[1] / "reports" / "mini_experiment" / "runs"
+    runs = tmp_path / "demo"
+    shutil.copytree(examples / "eval_grpo", runs / "mini_experiment" / "eval_grpo")
+    monkeypatch.setenv("DSDR_RUNS_DIR", str(runs))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.main.title] == ["Evaluation"] and at.sidebar.radio[0].value == "evaluation"
+    assert not any("No evaluation runs" in i for i in texts(at, "info")) and len(at.dataframe) >= 1
+
+    demo.copy_training_logs(examples, runs / "mini_experiment")
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert [t.value for t in at.main.title] == ["Training dynamics"] and at.sidebar.radio[0].value == "training"
+    assert not any("No training runs" in i for i in texts(at, "info"))
+    assert data.landing_page([]) == "training"  # nothing anywhere: the page that says how to start a run

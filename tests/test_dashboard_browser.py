@@ -4,14 +4,20 @@ Chromium through Playwright, shows the fixture runs and a chart; a screenshot go
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from dashboards import launch
+from demo_script import load_demo
 from fixtures_runs import build_fixture_runs
 from net_helpers import free_port, stop_process, wait_until_healthy
+
+demo = load_demo()
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -121,3 +127,59 @@ def test_no_completion_makes_the_page_load_anything(tmp_path, data_dir):
     outside = [url for url in requests if not url.startswith((f"http://127.0.0.1:{port}/", "data:", "blob:"))]
     assert not outside, outside
     assert "![x](http://10.255.255.1/f.png)" in body  # shown as text
+
+
+@contextmanager
+def served(runs: Path, log: Path) -> Iterator[str]:
+    """`dsdr-dashboard --runs RUNS --port PORT` (the exact command), yielding its URL once healthy."""
+    port = free_port()
+    command = launch.build_command(launch.parse_args(["--runs", str(runs), "--port", str(port)]))
+    with log.open("w") as fh:
+        server = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_healthy(server, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=60,
+                           what="streamlit", poll_s=0.5)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        stop_process(server, timeout_s=20)
+
+
+@pytest.mark.browser
+def test_the_demo_runs_open_on_a_page_with_content(tmp_path):
+    """Issue 23: `make demo` ends with `dsdr-dashboard --runs runs/demo`, which opened on an empty
+    "Training dynamics" page. The demo's runs (scored evaluation runs and the mini experiment's training
+    logs, as examples/demo.py copies them) open on the training curves; evaluation runs alone open on
+    the evaluation page, never on a page saying there is nothing to show."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} not found: `make browser` (apt-get install chromium) installs it")
+    from playwright.sync_api import sync_playwright
+
+    runs = tmp_path / "demo"
+    for name in demo.EXAMPLE_RUNS:
+        shutil.copytree(demo_examples() / name, runs / "mini_experiment" / name)
+    artifacts = REPO / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with served(runs, tmp_path / "streamlit.log") as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.goto(url)
+            page.get_by_role("heading", name="Evaluation").wait_for(timeout=60_000)
+            page.get_by_role("tab", name="Pass@k").click()
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
+            assert "No evaluation runs" not in page.inner_text("body")
+
+            demo.copy_training_logs(demo_examples(), runs / "mini_experiment")  # the demo's runs, complete
+            page.goto(url)
+            page.get_by_role("heading", name="Training dynamics").wait_for(timeout=60_000)
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
+            body = page.inner_text("body")
+            assert "No training runs" not in body and "train_grpo" in body and "train_dsdr" in body
+            page.wait_for_timeout(1500)  # let plotly finish drawing before the screenshot
+            page.screenshot(path=str(artifacts / "dashboard_demo_landing.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def demo_examples() -> Path:
+    return REPO / "reports" / "mini_experiment" / "runs"

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
+from demo_script import load_demo
+
 REPO = Path(__file__).resolve().parents[1]
-# the demo is a script beside the examples, not part of the library: load it from its file
-_spec = importlib.util.spec_from_file_location("demo", REPO / "examples" / "demo.py")
-demo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(demo)
+demo = load_demo()
 EXAMPLES = REPO / "reports" / "mini_experiment" / "runs"
 
 
@@ -52,3 +50,13 @@ def test_one_torch_thread_only_on_busy_cores_and_never_over_an_explicit_setting(
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     demo.use_one_thread_when_busy()
     assert demo.os.environ["OMP_NUM_THREADS"] == "2"
+
+
+def test_the_demo_ships_the_mini_experiments_training_logs(tmp_path):
+    """The dashboard's training page of the demo shows these (issue 23: it was empty)."""
+    copies = demo.copy_training_logs(EXAMPLES, tmp_path)
+    assert [c.name for c in copies] == list(demo.EXAMPLE_TRAIN_RUNS) == ["train_grpo", "train_dsdr"]
+    for copy in copies:
+        assert json.loads((copy / "config.json").read_text())["kind"] == "train"
+        assert (copy / "metrics.jsonl").read_bytes() == (EXAMPLES / copy.name / "metrics.jsonl").read_bytes()
+        assert len((copy / "metrics.jsonl").read_text().splitlines()) == 44  # one line per training step

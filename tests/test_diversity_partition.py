@@ -154,6 +154,7 @@ def tiny_classifier_dir(tmp_path_factory, smollm2_dir):
     return out
 
 
+@pytest.mark.slow  # builds and runs a tiny classifier with the SmolLM2 tokenizer (2-4 s)
 def test_pair_classifier_format_and_decisions(tiny_classifier_dir) -> None:
     import torch
 
@@ -183,6 +184,7 @@ def test_pair_classifier_format_and_decisions(tiny_classifier_dir) -> None:
     assert darling_partition(texts, eq).tolist() == darling_partition(texts, adjacency).tolist()
 
 
+@pytest.mark.slow  # builds and runs a tiny classifier with the SmolLM2 tokenizer (2-4 s)
 def test_pair_classifier_cuts_each_side(tiny_classifier_dir) -> None:
     import torch
 
@@ -201,6 +203,7 @@ def test_classifier_bad_path_is_a_user_error(tmp_path) -> None:
         make_equivalence(f"classifier:{tmp_path / 'missing'}")
 
 
+@pytest.mark.slow  # builds and runs a tiny classifier with the SmolLM2 tokenizer (2-4 s)
 def test_classifier_partition_on_a_run(tmp_path, tiny_classifier_dir) -> None:
     from dsdr_eval.diversity_metrics.run import compute_run_diversity
     from dsdr_eval.rundir.jsonl import read_jsonl, write_jsonl

@@ -205,6 +205,7 @@ def _cli(module: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_cli_with_the_real_minilm(run_dir: Path) -> None:
     """`dsdr-eval diversity` through the top-level dispatcher, real encoder, chunked mode."""
     proc = _cli("dsdr_eval.cli", "diversity", str(run_dir), "--no-progress", "--chunked", "--threshold", "0.8")
@@ -263,6 +264,7 @@ def test_hostile_completions_do_not_crash(tmp_path: Path) -> None:
     assert samples[2]["d_eq"] == 0.0 and samples[3]["d_eq"] == 0.0  # "a" is shared
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_real_encoder_accepts_lone_surrogates() -> None:
     from dsdr_eval.rundir.samples import clean_text as safe_text
 

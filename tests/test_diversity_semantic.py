@@ -81,6 +81,7 @@ def minilm():
     return load_encoder()
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_real_minilm_matches_sentence_transformers(minilm) -> None:
     texts = ["The answer is 4 because 2+2=4.", "Two plus two equals four, so the answer is 4.",
              "A completely unrelated sentence about the weather in Paris.", ""]
@@ -95,6 +96,7 @@ def test_real_minilm_matches_sentence_transformers(minilm) -> None:
     assert sims[0, 1] > sims[0, 2] + 0.2
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_real_minilm_chunked_mode(minilm) -> None:
     from dsdr_eval.diversity_metrics.semantic import Encoder
 

@@ -50,6 +50,7 @@ def tiny_dir(tmp_path_factory):
     return gpu_check.model_dir_of("qwen2.5-math-1.5b", work)
 
 
+@pytest.mark.slow  # builds and runs gpu_check's tiny Qwen2.5 (3-36 s)
 def test_prompts_have_exactly_the_configured_length(tiny_dir, tmp_path):
     from transformers import AutoTokenizer
 
@@ -65,6 +66,7 @@ def test_prompts_have_exactly_the_configured_length(tiny_dir, tmp_path):
         gpu_check.write_problems(tmp_path / "q.jsonl", tiny_dir, short)
 
 
+@pytest.mark.slow  # builds and runs gpu_check's tiny Qwen2.5 (3-36 s)
 def test_eos_hook_makes_the_configured_length_certain(tiny_dir):
     """With EOS made the argmax, greedy decoding stops at once; under the hook it never does."""
     import torch
@@ -185,6 +187,7 @@ def test_tiny_run_on_cpu_passes_every_phase(tmp_path):
     assert "| qwen3-4b-base | compact_step | ok |" in (tmp_path / "gpu_check.md").read_text()
 
 
+@pytest.mark.slow  # builds and runs gpu_check's tiny Qwen2.5 (3-36 s)
 def test_a_boxed_generate_stops_and_keeps_its_decode_rate(tiny_dir):
     """The box interrupts HF ``generate`` itself (between decode steps); the step counter keeps the
     rate reached, which the floor phase reports when boxed out."""

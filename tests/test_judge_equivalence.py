@@ -282,6 +282,7 @@ def _all_output_files(run_dir: Path) -> str:
     return "".join(p.read_text(encoding="utf-8", errors="replace") for p in run_dir.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # the judge partition loads MiniLM (caught by DSDR_CHECK_FAST=1)
 def test_cli_partition_judge_on_a_scored_run(tmp_path: Path, capsys: pytest.CaptureFixture,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from dsdr_eval.cli import main
@@ -330,6 +331,7 @@ def test_cli_partition_judge_on_a_scored_run(tmp_path: Path, capsys: pytest.Capt
     assert secret not in _all_output_files(run_dir) and secret not in out.out + out.err
 
 
+@pytest.mark.slow  # the judge partition loads MiniLM (caught by DSDR_CHECK_FAST=1)
 def test_cli_judge_errors_exit_2_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from dsdr_eval.cli import main
 
@@ -348,6 +350,7 @@ def test_cli_judge_errors_exit_2_before_anything_is_written(tmp_path: Path, caps
     assert not (run_dir / "diversity_per_problem.jsonl").exists()
 
 
+@pytest.mark.slow  # the judge partition loads MiniLM (caught by DSDR_CHECK_FAST=1)
 def test_cli_partition_judge_rerun_asks_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from dsdr_eval.cli import main
 

@@ -95,6 +95,7 @@ def test_reference_selection():
 # ----------------------------------------------------------------------------------- full report
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_report_two_runs_end_to_end(fixture_runs, tmp_path):
     # Through the real console entry point, from the user's working directory, relative --out.
     grpo, dsdr = fixture_runs / "eval" / "grpo", fixture_runs / "eval" / "dsdr"
@@ -149,6 +150,7 @@ def test_report_two_runs_end_to_end(fixture_runs, tmp_path):
     assert "Paired comparison" in readme and "Mixed protocols" not in readme
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_report_comparison_is_paired_and_matches_metrics(fixture_runs):
     grpo = load_run(fixture_runs / "eval" / "grpo")
     dsdr = load_run(fixture_runs / "eval" / "dsdr")
@@ -183,6 +185,7 @@ def test_paired_bootstrap_detects_a_real_difference_and_not_a_null_one():
     assert lo < 0 < hi and p > 0.9
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_compare_refuses_different_problem_sets_unless_allowed(fixture_runs, tmp_path, data_dir):
     small = make_scored_run(tmp_path / "small", data_dir, label="small", accuracy=0.5,
                             benchmarks={"aime24": 3, "math500": 4})
@@ -195,6 +198,7 @@ def test_compare_refuses_different_problem_sets_unless_allowed(fixture_runs, tmp
     assert next(c for c in results if c.benchmark == "aime24").n_problems == 3
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_report_refuses_mixed_protocols_unless_allowed(fixture_runs, tmp_path):
     grpo, hot = fixture_runs / "eval" / "grpo", fixture_runs / "eval" / "hot"
     assert protocol_differences([load_run(grpo), load_run(hot)]) == [
@@ -209,6 +213,7 @@ def test_report_refuses_mixed_protocols_unless_allowed(fixture_runs, tmp_path):
     assert "--allow-mixed" in json.loads((out / "report.json").read_text())["command"]
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_report_skips_missing_figures_and_says_so(fixture_runs, tmp_path):
     out = tmp_path / "single"
     assert run_report([str(fixture_runs / "eval" / "hot"), "--out", str(out), "--label", "hot run",
@@ -246,6 +251,7 @@ def test_avg_metric_falls_back_to_avg_n_with_few_rollouts(tmp_path, data_dir):
     assert "Avg@n" in tables.to_markdown(table)
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_bad_inputs_give_clear_errors(fixture_runs, tmp_path):
     with pytest.raises(DsdrError, match="invalid JSON"):
         load_run(fixture_runs / "eval" / "broken")
@@ -261,6 +267,7 @@ def test_bad_inputs_give_clear_errors(fixture_runs, tmp_path):
     assert tables.latex_escape("w/o_GD & 50% #1") == r"w/o\_GD \& 50\% \#1"
 
 
+@pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_training_only_report(fixture_runs, tmp_path):
     out = tmp_path / "train_only"
     assert run_report(["--train", str(fixture_runs / "train" / "grpo"), "--train", str(fixture_runs / "train" / "dsdr"),

@@ -53,6 +53,7 @@ def uninterrupted(tiny_model_dir, data_dir, tmp_path_factory):
     return out, proc
 
 
+@pytest.mark.slow  # `dsdr-eval run` subprocesses generating with the tiny Llama (28-33 s)
 def test_uninterrupted_run_writes_the_contract(uninterrupted):
     out, proc = uninterrupted
     samples = read_jsonl(out / "samples.jsonl")
@@ -75,6 +76,7 @@ def test_uninterrupted_run_writes_the_contract(uninterrupted):
     assert "math500" in proc.stdout  # the summary table
 
 
+@pytest.mark.slow  # `dsdr-eval run` subprocesses generating with the tiny Llama (28-33 s)
 def test_kill_9_then_rerun_equals_uninterrupted(uninterrupted, tiny_model_dir, data_dir, tmp_path):
     full_dir, _ = uninterrupted
     out = tmp_path / "run"
@@ -116,6 +118,7 @@ def test_kill_9_then_rerun_equals_uninterrupted(uninterrupted, tiny_model_dir, d
     assert len(config["resumed"]) == 1  # one continuation that generated
 
 
+@pytest.mark.slow  # `dsdr-eval run` subprocesses generating with the tiny Llama (28-33 s)
 def test_rerun_with_another_protocol_is_refused(uninterrupted, tiny_model_dir, data_dir):
     out, _ = uninterrupted
     before = (out / "samples.jsonl").read_bytes()
@@ -283,6 +286,7 @@ def test_one_run_parses_and_hashes_samples_jsonl_once(tmp_path, data_dir, monkey
         (out / "samples.jsonl").read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # `run` preloads MiniLM in a thread beside the stub encoder (caught by DSDR_CHECK_FAST=1)
 def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monkeypatch):
     """Inside one ``dsdr-eval run`` the diversity stage takes the records scoring just wrote; it used
     to read graded.jsonl back (and the run then re-read metrics.json for the summary)."""

@@ -84,6 +84,7 @@ def hf_pair(model_pair):
     return tuple(HFBackend(str(path), batch_size=8) for path in model_pair)
 
 
+@pytest.mark.slow  # generates with two tiny Llamas built for this module (2-11 s)
 def test_the_poisoned_config_changes_transformers_defaults(hf_pair):
     """Guard: the poison bites. A GenerationConfig that leaves fields unset (what the code did
     before) inherits the checkpoint's processors and changes greedy output."""
@@ -102,6 +103,7 @@ def test_the_poisoned_config_changes_transformers_defaults(hf_pair):
 
 @pytest.mark.parametrize("temperature, n", [(0.0, 1), (0.7, 3), (1.0, 2)])
 @pytest.mark.parametrize("prefill_once", [True, False])
+@pytest.mark.slow  # generates with two tiny Llamas built for this module (2-11 s)
 def test_hf_backend_ignores_generation_config(hf_pair, temperature, n, prefill_once):
     clean, poisoned = hf_pair
     outs = []
@@ -115,6 +117,7 @@ def test_hf_backend_ignores_generation_config(hf_pair, temperature, n, prefill_o
         assert len({text for text, _, _ in outs[0]}) > len(PROBLEMS)
 
 
+@pytest.mark.slow  # generates with two tiny Llamas built for this module (2-11 s)
 def test_hf_effective_sampling_is_only_temperature_and_top_p(hf_pair):
     _, poisoned = hf_pair
     greedy = poisoned.effective_sampling(_requests(poisoned, n=1, temperature=0.0)[0])
@@ -129,6 +132,7 @@ def test_hf_effective_sampling_is_only_temperature_and_top_p(hf_pair):
     assert poisoned.model.generation_config.repetition_penalty == 1.3
 
 
+@pytest.mark.slow  # generates with two tiny Llamas built for this module (2-11 s)
 def test_config_json_records_the_effective_sampling(model_pair, data_dir, tmp_path):
     import dsdr_eval
     from dsdr_eval.rundir.jsonl import read_json
@@ -156,6 +160,7 @@ def policies(model_pair):
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.slow  # generates with two tiny Llamas built for this module (2-11 s)
 def test_trainer_hf_rollout_ignores_generation_config(policies, temperature):
     from dsdr_train.rollout import HFRollout
 
@@ -201,6 +206,7 @@ def _ratio_after_one_update(model_dir: Path, train_file: Path, run_dir: Path, mo
     return m["rollout/ratio_dev_max"]
 
 
+@pytest.mark.slow  # trains a tiny Llama (10 s)
 def test_trainer_first_minibatch_ratio_is_one_with_a_poisoned_config(model_pair, train_data_dir, tmp_path, monkeypatch):
     """pi_old / q over every response token, q = the scores transformers sampled from."""
     from transformers import GenerationConfig

@@ -40,6 +40,7 @@ def run_sweep(train: Path, out: Path, data_dir: Path, *extra: str) -> int:
     return main(["sweep", str(train), "--out", str(out), "--data-dir", str(data_dir), *EVAL, *extra])
 
 
+@pytest.mark.slow  # evaluates tiny-Llama checkpoints (1.5-17 s)
 def test_sweep_every_k_plus_final_then_resume_skips(train_run, tmp_path, data_dir, capsys):
     out = tmp_path / "sweep"
     assert run_sweep(train_run, out, data_dir, "--every", "2", "--include-final") == 0
@@ -75,6 +76,7 @@ def test_sweep_every_k_plus_final_then_resume_skips(train_run, tmp_path, data_di
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/samples.jsonl") if p in stamps} == stamps
 
 
+@pytest.mark.slow  # evaluates tiny-Llama checkpoints (1.5-17 s)
 def test_partial_checkpoint_resumes_through_run(train_run, tmp_path, data_dir, capsys):
     out = tmp_path / "sweep"
     assert run_sweep(train_run, out, data_dir, "--every", "3") == 0  # step_000001 only
@@ -199,6 +201,7 @@ def test_training_page_overlays_sweeps_with_cis(tmp_path, data_dir, monkeypatch)
     assert not at.exception
 
 
+@pytest.mark.slow  # evaluates tiny-Llama checkpoints (1.5-17 s)
 def test_a_broken_checkpoint_is_recorded_and_the_sweep_goes_on(tmp_path, tiny_model_dir, data_dir, capsys):
     """Issue 24: a truncated model.safetensors (10 bytes) raised from safetensors, exit 1, and left every
     later checkpoint unevaluated and sweep.json 'pending'. Now: that checkpoint is 'error' with the

@@ -18,6 +18,9 @@ from dsdr_train.config import config_from_sources, parse_overrides
 from dsdr_train.rollout import RolloutBatch
 from dsdr_train.stats import step_metrics
 
+# slow: every test updates the tiny Llama (a trainer per module, 4-10 s per case)
+pytestmark = pytest.mark.slow
+
 # 4 prompts x G=2 with unequal response lengths; micro_batch_size=3 gives micro-batches of 3, 3, 2
 # rollouts with different token counts and padded widths.
 LENGTHS = [1, 7, 2, 8, 3, 3, 5, 1]

@@ -22,6 +22,9 @@ from dsdr_train import scoring
 from dsdr_train import train as T
 from dsdr_train.core_algos import ALGO_DEFAULTS
 
+# slow: every test here trains the tiny Llama (3-22 s each on 2 shared cores) or loads MiniLM
+pytestmark = pytest.mark.slow
+
 # The metrics.jsonl keys agreed in the project brief (validation keys only when validation ran).
 METRIC_KEYS = set("""step time/total_s time/generate_s time/reward_s time/update_s reward/mean reward/std
 acc/mean shaped_reward/mean shaped_reward/std bonus/mean entropy/mean diversity/semantic diversity/formula

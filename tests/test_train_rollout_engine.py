@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from dsdr_train.rollout import CPU_VLLM_SYNC_S, VLLMRollout, choose_rollout_engine
@@ -74,6 +75,7 @@ def test_weight_sync_is_a_no_op_until_the_policy_changes():
     assert len(engine.llm.pushed) == 2
 
 
+@pytest.mark.slow  # trains the tiny Llama
 def test_the_run_records_the_rollout_engine_choice(tiny_model_dir, train_data_dir, tmp_path):
     import json
 

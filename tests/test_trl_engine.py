@@ -11,6 +11,9 @@ import torch
 from dsdr_train.core_algos import ALGO_DEFAULTS
 from tests.trl_engine_helpers import batch_from_trl, compact_update, inject
 
+# slow: every test trains the tiny Llama with both engines (12-26 s each on 2 shared cores)
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("trl")
 
 # DAPO: one mini-batch per step (its masked groups leave the compact trainer's mini-batches

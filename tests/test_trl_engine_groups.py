@@ -14,6 +14,9 @@ pytest.importorskip("trl")
 
 from tests.trl_engine_helpers import launch_two_processes  # noqa: E402
 
+# slow: two training processes and a reference run (36 s on 2 shared cores)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "trl_group_worker.py"
 
