@@ -47,7 +47,7 @@ test-verl: $(VERL_STAMP)
 	$(VERL_VENV)/bin/python -m pytest -q -W ignore::UserWarning tests_verl
 	$(VERL_VENV)/bin/python tests_verl/verl_upstream.py --cache $(VERL_VENV)/verl-tests
 
-# DSDR_CHECK_FAST=1: a test that loads SmolLM2 or MiniLM without the slow mark fails (tests/fast_guard.py)
+# DSDR_CHECK_FAST=1: a test that loads SmolLM2 or MiniLM without the slow mark fails (tests/helpers/fast_guard.py)
 test-fast: $(STAMP)
 	DSDR_CHECK_FAST=1 $(BIN)/python -m pytest -q tests -m "not vllm and not slow and not browser"
 

@@ -1,4 +1,4 @@
-"""Bad-input campaign for `dsdr-eval score`: run every one-bad-line file of tests/bad_samples.py
+"""Bad-input campaign for `dsdr-eval score`: run every one-bad-line file of tests/helpers/bad_samples.py
 through the CLI (a subprocess each) and classify what happened.
 
 Classes: ``traceback`` (a Python traceback on stderr), ``silent`` (exit 0 and no warning although
@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from bad_samples import CASES, Case  # noqa: E402
+from helpers.bad_samples import CASES, Case  # noqa: E402
 
 SENTINELS = {"graded.jsonl": b'{"kept": true}\n', "metrics.json": b'{"benchmarks": {}, "kept": true}\n'}
 

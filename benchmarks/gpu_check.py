@@ -49,7 +49,7 @@ minutes, and the floor and each engine step make one); whatever the budget did n
 is recorded as skipped, and the next lease runs it with e.g. ``--models qwen3-4b-base --phases speed``.
 
 On CPU: ``python benchmarks/gpu_check.py --tiny --out /tmp/gpu_check`` (2-layer models, tiny geometry;
-tests/test_gpu_check.py runs it so the script cannot rot).
+tests/train/test_gpu_check.py runs it so the script cannot rot).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Import campaign (issues 21 / 24): real-file cases of ``dsdr-eval import``, each classified.
 
-Each case builds a small source file in its tool's exact schema (``tests/import_sources.py``), runs
+Each case builds a small source file in its tool's exact schema (``tests/helpers/import_sources.py``), runs
 ``dsdr-eval import`` in-process and prints one row: the case, the exit code, "traceback" when an
 exception escaped, and the figure the case is about (the gold kept, the settings read, the problems
 matched, the first line of stderr). Run before and after a change to compare:
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-import import_sources as src  # noqa: E402
+from helpers import import_sources as src  # noqa: E402
 from dsdr_eval.cli import main  # noqa: E402
 
 DATA = Path(os.environ.get("DSDR_DATA_DIR", "data/benchmarks"))

@@ -43,8 +43,8 @@ from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from fault_server import FaultServer  # noqa: E402
-from fixtures_runs import judge_reply_for, write_eval_samples  # noqa: E402
+from helpers.fault_server import FaultServer  # noqa: E402
+from helpers.fixtures_runs import judge_reply_for, write_eval_samples  # noqa: E402
 
 DATA_DIR = Path(os.environ.get("DSDR_DATA_DIR", REPO.parent / "shared" / "data" / "benchmarks"))
 PY = sys.executable

@@ -1,6 +1,6 @@
 """Safe, read-only access to a runs directory for the dashboard (no Streamlit import here).
 
-Rules this module enforces (and tests/test_dashboard.py checks):
+Rules this module enforces (and tests/dashboard/test_dashboard.py checks):
 
 * Every path the dashboard opens is inside the runs directory it was started with. A run named
   in a query parameter (``?run=../../etc``) is resolved (symlinks too) and refused unless the

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import fast_guard
-from net_helpers import free_port, stop_process, wait_until_healthy
+from helpers import fast_guard
+from helpers.net_helpers import free_port, stop_process, wait_until_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_BENCHMARKS = REPO.parent / "shared" / "data" / "benchmarks"
@@ -87,7 +87,7 @@ def vllm_server(smollm2_dir, tmp_path_factory):
 
 
 
-# DSDR_CHECK_FAST=1 (tests/fast_guard.py): a test without the `slow` mark that loads SmolLM2 or a
+# DSDR_CHECK_FAST=1 (tests/helpers/fast_guard.py): a test without the `slow` mark that loads SmolLM2 or a
 # sentence encoder, in this process or in a child it starts, fails, so `make test-fast` stays fast.
 _RUNNING: list[pytest.Item] = []
 _CAUGHT = pytest.StashKey[list]()  # what the guard caught while the item ran, in this process or a child

@@ -1,5 +1,5 @@
 """The verl plugin's objective against the independent reference of docs/ALGORITHMS.md
-(tests/spec_reference.py: plain torch, nothing from dsdr_train), on verl's own micro-batch layout:
+(tests/helpers/spec_reference.py: plain torch, nothing from dsdr_train), on verl's own micro-batch layout:
 
 * the advantages verl's compute_advantage dispatches to the plugin's estimators, from the rewards the
   plugin's trainer writes (the spec's {0, 1} verdict, DAPO's overlong term, the DSDR bonus, DARLING);
@@ -28,7 +28,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-import spec_reference as R  # noqa: E402
+from helpers import spec_reference as R  # noqa: E402
 
 from dsdr_train.core_algos import RolloutSignals, objective_config, shape_rewards  # noqa: E402
 from dsdr_train.integrations.verl import recipe  # noqa: E402

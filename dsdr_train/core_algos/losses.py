@@ -312,7 +312,7 @@ def dsdr_local_entropy_term(
     does not depend on the token being scored (fixed length); when EOS decides ``T_i``, the
     ``1/T_i`` of §3.4 makes the value and gradient deviate from the mean entropy (a property of
     the paper's length normalisation). All three facts are checked by exact enumeration in
-    ``tests/test_core_algos.py``.
+    ``tests/train/test_core_algos.py``.
 
     Batch normalisation: §3.4 is written per prompt (the ``w_i`` sum to 1 over P, no 1/G), so the
     plain sum over a batch holding several groups grows with the number of groups. The objective

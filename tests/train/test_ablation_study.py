@@ -1,0 +1,218 @@
+"""The ablation study's task generator, statistics and scripts (reports/ablation_study/, docs/ablation_study.md).
+
+Fast tests check the statistics against independent references on synthetic data (brute-force pass@k,
+scipy's bootstrap, a known effect / no effect); the slow test runs `run.sh --smoke` end to end.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dsdr_train import gentask
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("ablation_analyze", ROOT / "reports/ablation_study/analyze.py")
+analyze = importlib.util.module_from_spec(_spec)
+sys.modules["ablation_analyze"] = analyze  # dataclasses look their module up
+_spec.loader.exec_module(analyze)
+
+
+# ---- task generator ----
+
+@pytest.mark.parametrize("design", sorted(gentask.DESIGNS))
+def test_gentask_deterministic_disjoint_and_gradable(design):
+    train, held = gentask.make(design, 3, 100, 40)
+    assert (train, held) == gentask.make(design, 3, 100, 40)
+    assert gentask.make(design, 4, 100, 40) != (train, held)
+    assert not {tuple(r["key"]) for r in train} & {tuple(r["key"]) for r in held}
+    for r in train + held:
+        # the worked examples carry two $...$ equations before the boxed answer
+        assert r["problem"].count("\\boxed{") == 2 and r["problem"].endswith("\nA:")
+        assert int(r["answer"]) == int(r["answer"])
+    # the answer is the arithmetic truth of the operands
+    if design == "linear":
+        a, x, b = train[0]["key"]
+        assert f"${a}x + {b} = {a * x + b}$" in train[0]["problem"].rsplit("Q:", 1)[1] and train[0]["answer"] == str(x)
+
+
+def test_check_disjoint_catches_overlap(tmp_path):
+    train, held = gentask.make("linear", 0, 20, 5)
+    with pytest.raises(ValueError, match="also in the training split"):
+        gentask.check_disjoint(train, held + [train[3]])
+    for name, rows in (("train", train), ("heldout", held + [dict(train[0], id="x")])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = subprocess.run([sys.executable, "-m", "dsdr_train.gentask", "--check", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "also in the training split" in p.stderr
+
+
+# ---- statistics ----
+
+def test_pass_at_k_matches_brute_force():
+    for n in (1, 4, 7):
+        for c in range(n + 1):
+            outcomes = [1] * c + [0] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(outcomes, k))
+                ref = sum(any(s) for s in subsets) / len(subsets)
+                assert analyze.pass_at_k(n, c, k) == pytest.approx(ref)
+
+
+def test_bootstrap_one_seed_matches_scipy():
+    from scipy.stats import bootstrap
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.05, 0.3, size=(1, 300))
+    mean, lo, hi = analyze.paired_bootstrap(d, 4000, 0)
+    ref = bootstrap((d[0],), np.mean, n_resamples=4000, method="percentile", random_state=2).confidence_interval
+    width = ref.high - ref.low
+    assert mean == pytest.approx(d.mean())
+    assert abs(lo - ref.low) < 0.08 * width and abs(hi - ref.high) < 0.08 * width
+
+
+def test_bootstrap_two_way_width_matches_normal_theory():
+    # d[s, p] = seed effect + problem effect; the mean's variance is var_s/S + var_p/P (independent axes).
+    rng = np.random.default_rng(2)
+    S, P, ss, sp = 5, 200, 0.1, 0.4
+    seed_eff, prob_eff = rng.normal(0, ss, S), rng.normal(0, sp, P)
+    d = seed_eff[:, None] + prob_eff[None, :]
+    _, lo, hi = analyze.paired_bootstrap(d, 4000, 0)
+    # bootstrap variance uses the plug-in (1/n) variances of the observed effects
+    sd = np.sqrt(seed_eff.var() / S + prob_eff.var() / P)
+    assert (hi - lo) == pytest.approx(2 * 1.96 * sd, rel=0.15)
+
+
+# ---- claims on synthetic run directories ----
+
+def _fake_sweep(root: Path, arm: str, seed: int, p_correct: float, d_emb: float, rng, n=8, problems=40, steps=(5, 10)):
+    sweep = root / arm / f"s{seed}" / "sweep"
+    cks = []
+    for step in steps:
+        run = sweep / f"step_{step:06d}"
+        run.mkdir(parents=True)
+        graded, div = [], []
+        for i in range(problems):
+            pid = f"p{i}"
+            graded.append({"problem_id": pid, "phase": "pass1", "correct": bool(rng.random() < p_correct)})
+            graded += [{"problem_id": pid, "phase": "sampling", "correct": bool(rng.random() < p_correct)}
+                       for _ in range(n)]
+            div.append({"problem_id": pid, "all": {"d_emb": d_emb + rng.normal(0, 0.01), "d_eq": 0.0}})
+        (run / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in graded))
+        (run / "diversity_per_problem.jsonl").write_text("".join(json.dumps(r) + "\n" for r in div))
+        cks.append({"name": f"step_{step:06d}", "step": step, "run_dir": run.name, "status": "done"})
+    (sweep / "sweep.json").write_text(json.dumps({"kind": "sweep", "checkpoints": cks}))
+
+
+def _verdicts(tmp_path, dsdr_p, grpo_p, dsdr_div=0.2, grpo_div=0.2, seeds=3):
+    rng = np.random.default_rng(0)
+    for s in range(seeds):
+        _fake_sweep(tmp_path, "grpo", s, grpo_p, grpo_div, rng)
+        _fake_sweep(tmp_path, "dsdr", s, dsdr_p, dsdr_div, rng)
+    rows = analyze.claims(analyze.load_runs(tmp_path), 1000, 0)
+    return {r["claim"]: r for r in rows}
+
+
+def test_known_effect_holds(tmp_path):
+    v = _verdicts(tmp_path, 0.6, 0.2, dsdr_div=0.3)
+    assert v["DSDR >= GRPO on pass@1"]["verdict"] == "holds"
+    assert v["DSDR >= GRPO on pass@1"]["diff"] == pytest.approx(0.4, abs=0.1)
+    assert v["DSDR keeps higher semantic diversity (D_emb)"]["verdict"] == "holds"
+    assert v["GD contributes (DSDR > DSDR w/o GD, pass@1)"]["verdict"] == "not run"
+
+
+def test_reverse_effect_does_not_hold(tmp_path):
+    v = _verdicts(tmp_path, 0.2, 0.6)
+    assert v["DSDR >= GRPO on pass@1"]["verdict"] == "does not hold"
+
+
+def test_no_effect_inconclusive(tmp_path):
+    v = _verdicts(tmp_path, 0.4, 0.4)
+    assert v["DSDR >= GRPO on pass@1"]["verdict"] == "inconclusive"
+    assert v["DSDR keeps higher semantic diversity (D_emb)"]["verdict"] == "inconclusive"
+    assert v["the DSDR-GRPO gap grows with k"]["verdict"] == "inconclusive"
+
+
+def test_analyze_cli_writes_report_and_refuses_empty(tmp_path):
+    _verdicts(tmp_path / "runs", 0.6, 0.2)
+    out = tmp_path / "rep"
+    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "200"]) == 0
+    assert {"analysis.md", "analysis.json", "passk.png", "steps.png", "div_vs_acc.png"} <= {f.name for f in out.iterdir()}
+    assert "| holds |" in (out / "analysis.md").read_text()
+    # training dynamics: last quarter (steps 4..4 of 1..4 -> the last one) of each seed, then mean over seeds
+    for s, ent in ((0, [0.9, 0.8, 0.7, 0.5]), (1, [0.9, 0.8, 0.7, 0.3])):
+        m = tmp_path / "runs/dsdr" / f"s{s}" / "train/metrics.jsonl"
+        m.parent.mkdir(parents=True, exist_ok=True)
+        m.write_text("".join(json.dumps({"step": i + 1, "entropy/mean": e}) + "\n" for i, e in enumerate(ent)))
+    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "200", "--no-plots"]) == 0
+    dyn = json.loads((out / "analysis.json").read_text())["train_dynamics"]
+    assert dyn == {"dsdr": {"entropy/mean": pytest.approx(0.4)}}
+    p = subprocess.run([sys.executable, str(ROOT / "reports/ablation_study/analyze.py"), "--runs", str(tmp_path / "none"),
+                        "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.startswith("error:")
+
+
+# ---- the script, 2 steps x 1 seed ----
+
+@pytest.mark.slow
+def test_run_sh_smoke_end_to_end_and_resumes(tmp_path):
+    env = dict(os.environ, RUNS=str(tmp_path / "runs"), PYTHON=sys.executable, ARMS="grpo dsdr")
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    cmd = ["bash", "reports/ablation_study/run.sh", "--smoke"]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-3000:]
+    runs = tmp_path / "runs"
+    assert (runs / "grpo/s0/sweep.done").exists() and (runs / "dsdr/s0/sweep.done").exists()
+    assert (runs / "report/analysis.md").exists() and (runs / "report/passk.png").exists()
+    # rerun: everything done is skipped (no training, no sweep)
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "grpo seed 0: done" in p.stdout and "dsdr seed 0: done" in p.stdout
+    assert ": train\n" not in p.stdout and ": sweep\n" not in p.stdout
+    log = (runs / "cpu_time.log").read_text().splitlines()
+    assert len(log) == 2 and all(" done wall_s=" in line for line in log)
+    assert int(log[0].rsplit("cpu_s=", 1)[1]) > 0  # the first run trained and evaluated: it used CPU
+
+
+def _cell(pass1, n_c, step=10):
+    ids = [f"p{i}" for i in range(len(n_c))]
+    return analyze.Cell(dict(zip(ids, pass1)), dict(zip(ids, n_c)), dict(zip(ids, [0.1] * len(ids))),
+                        dict(zip(ids, [0.0] * len(ids))), step)
+
+
+def test_pairing_by_problem_narrows_the_ci():
+    # Problems differ a lot (0..1), DSDR is GRPO + 1/8 on every problem: paired, the difference is exact.
+    n_c_grpo = [(8, c) for c in range(8)] * 5
+    n_c_dsdr = [(8, c + 1) for c in range(8)] * 5
+    data = {"grpo": {0: [_cell([0.0] * 40, n_c_grpo)], 1: [_cell([0.0] * 40, n_c_grpo)]},
+            "dsdr": {0: [_cell([0.0] * 40, n_c_dsdr)], 1: [_cell([0.0] * 40, n_c_dsdr)]}}
+    r = analyze.compare(data, "dsdr", "grpo", "avg@n", 1000, 0)
+    assert r["diff"] == pytest.approx(1 / 8) and r["ci95"] == pytest.approx([1 / 8, 1 / 8])
+    assert r["verdict"] == "holds"
+
+
+def test_gap_growth_known_value():
+    # GRPO: half the problems always right, half never -> pass@k = 0.5 for every k.
+    # DSDR: every problem 2 of 8 right -> pass@1 = 0.25, pass@8 = 1. Gap(8) - gap(1) = 0.5 + 0.25 = 0.75.
+    grpo = [_cell([1.0] * 10 + [0.0] * 10, [(8, 8)] * 10 + [(8, 0)] * 10)]
+    dsdr = [_cell([0.0] * 20, [(8, 2)] * 20)]
+    r = analyze.gap_growth({"grpo": {0: grpo}, "dsdr": {0: dsdr}}, "dsdr", "grpo", 8, 500, 0)
+    assert r["diff"] == pytest.approx(0.75) and r["verdict"] == "holds"
+
+
+def test_bad_graded_line_is_one_line_error_with_file_line_field(tmp_path):
+    _verdicts(tmp_path / "runs", 0.6, 0.2, seeds=1)
+    graded = tmp_path / "runs/dsdr/s0/sweep/step_000010/graded.jsonl"
+    lines = graded.read_text().splitlines()
+    lines[4] = json.dumps({"problem_id": "p0", "phase": "sampling"})  # no 'correct'
+    graded.write_text("\n".join(lines) + "\n")
+    p = subprocess.run([sys.executable, str(ROOT / "reports/ablation_study/analyze.py"), "--runs", str(tmp_path / "runs"),
+                        "--out", str(tmp_path / "rep")], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip() == f"error: {graded}:5:correct: missing"
