@@ -121,7 +121,7 @@ def test_package_import_is_light_and_exports_the_agreed_api() -> None:
 
     code = ("import sys, dsdr_eval.diversity_metrics as d; "
             "assert all(callable(getattr(d, n)) for n in ('dsdr_diversity', 'load_encoder', 'darling_partition', "
-            "'darling_div', 'compute_run_diversity')); "
+            "'darling_div')); "
             "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules]; "
             "assert not heavy, heavy")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
