@@ -145,7 +145,9 @@ def no_answer_warnings(graded: list[GradedSample], extraction: str,
         missing = [record for record in records if record.status == "no_answer"]
         if len(missing) <= threshold * len(records) or len(records) < NO_ANSWER_MIN_SAMPLES:
             continue
-        example = missing[0]
+        # the first in key order, not in file order: concurrent engines append in the order requests finish,
+        # and the warning must read the same on every run
+        example = min(missing, key=lambda record: record.sample.key)
         others = [name for name in EXTRACTION_PROFILES
                   if name != extraction and extract_answer(example.sample.completion, name) is not None]
         hint = (f"; profiles that find an answer in it: {', '.join(others)} (--extraction)" if others

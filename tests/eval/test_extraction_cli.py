@@ -118,3 +118,17 @@ def test_disagreements_are_one_clipped_line_each_and_listed_in_full(tmp_path):
     (run / "samples.jsonl").write_text(json.dumps(rows[-1]) + "\n")
     assert run_cli("score", str(run), "--bootstrap", "0", "--workers", "1").returncode == 0
     assert not (run / DISAGREEMENTS).exists()
+
+
+def test_the_no_answer_warning_names_the_same_example_whatever_the_file_order():
+    """A concurrent engine appends samples in the order its requests finish; the warning's example is
+    the first missing sample in key order, so the same run reads the same warning every time."""
+    from dsdr_eval.rundir.samples import as_graded
+    from dsdr_eval.scoring import no_answer_warnings
+
+    rows = [{"benchmark": "b", "phase": "sampling", "problem_id": f"p{i // 3}", "sample_idx": i % 3, "gold": "1",
+             "completion": f"ends {i}", "status": "no_answer", "correct": False, "answer_class": None}
+            for i in range(6)]
+    for order in (rows, rows[::-1], rows[3:] + rows[:3]):
+        (warning,) = no_answer_warnings(as_graded(order), "boxed")
+        assert "e.g. problem p0 sample 0 ends 'ends 0'" in warning, warning

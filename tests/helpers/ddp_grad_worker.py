@@ -17,7 +17,9 @@ from pathlib import Path
 import torch
 
 from dsdr_train.core_algos import LOSS_AGG_MODES
-from test_train_accumulation import LENGTHS, MAX_RESPONSE, hand_made_batch, make_trainer, update_and_capture
+# run as a script: tests/ on the path for the helpers package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers.accumulation import LENGTHS, MAX_RESPONSE, hand_made_batch, make_trainer, update_and_capture  # noqa: E402
 
 
 def main(model_dir: str, train_file: str, out: str) -> None:
