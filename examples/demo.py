@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 DEMO_MODEL = "smollm2-135m"
 DEMO_RUN = ["--benchmarks", "math500", "--limit", "4", "--protocol", "quick", "--max-tokens", "96"]
@@ -54,28 +54,27 @@ def is_degenerate(metrics: dict[str, Any]) -> bool:
     return all(not b.get("avg@n") and not any((b.get("pass@k") or {}).values()) for b in blocks)
 
 
-def copy_example_runs(examples: Path, out: Path) -> list[Path]:
-    """Each example run's samples.jsonl and config.json (only: everything else is recomputed here)."""
+def copy_runs(examples: Path, out: Path, names: Iterable[str], files: tuple[str, ...]) -> list[Path]:
+    """``files`` of each example run ``names`` from ``examples`` into ``out`` (only those: everything else
+    is recomputed here or not read)."""
     copies = []
-    for name in EXAMPLE_RUNS:
+    for name in names:
         source, target = examples / name, out / name
         target.mkdir(parents=True, exist_ok=True)
-        for file in ("samples.jsonl", "config.json"):
+        for file in files:
             shutil.copyfile(source / file, target / file)
         copies.append(target)
     return copies
+
+
+def copy_example_runs(examples: Path, out: Path) -> list[Path]:
+    """Each example evaluation run's samples.jsonl and config.json (scored again here)."""
+    return copy_runs(examples, out, EXAMPLE_RUNS, ("samples.jsonl", "config.json"))
 
 
 def copy_training_logs(examples: Path, out: Path) -> list[Path]:
     """Each example training run's config.json and metrics.jsonl: all the dashboard reads of a training run."""
-    copies = []
-    for name in EXAMPLE_TRAIN_RUNS:
-        source, target = examples / name, out / name
-        target.mkdir(parents=True, exist_ok=True)
-        for file in ("config.json", "metrics.jsonl"):
-            shutil.copyfile(source / file, target / file)
-        copies.append(target)
-    return copies
+    return copy_runs(examples, out, EXAMPLE_TRAIN_RUNS, ("config.json", "metrics.jsonl"))
 
 
 def report_summary(report_dir: Path) -> str:

@@ -25,6 +25,21 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+@contextmanager
+def served(runs: Path, log: Path) -> Iterator[str]:
+    """`dsdr-dashboard --runs RUNS --port PORT` (the exact command), yielding its URL once healthy."""
+    port = free_port()
+    command = launch.build_command(launch.parse_args(["--runs", str(runs), "--port", str(port)]))
+    with log.open("w") as fh:
+        server = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_healthy(server, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=60,
+                           what="streamlit", poll_s=0.5)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        stop_process(server, timeout_s=20)
+
+
 @pytest.mark.browser
 def test_dashboard_renders_in_chromium(tmp_path_factory, data_dir):
     if not CHROMIUM.exists():
@@ -32,42 +47,32 @@ def test_dashboard_renders_in_chromium(tmp_path_factory, data_dir):
     from playwright.sync_api import sync_playwright
 
     runs = build_fixture_runs(tmp_path_factory.getbasetemp() / "dsdr_fixture_runs", data_dir)
-    port = free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
-    # The exact command `dsdr-dashboard --runs RUNS --port PORT` runs (headless, 127.0.0.1).
-    command = launch.build_command(launch.parse_args(["--runs", str(runs), "--port", str(port)]))
     artifacts = REPO / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
-    with log.open("w") as fh:
-        server = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until_healthy(server, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=60,
-                           what="streamlit", poll_s=0.5)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1100})
-                page.goto(f"http://127.0.0.1:{port}/?page=evaluation&run=eval/grpo&run=eval/dsdr")
-                page.get_by_role("heading", name="Evaluation").wait_for(timeout=60_000)
-                page.get_by_role("tab", name="Pass@k").click()
-                page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
-                body = page.inner_text("body")
-                assert "grpo" in body and "dsdr" in body
-                assert page.locator(".js-plotly-plot").count() >= 3
-                page.wait_for_timeout(1500)  # let plotly finish drawing before the screenshot
-                page.screenshot(path=str(artifacts / "dashboard_evaluation.png"), full_page=True)
+    # The exact command `dsdr-dashboard --runs RUNS --port PORT` runs (headless, 127.0.0.1).
+    with served(runs, tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.goto(f"{url}?page=evaluation&run=eval/grpo&run=eval/dsdr")
+            page.get_by_role("heading", name="Evaluation").wait_for(timeout=60_000)
+            page.get_by_role("tab", name="Pass@k").click()
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
+            body = page.inner_text("body")
+            assert "grpo" in body and "dsdr" in body
+            assert page.locator(".js-plotly-plot").count() >= 3
+            page.wait_for_timeout(1500)  # let plotly finish drawing before the screenshot
+            page.screenshot(path=str(artifacts / "dashboard_evaluation.png"), full_page=True)
 
-                page.goto(f"http://127.0.0.1:{port}/?page=training")
-                page.get_by_role("heading", name="Training dynamics").wait_for(timeout=60_000)
-                page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
-                body = page.inner_text("body")
-                assert "dsdr-fixture" in body and "grpo-fixture" in body
-                page.wait_for_timeout(1500)
-                page.screenshot(path=str(artifacts / "dashboard_training.png"), full_page=True)
-            finally:
-                browser.close()
-    finally:
-        stop_process(server, timeout_s=20)
+            page.goto(f"{url}?page=training")
+            page.get_by_role("heading", name="Training dynamics").wait_for(timeout=60_000)
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
+            body = page.inner_text("body")
+            assert "dsdr-fixture" in body and "grpo-fixture" in body
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(artifacts / "dashboard_training.png"), full_page=True)
+        finally:
+            browser.close()
     assert (artifacts / "dashboard_evaluation.png").stat().st_size > 10_000
 
 
@@ -95,53 +100,28 @@ def test_no_completion_makes_the_page_load_anything(tmp_path, data_dir):
         record["completion"] = HOSTILE_COMPLETION
     (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     score_run_dir(run, progress=False, workers=1, bootstrap=0)
-    port = free_port()
-    log = tmp_path / "streamlit.log"
-    command = launch.build_command(launch.parse_args(["--runs", str(runs), "--port", str(port)]))
     artifacts = REPO / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     requests: list[str] = []
-    with log.open("w") as fh:
-        server = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until_healthy(server, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=60,
-                           what="streamlit", poll_s=0.5)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1100})
-                page.on("request", lambda request: requests.append(request.url))
-                page.goto(f"http://127.0.0.1:{port}/?page=samples&run=hostile")
-                page.get_by_role("heading", name="Samples").wait_for(timeout=60_000)
-                page.locator("[data-testid='stExpander'] summary").first.wait_for(timeout=60_000)
-                for summary in page.locator("[data-testid='stExpander'] summary").all()[:4]:
-                    summary.click()
-                page.get_by_text("Formulas (green").first.wait_for(timeout=30_000)
-                page.wait_for_timeout(2000)
-                page.screenshot(path=str(artifacts / "dashboard_hostile_formulas.png"), full_page=True)
-                body = page.inner_text("body")
-            finally:
-                browser.close()
-    finally:
-        stop_process(server, timeout_s=20)
-    outside = [url for url in requests if not url.startswith((f"http://127.0.0.1:{port}/", "data:", "blob:"))]
+    with served(runs, tmp_path / "streamlit.log") as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.on("request", lambda request: requests.append(request.url))
+            page.goto(f"{url}?page=samples&run=hostile")
+            page.get_by_role("heading", name="Samples").wait_for(timeout=60_000)
+            page.locator("[data-testid='stExpander'] summary").first.wait_for(timeout=60_000)
+            for summary in page.locator("[data-testid='stExpander'] summary").all()[:4]:
+                summary.click()
+            page.get_by_text("Formulas (green").first.wait_for(timeout=30_000)
+            page.wait_for_timeout(2000)
+            page.screenshot(path=str(artifacts / "dashboard_hostile_formulas.png"), full_page=True)
+            body = page.inner_text("body")
+        finally:
+            browser.close()
+    outside = [request for request in requests if not request.startswith((url, "data:", "blob:"))]
     assert not outside, outside
     assert "![x](http://10.255.255.1/f.png)" in body  # shown as text
-
-
-@contextmanager
-def served(runs: Path, log: Path) -> Iterator[str]:
-    """`dsdr-dashboard --runs RUNS --port PORT` (the exact command), yielding its URL once healthy."""
-    port = free_port()
-    command = launch.build_command(launch.parse_args(["--runs", str(runs), "--port", str(port)]))
-    with log.open("w") as fh:
-        server = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until_healthy(server, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=60,
-                           what="streamlit", poll_s=0.5)
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        stop_process(server, timeout_s=20)
 
 
 @pytest.mark.browser
