@@ -7,7 +7,8 @@
 #   bash reports/ablation_study/run.sh --smoke                                           # 2 steps, 1 seed
 # Knobs (environment): RUNS (default reports/ablation_study/runs, smoke: .../runs_smoke), ARMS, SEEDS_MAIN
 # (seeds of grpo and dsdr, default 5), SEEDS_ABL (other arms, default 3), N (T=1.0 rollouts, default 32),
-# LIMIT (held-out problems, default 32), KEEP_WEIGHTS=1 (keep checkpoints after their sweep).
+# LIMIT (held-out problems, default 8), JOBS (arm/seed units run side by side, default 2 = the cores),
+# KEEP_WEIGHTS=1 (keep checkpoints after their sweep). Each unit's output goes to RUNS/<arm>/s<seed>/*.log.
 set -euo pipefail
 HERE=reports/ablation_study
 SMOKE=0
@@ -22,12 +23,12 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLI
 PY=${PYTHON:-python}
 if [ "$SMOKE" = 1 ]; then
   RUNS=${RUNS:-$HERE/runs_smoke}; ARMS=${ARMS:-"grpo dsdr"}; SEEDS_MAIN=${SEEDS_MAIN:-1}; SEEDS_ABL=${SEEDS_ABL:-1}
-  N=${N:-4}; LIMIT=${LIMIT:-4}
+  N=${N:-4}; LIMIT=${LIMIT:-4}; JOBS=${JOBS:-2}
   TRAIN_OVERRIDES=(total_steps=2 save_every=1 group_size=4 prompts_per_step=1 mini_batch_prompts=1 max_response_length=24)
   MAXTOK=24
 else
   RUNS=${RUNS:-$HERE/runs}; ARMS=${ARMS:-"grpo dsdr dapo dsdr_wo_gd dsdr_wo_gc darling"}; SEEDS_MAIN=${SEEDS_MAIN:-5}
-  SEEDS_ABL=${SEEDS_ABL:-3}; N=${N:-32}; LIMIT=${LIMIT:-32}
+  SEEDS_ABL=${SEEDS_ABL:-3}; N=${N:-32}; LIMIT=${LIMIT:-8}; JOBS=${JOBS:-2}
   TRAIN_OVERRIDES=(); MAXTOK=48   # = study.yaml max_response_length
 fi
 mkdir -p "$RUNS"
@@ -42,7 +43,11 @@ log_time() {
   CPU=$(tail -1 "$RUNS/.times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1]*60+u[2]+s[1]*60+s[2] }')
   echo "$(date -u +%FT%TZ) smoke=$SMOKE $1 wall_s=$((T1 - T0)) cpu_s=$CPU" >> "$RUNS/cpu_time.log"
 }
-trap 'log_time interrupted' EXIT
+# Stopping the study stops its units too (each unit's subshell and the dsdr-train / dsdr-eval under it):
+# a rerun must not find an orphaned writer still working in a unit's directory.
+killtree() { local c; for c in $(pgrep -P "$1"); do killtree "$c"; done; kill "$1" 2> /dev/null || true; }
+stop_units() { local j; for j in $(jobs -p); do killtree "$j"; done; }
+trap 'stop_units; log_time interrupted' EXIT
 trap 'exit 143' TERM INT
 # The task: deterministic, so a rerun rewrites the same files; the disjointness check runs every time.
 $PY -m dsdr_train.gentask --design linear --seed 0 --n-train 256 --n-heldout 64 --out "$RUNS/data"
@@ -50,30 +55,51 @@ $PY -m dsdr_train.gentask --check "$RUNS/data"
 EVAL=(--benchmarks "$RUNS/data/heldout.jsonl" --limit "$LIMIT" --protocol quick --n "$N" --temperature 1.0 --top-p 1.0
       --pass1-temperature 0.1 --pass1-top-p 0.9 --max-tokens "$MAXTOK" --template plain --prompt-mode raw
       --backend hf --seed 0 --no-progress)
-echo "$(stamp) base model"
-[ -f "$RUNS/base/metrics.json" ] || dsdr-eval run --model smollm2-135m --out "$RUNS/base" --label base "${EVAL[@]}"
-for arm in $ARMS; do
-  case "$arm" in grpo|dsdr) nseeds=$SEEDS_MAIN ;; *) nseeds=$SEEDS_ABL ;; esac
-  for ((seed = 0; seed < nseeds; seed++)); do
-    d="$RUNS/$arm/s$seed"
-    [ -f "$d/sweep.done" ] && { echo "$(stamp) $arm seed $seed: done"; continue; }
-    mkdir -p "$d"
-    echo "$(stamp) $arm seed $seed: train"
-    if [ ! -d "$d/train/final" ]; then
-      if compgen -G "$d/train/checkpoints/step_*" > /dev/null; then
-        dsdr-train --resume --out "$d/train"
-      else
-        rm -rf "$d/train"   # killed before its first checkpoint: nothing to keep, start again
-        dsdr-train --algo "$arm" --config $HERE/study.yaml --train-data "$RUNS/data/train.jsonl" --out "$d/train" \
-          seed="$seed" "${TRAIN_OVERRIDES[@]}"
-      fi
+# One arm/seed: train (or resume), sweep its checkpoints, delete the weights. Each unit writes only its own
+# directory RUNS/<arm>/s<seed> (one writer process per directory), so JOBS units run side by side.
+unit() {
+  local arm=$1 seed=$2 d="$RUNS/$1/s$2"
+  [ -f "$d/sweep.done" ] && { echo "$(stamp) $arm seed $seed: done"; return 0; }
+  mkdir -p "$d"
+  echo "$(stamp) $arm seed $seed: train"
+  if [ ! -d "$d/train/final" ]; then
+    if compgen -G "$d/train/checkpoints/step_*" > /dev/null; then
+      dsdr-train --resume --out "$d/train" > "$d/train.log" 2>&1
+    else
+      rm -rf "$d/train"   # killed before its first checkpoint: nothing to keep, start again
+      dsdr-train --algo "$arm" --config $HERE/study.yaml --train-data "$RUNS/data/train.jsonl" --out "$d/train" \
+        seed="$seed" "${TRAIN_OVERRIDES[@]}" > "$d/train.log" 2>&1
     fi
-    echo "$(stamp) $arm seed $seed: sweep"
-    dsdr-eval sweep "$d/train" --out "$d/sweep" --label "$arm s$seed" "${EVAL[@]}"
-    touch "$d/sweep.done"
-    [ "${KEEP_WEIGHTS:-0}" = 1 ] || rm -rf "$d/train/checkpoints" "$d/train/final"   # ~0.5-1.5 GB each
+  fi
+  echo "$(stamp) $arm seed $seed: sweep"
+  dsdr-eval sweep "$d/train" --out "$d/sweep" --label "$arm s$seed" "${EVAL[@]}" > "$d/sweep.log" 2>&1
+  touch "$d/sweep.done"
+  [ "${KEEP_WEIGHTS:-0}" = 1 ] || rm -rf "$d/train/checkpoints" "$d/train/final"   # ~0.5-1.5 GB each
+  echo "$(stamp) $arm seed $seed: finished"
+}
+base() {
+  [ -f "$RUNS/base/metrics.json" ] && return 0
+  echo "$(stamp) base model"
+  dsdr-eval run --model smollm2-135m --out "$RUNS/base" --label base "${EVAL[@]}" > "$RUNS/base.log" 2>&1
+}
+# Seed-major order: every arm's seed 0, then seed 1, ... so a study cut short has all arms at equal seeds.
+UNITS=()
+for ((seed = 0; seed < (SEEDS_MAIN > SEEDS_ABL ? SEEDS_MAIN : SEEDS_ABL); seed++)); do
+  for arm in $ARMS; do
+    case "$arm" in grpo|dsdr) nseeds=$SEEDS_MAIN ;; *) nseeds=$SEEDS_ABL ;; esac
+    [ "$seed" -lt "$nseeds" ] && UNITS+=("$arm $seed")
   done
 done
+# A pool of JOBS background units; a failed unit fails the study (after the running ones finish).
+FAILED=0
+base &
+for u in "${UNITS[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || FAILED=1; done
+  unit $u &
+done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || FAILED=1; done
+wait || FAILED=1
+[ "$FAILED" = 0 ] || { echo "$(stamp) a unit failed: see RUNS/<arm>/s<seed>/{train,sweep}.log" >&2; exit 1; }
 echo "$(stamp) analysis"
 $PY $HERE/analyze.py --runs "$RUNS" --out "$RUNS/report"
 # The project's report over each arm's last checkpoint of seed 0 (Table 1 layout, paired bootstrap vs base).
