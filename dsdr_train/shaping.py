@@ -43,11 +43,14 @@ def shape_batch(cfg: TrainConfig, batch: RolloutBatch, graded: list[dict], acc: 
     signals = algos.RolloutSignals(torch.tensor(acc, dtype=torch.float64), torch.tensor(batch.group_ids), lengths,
                                    cfg.max_response_length, diversity=dsdr_div, darling_div=darling_div)
     shaped = algos.shape_rewards(signals, objective)  # Eq. 6 + (Eq. 11 | Eq. 16) -> Eq. 1 | Eq. 17; Eq. 12
+    coupling = (RewardStats.coupling(shaped.weights.tolist(), batch.group_ids) if objective.local_term
+                else (None, None))
     stats = RewardStats(reward=Summary.of(shaped.reward.tolist()), shaped=Summary.of(shaped.shaped.tolist()),
                         accuracy=Summary.of(acc.tolist()), advantages=Summary.of(shaped.advantages.tolist()),
                         lengths=Summary.of(lengths.tolist()),
                         length_stopped=Summary.of([float(r == "length") for r in batch.finish_reasons]),
-                        semantic=semantic, formula=formula, reward_s=time.perf_counter() - t0)
+                        semantic=semantic, formula=formula, coupling_max=coupling[0], coupling_entropy=coupling[1],
+                        reward_s=time.perf_counter() - t0)
     return shaped, stats
 
 

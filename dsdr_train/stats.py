@@ -130,7 +130,23 @@ class RewardStats:
     length_stopped: Summary = Summary()  # 1 where generation hit max_response_length
     semantic: Summary | None = None  # D_emb (§3.1, Eq. 7); None: not computed this run
     formula: Summary | None = None  # D_eq (§3.1, Eq. 8)
+    # Eq. 12's coupling weights, per group with >= 2 correct rollouts (fewer: w is 1 or 0, nothing to
+    # see): the largest w_i, and H(w) / log|P_g| (1 = uniform over P_g, as w/o GD; 0 = one rollout
+    # takes all). None: the objective has no local term.
+    coupling_max: Summary | None = None
+    coupling_entropy: Summary | None = None
     reward_s: float = local()
+
+    @staticmethod
+    def coupling(weights: Sequence[float], group_ids: Sequence[int]) -> tuple[Summary, Summary]:
+        """(max w_i, H(w)/log|P_g|) over the groups with at least two non-zero weights."""
+        by_group: dict[int, list[float]] = {}
+        for g, w in zip(group_ids, weights):
+            if w > 0:
+                by_group.setdefault(int(g), []).append(float(w))
+        groups = [np.asarray(v) / sum(v) for v in by_group.values() if len(v) >= 2]
+        return (Summary.of(float(w.max()) for w in groups),
+                Summary.of(float(-(w * np.log(w)).sum() / math.log(w.size)) for w in groups))
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -143,6 +159,10 @@ class RewardStats:
         for name, summary in (("semantic", self.semantic), ("formula", self.formula)):
             out[f"diversity/{name}"] = None if summary is None else summary.mean
             out[f"similarity/{name}"] = None if summary is None else 1 - summary.mean
+        if self.coupling_max is not None and self.coupling_entropy is not None:
+            # no group with two correct rollouts this step: None, not a misleading 0
+            out["coupling/max"] = self.coupling_max.mean if self.coupling_max.count else None
+            out["coupling/entropy"] = self.coupling_entropy.mean if self.coupling_entropy.count else None
         return out
 
 

@@ -21,6 +21,8 @@ PANELS = (
     ("Response length", ["response_length/mean", "response_length/max"], "tokens"),
     ("Clip ratio (length-truncated responses)", ["response_length/clip_ratio"], "fraction"),
     ("Policy-gradient loss", ["loss/pg", "loss/local", "loss/total"], "loss"),
+    ("Coupling weights (Eq. 12, groups with >= 2 correct)", ["coupling/max", "coupling/entropy"],
+     "max w / H(w) / log|P|"),
     ("Advantage statistics", ["adv/mean", "adv/std", "adv/min", "adv/max"], "advantage"),
     ("All-correct / all-wrong groups", ["groups/all_correct_frac", "groups/all_wrong_frac"], "fraction of groups"),
     ("PPO clip fraction", ["clip/frac", "clip/frac_low", "clip/frac_high"], "fraction of tokens"),

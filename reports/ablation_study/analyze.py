@@ -26,7 +26,7 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ import numpy as np
 from dsdr_eval.metrics import pass_at_k
 
 ARMS = ("grpo", "dapo", "dsdr", "dsdr_wo_gd", "dsdr_wo_gc", "darling")
+EXTRA = ("answer_classes", "vendi", "d_emb_correct")
 
 
 def paired_bootstrap(d: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -70,6 +71,9 @@ class Cell:
     d_emb: dict[str, float]
     d_eq: dict[str, float]
     step: int
+    # per problem, from diversity_per_problem.jsonl: answer_classes, vendi (embedding Vendi, q = 1) over
+    # all rollouts; d_emb_correct (D_emb among the correct rollouts, only where >= 2 are correct)
+    extra: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _jsonl(path: Path, fields: tuple[str, ...]) -> list[dict]:
@@ -103,12 +107,19 @@ def read_eval(run_dir: Path, step: int) -> Cell:
             nc[1] += int(bool(r["correct"]))
     d_emb: dict[str, float] = {}
     d_eq: dict[str, float] = {}
+    extra: dict[str, dict[str, float]] = {name: {} for name in EXTRA}
     div = run_dir / "diversity_per_problem.jsonl"
     if div.exists():
         for r in _jsonl(div, ("problem_id", "all")):
-            d_emb[r["problem_id"]] = float(r["all"]["d_emb"])
-            d_eq[r["problem_id"]] = float(r["all"]["d_eq"])
-    return Cell(pass1, {k: (v[0], v[1]) for k, v in n_c.items()}, d_emb, d_eq, step)
+            pid, every, correct = r["problem_id"], r["all"], r.get("correct") or {}
+            d_emb[pid] = float(every["d_emb"])
+            d_eq[pid] = float(every["d_eq"])
+            values = {"answer_classes": every.get("answer_classes"),
+                      "vendi": (every.get("vendi_embedding") or {}).get("1"), "d_emb_correct": correct.get("d_emb")}
+            for name, value in values.items():
+                if value is not None:
+                    extra[name][pid] = float(value)
+    return Cell(pass1, {k: (v[0], v[1]) for k, v in n_c.items()}, d_emb, d_eq, step, extra)
 
 
 def read_sweep(sweep_dir: Path) -> list[Cell]:
@@ -146,6 +157,8 @@ def metric(cell: Cell, name: str, ids: list[str]) -> np.ndarray:
         return np.array([cell.n_c[i][1] / cell.n_c[i][0] for i in ids])
     if name in ("d_emb", "d_eq"):
         return np.array([getattr(cell, name)[i] for i in ids])
+    if name in EXTRA:
+        return np.array([cell.extra[name][i] for i in ids])
     raise ValueError(f"unknown metric {name!r}")
 
 
@@ -156,9 +169,17 @@ def grid(data: dict[int, list[Cell]], seeds: list[int], ids: list[str], name: st
 def _common(data, a: str, b: str, name: str) -> tuple[list[int], list[str]]:
     seeds = sorted(set(data[a]) & set(data[b]))
     cells = [data[x][s][-1] for x in (a, b) for s in seeds]
-    field = "pass1" if name == "pass1" else ("n_c" if name.startswith("pass@") or name == "avg@n" else name)
-    ids = sorted(set.intersection(*(set(getattr(c, field)) for c in cells))) if cells else []
+    ids = sorted(set.intersection(*(set(_ids(c, name)) for c in cells))) if cells else []
     return seeds, ids
+
+
+def _ids(cell: Cell, name: str) -> list[str]:
+    """The problems on which ``name`` is defined for ``cell``."""
+    if name == "pass1":
+        return list(cell.pass1)
+    if name.startswith("pass@") or name == "avg@n":
+        return list(cell.n_c)
+    return list(cell.extra.get(name, {}) if name in EXTRA else getattr(cell, name))
 
 
 def compare(data, a: str, b: str, name: str, n_boot: int, seed: int) -> dict:
@@ -197,6 +218,7 @@ def claims(data, n_boot: int = 2000, seed: int = 0) -> list[dict]:
             ("the DSDR-GRPO gap grows with k", gap_growth(data, "dsdr", "grpo", k, n_boot, seed)),
             ("DSDR keeps higher semantic diversity (D_emb)", compare(data, "dsdr", "grpo", "d_emb", n_boot, seed)),
             ("DSDR keeps higher formula diversity (D_eq)", compare(data, "dsdr", "grpo", "d_eq", n_boot, seed)),
+            ("DSDR keeps a higher Vendi score (embedding, q=1)", compare(data, "dsdr", "grpo", "vendi", n_boot, seed)),
             ("GD contributes (DSDR > DSDR w/o GD, pass@1)", compare(data, "dsdr", "dsdr_wo_gd", "pass1", n_boot, seed)),
             ("GC contributes (DSDR > DSDR w/o GC, pass@1)", compare(data, "dsdr", "dsdr_wo_gc", "pass1", n_boot, seed)),
             ("DSDR > DARLING on pass@1", compare(data, "dsdr", "darling", "pass1", n_boot, seed)),
@@ -210,7 +232,8 @@ def arm_curve(data, arm: str, ks: list[int], n_boot: int, seed: int) -> list[tup
     return [paired_bootstrap(grid(data[arm], seeds, ids, f"pass@{k}"), n_boot, seed) for k in ks]
 
 
-def plots(data, out: Path, n_boot: int, seed: int) -> list[str]:
+def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
+          curves: dict[str, dict[str, list[tuple[int, float]]]] | None = None) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -222,6 +245,9 @@ def plots(data, out: Path, n_boot: int, seed: int) -> list[str]:
         c = np.array(arm_curve(data, arm, ks, n_boot, seed))
         ax.plot(ks, c[:, 0], marker="o", label=arm)
         ax.fill_between(ks, c[:, 1], c[:, 2], alpha=0.2)
+    if base is not None:
+        ids = sorted(base.n_c)
+        ax.plot(ks, [metric(base, f"pass@{kk}", ids).mean() for kk in ks], "k--", label="base (step 0)")
     ax.set_xscale("log", base=2); ax.set_xlabel("k"); ax.set_ylabel("pass@k (T=1.0)")
     ax.set_title("pass@k, final checkpoint (95% CI: seeds x problems)"); ax.legend(fontsize=8)
     fig.tight_layout(); fig.savefig(out / "passk.png", dpi=110); plt.close(fig); files.append("passk.png")
@@ -249,11 +275,56 @@ def plots(data, out: Path, n_boot: int, seed: int) -> list[str]:
     ax.set_xlabel("avg@n (T=1.0), final"); ax.set_ylabel("D_emb, final"); ax.set_title("diversity vs accuracy (one dot per seed)")
     ax.legend(fontsize=7)
     fig.tight_layout(); fig.savefig(out / "div_vs_acc.png", dpi=110); plt.close(fig); files.append("div_vs_acc.png")
+    if curves:
+        fig, axes = plt.subplots(1, len(DYNAMICS_PLOT), figsize=(4 * len(DYNAMICS_PLOT), 3.6))
+        for ax, key in zip(axes, DYNAMICS_PLOT):
+            for arm, c in curves.items():
+                if key in c:
+                    ax.plot(*zip(*c[key]), marker=".", label=arm)
+            ax.set_xlabel("training step"); ax.set_title(f"{key} (mean over seeds)", fontsize=9)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout(); fig.savefig(out / "dynamics.png", dpi=110); plt.close(fig); files.append("dynamics.png")
     return files
 
 
-TRAIN_KEYS = ("reward/mean", "entropy/mean", "bonus/mean", "loss/local", "diversity/semantic", "diversity/formula",
-              "time/total_s")
+TRAIN_KEYS = ("reward/mean", "entropy/mean", "bonus/mean", "loss/local", "coupling/max", "coupling/entropy",
+              "diversity/semantic", "diversity/formula", "time/total_s")
+DYNAMICS_PLOT = ("reward/mean", "entropy/mean", "bonus/mean", "coupling/entropy")
+TABLE_METRICS = ("pass1", "avg@n", "pass@K", "d_emb", "d_eq", "d_emb_correct", "answer_classes", "vendi")
+
+
+def arm_table(data, base: Cell | None) -> list[dict]:
+    """Per arm (and the base model): each metric on the final checkpoint, the mean over problems per
+    seed, then the mean and min..max over seeds. pass@K is at the largest power of 2 <= n."""
+    k = max_k(data)
+    rows = []
+    entries = ([("base", {0: [base]})] if base is not None else []) + list(data.items())
+    for arm, seeds in entries:
+        row: dict = {"arm": arm, "seeds": len(seeds), "step": next(iter(seeds.values()))[-1].step}
+        for name in TABLE_METRICS:
+            metric_name = f"pass@{k}" if name == "pass@K" else name
+            per_seed = [float(metric(c[-1], metric_name, sorted(_ids(c[-1], metric_name))).mean())
+                        for c in seeds.values() if _ids(c[-1], metric_name)]
+            if per_seed:
+                row[name] = {"mean": float(np.mean(per_seed)), "min": min(per_seed), "max": max(per_seed)}
+        rows.append(row)
+    return rows
+
+
+def train_curves(runs: Path) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """Per arm and DYNAMICS_PLOT key: (step, mean over seeds of the logged value) where any seed logged one."""
+    out: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for arm in ARMS:
+        by_step: dict[str, dict[int, list[float]]] = {k: {} for k in DYNAMICS_PLOT}
+        for m in sorted((runs / arm).glob("s*/train/metrics.jsonl")):
+            for r in _jsonl(m, ("step",)):
+                for k in DYNAMICS_PLOT:
+                    if r.get(k) is not None:
+                        by_step[k].setdefault(int(r["step"]), []).append(float(r[k]))
+        curves = {k: [(st, float(np.mean(v))) for st, v in sorted(pts.items())] for k, pts in by_step.items() if pts}
+        if curves:
+            out[arm] = curves
+    return out
 
 
 def train_dynamics(runs: Path) -> dict[str, dict[str, float]]:
@@ -265,15 +336,23 @@ def train_dynamics(runs: Path) -> dict[str, dict[str, float]]:
         for m in sorted((runs / arm).glob("s*/train/metrics.jsonl")):
             rows = _jsonl(m, ("step",))
             tail = rows[len(rows) - max(1, len(rows) // 4):]
-            per_seed.append({k: float(np.mean([r[k] for r in tail if k in r])) for k in TRAIN_KEYS
-                             if any(k in r for r in tail)})
+            # coupling/* is null in a step without a group of >= 2 correct rollouts: skipped, not 0
+            per_seed.append({k: float(np.mean([r[k] for r in tail if r.get(k) is not None])) for k in TRAIN_KEYS
+                             if any(r.get(k) is not None for r in tail)})
         if per_seed:
             out[arm] = {k: float(np.mean([d[k] for d in per_seed if k in d])) for k in TRAIN_KEYS
                         if any(k in d for d in per_seed)}
     return out
 
 
-def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, float]] | None = None) -> str:
+def _spread(v: dict | None) -> str:
+    if v is None:
+        return ""
+    return f"{v['mean']:.3f}" if v["min"] == v["max"] else f"{v['mean']:.3f} ({v['min']:.3f}..{v['max']:.3f})"
+
+
+def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, float]] | None = None,
+             table: list[dict] | None = None) -> str:
     lines = ["# Ablation study: the paper's claims at this scale", "",
              "Paired differences (A - B) on the final checkpoint, 95 % CI from the two-way paired bootstrap "
              "over seeds x problems (analyze.py docstring); verdict holds / does not hold / inconclusive.", "",
@@ -287,6 +366,14 @@ def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, f
                          f"{r['diff']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {r['verdict']} |")
     lines += ["", "Runs: " + ", ".join(f"{a} ({len(s)} seeds, steps {[c.step for c in next(iter(s.values()))]})"
                                       for a, s in data.items()), ""]
+    if table:
+        lines += [f"Final checkpoint per arm: mean over seeds (min..max over seeds) of the per-problem mean; pass@K = "
+                  f"pass@{max_k(data)}; base = the untrained model.", "",
+                  "| arm | seeds | step | " + " | ".join(TABLE_METRICS) + " |", "|---|---|---|" + "---|" * len(TABLE_METRICS)]
+        for r in table:
+            cells = [_spread(r.get(m)) for m in TABLE_METRICS]
+            lines.append(f"| {r['arm']} | {r['seeds']} | {r['step']} | " + " | ".join(cells) + " |")
+        lines.append("")
     if dyn:
         lines += ["Training dynamics (train/metrics.jsonl): mean over seeds of the last-quarter mean per step.", "",
                   "| arm | " + " | ".join(TRAIN_KEYS) + " |", "|---|" + "---|" * len(TRAIN_KEYS)]
@@ -311,15 +398,19 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.runs}: no <arm>/s<seed>/sweep/sweep.json with a done checkpoint")
         rows = claims(data, args.bootstrap, args.seed)
         dyn = train_dynamics(Path(args.runs))
+        curves = train_curves(Path(args.runs))
+        base_dir = Path(args.runs) / "base"
+        base = read_eval(base_dir, 0) if (base_dir / "graded.jsonl").exists() else None
+        table = arm_table(data, base)
     except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    figs = [] if args.no_plots else plots(data, out, args.bootstrap, args.seed)
-    (out / "analysis.json").write_text(json.dumps({"claims": rows, "train_dynamics": dyn, "bootstrap": args.bootstrap, "seed": args.seed},
-                                                  indent=1) + "\n")
-    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn))
+    figs = [] if args.no_plots else plots(data, out, args.bootstrap, args.seed, base, curves)
+    (out / "analysis.json").write_text(json.dumps({"claims": rows, "arms": table, "train_dynamics": dyn,
+                                                   "bootstrap": args.bootstrap, "seed": args.seed}, indent=1) + "\n")
+    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn, table))
     for r in rows:
         print(f"{r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}])"
                                                    if "diff" in r else ""))

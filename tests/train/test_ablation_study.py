@@ -216,3 +216,41 @@ def test_bad_graded_line_is_one_line_error_with_file_line_field(tmp_path):
                         "--out", str(tmp_path / "rep")], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip() == f"error: {graded}:5:correct: missing"
+
+
+def test_arm_table_and_training_curves_match_plain_computation(tmp_path):
+    """The per-arm table (final checkpoint: mean over problems per seed, then mean / min / max over
+    seeds) and the dynamics curves (mean over seeds per step, null values skipped) recomputed here
+    from the files written, not from the module's readers."""
+    rng = np.random.default_rng(1)
+    runs = tmp_path / "runs"
+    for s in range(3):
+        _fake_sweep(runs, "dsdr", s, 0.3 + 0.1 * s, 0.2, rng, problems=6)
+    data = analyze.load_runs(runs)
+    table = {r["arm"]: r for r in analyze.arm_table(data, None)}
+    per_seed_avg, per_seed_demb = [], []
+    for s in range(3):
+        lines = [json.loads(x) for x in (runs / f"dsdr/s{s}/sweep/step_000010/graded.jsonl").read_text().splitlines()]
+        by_pid: dict[str, list[bool]] = {}
+        for r in lines:
+            if r["phase"] == "sampling":
+                by_pid.setdefault(r["problem_id"], []).append(r["correct"])
+        per_seed_avg.append(sum(sum(v) / len(v) for v in by_pid.values()) / len(by_pid))
+        div = [json.loads(x) for x in (runs / f"dsdr/s{s}/sweep/step_000010/diversity_per_problem.jsonl").read_text().splitlines()]
+        per_seed_demb.append(sum(r["all"]["d_emb"] for r in div) / len(div))
+    row = table["dsdr"]
+    assert row["seeds"] == 3 and row["step"] == 10
+    assert row["avg@n"]["mean"] == pytest.approx(sum(per_seed_avg) / 3, rel=1e-12)
+    assert (row["avg@n"]["min"], row["avg@n"]["max"]) == pytest.approx((min(per_seed_avg), max(per_seed_avg)))
+    assert row["d_emb"]["mean"] == pytest.approx(sum(per_seed_demb) / 3, rel=1e-12)
+    assert "vendi" not in row  # not in these files: left blank, not 0
+    # curves: seed 0 logs coupling at steps 1 and 2, seed 1 only at step 2 (null at step 1)
+    for s, values in ((0, [0.5, 0.7]), (1, [None, 0.9])):
+        m = runs / f"dsdr/s{s}/train/metrics.jsonl"
+        m.parent.mkdir(parents=True, exist_ok=True)
+        m.write_text("".join(json.dumps({"step": i + 1, "coupling/entropy": v, "reward/mean": 0.1 * (i + s)}) + "\n"
+                             for i, v in enumerate(values)))
+    curves = analyze.train_curves(runs)["dsdr"]
+    assert curves["coupling/entropy"] == [(1, pytest.approx(0.5)), (2, pytest.approx(0.8))]
+    assert curves["reward/mean"] == [(1, pytest.approx(0.05)), (2, pytest.approx(0.15))]
+    assert analyze.train_dynamics(runs)["dsdr"]["coupling/entropy"] == pytest.approx(0.8)

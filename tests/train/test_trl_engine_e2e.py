@@ -30,7 +30,7 @@ def _metrics(out: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_trl_run_killed_resumed_then_evaluated(tiny_model_dir, train_data_dir, data_dir, tmp_path):
-    from tests.train.test_train_e2e import METRIC_KEYS
+    from tests.train.test_train_e2e import COUPLING_KEYS, METRIC_KEYS
 
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
@@ -64,7 +64,7 @@ def test_trl_run_killed_resumed_then_evaluated(tiny_model_dir, train_data_dir, d
     rows = _metrics(out)
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
-        assert set(r) == METRIC_KEYS
+        assert set(r) == METRIC_KEYS | COUPLING_KEYS  # dsdr: the local term's coupling weights are logged
         assert all(math.isfinite(r[k]) for k in ("loss/pg", "loss/local", "loss/total", "entropy/mean"))
     config = json.loads((out / "config.json").read_text())
     assert config["engine"] == "trl" and config["kind"] == "train" and config["config"]["engine"] == "trl"
