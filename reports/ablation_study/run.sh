@@ -44,9 +44,13 @@ log_time() {
   echo "$(date -u +%FT%TZ) smoke=$SMOKE $1 wall_s=$((T1 - T0)) cpu_s=$CPU" >> "$RUNS/cpu_time.log"
 }
 # Stopping the study stops its units too (each unit's subshell and the dsdr-train / dsdr-eval under it):
-# a rerun must not find an orphaned writer still working in a unit's directory.
-killtree() { local c; for c in $(pgrep -P "$1"); do killtree "$c"; done; kill "$1" 2> /dev/null || true; }
-stop_units() { local j; for j in $(jobs -p); do killtree "$j"; done; }
+# a rerun must not find an orphaned writer still working in a unit's directory. Job control (set -m)
+# gives every unit its own process group, killed whole: this also reaches a trainer whose subshell
+# died first (`kill` of every run.sh process at once, as pkill -f run.sh does). The pids are kept here,
+# not read from `jobs`, which forgets a job once it is reaped.
+set -m
+UNIT_PIDS=()
+stop_units() { local j; for j in "${UNIT_PIDS[@]}"; do kill -- -"$j" 2> /dev/null || true; done; }
 trap 'stop_units; log_time interrupted' EXIT
 trap 'exit 143' TERM INT
 # The task: deterministic, so a rerun rewrites the same files; the disjointness check runs every time.
@@ -92,10 +96,10 @@ for ((seed = 0; seed < (SEEDS_MAIN > SEEDS_ABL ? SEEDS_MAIN : SEEDS_ABL); seed++
 done
 # A pool of JOBS background units; a failed unit fails the study (after the running ones finish).
 FAILED=0
-base &
+base & UNIT_PIDS+=($!)
 for u in "${UNITS[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || FAILED=1; done
-  unit $u &
+  unit $u & UNIT_PIDS+=($!)
 done
 while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || FAILED=1; done
 wait || FAILED=1
