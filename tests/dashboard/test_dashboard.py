@@ -348,9 +348,9 @@ def test_the_landing_page_is_the_first_page_with_runs_to_show(tmp_path, monkeypa
 
     demo = load_demo()
 
-    examples = Path(__file__).resolve().parents[2] / "reports" / "mini_experiment" / "runs"
+    study = Path(__file__).resolve().parents[2] / "reports" / "ablation_study" / "runs"
     runs = tmp_path / "demo"
-    shutil.copytree(examples / "eval_grpo", runs / "mini_experiment" / "eval_grpo")
+    shutil.copytree(demo.study_eval_runs(study)["grpo_s0"][0], runs / "ablation_study" / "grpo_s0")
     monkeypatch.setenv("DSDR_RUNS_DIR", str(runs))
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.run()
@@ -358,7 +358,7 @@ def test_the_landing_page_is_the_first_page_with_runs_to_show(tmp_path, monkeypa
     assert [t.value for t in at.main.title] == ["Evaluation"] and at.sidebar.radio[0].value == "evaluation"
     assert not any("No evaluation runs" in i for i in texts(at, "info")) and len(at.dataframe) >= 1
 
-    demo.copy_training_logs(examples, runs / "mini_experiment")
+    demo.copy_training_logs(study, runs / "ablation_study")
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.run()
     assert [t.value for t in at.main.title] == ["Training dynamics"] and at.sidebar.radio[0].value == "training"

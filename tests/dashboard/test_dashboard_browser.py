@@ -127,7 +127,7 @@ def test_no_completion_makes_the_page_load_anything(tmp_path, data_dir):
 @pytest.mark.browser
 def test_the_demo_runs_open_on_a_page_with_content(tmp_path):
     """Issue 23: `make demo` ends with `dsdr-dashboard --runs runs/demo`, which opened on an empty
-    "Training dynamics" page. The demo's runs (scored evaluation runs and the mini experiment's training
+    "Training dynamics" page. The demo's runs (scored evaluation runs and the ablation study's training
     logs, as examples/demo.py copies them) open on the training curves; evaluation runs alone open on
     the evaluation page, never on a page saying there is nothing to show."""
     if not CHROMIUM.exists():
@@ -135,8 +135,8 @@ def test_the_demo_runs_open_on_a_page_with_content(tmp_path):
     from playwright.sync_api import sync_playwright
 
     runs = tmp_path / "demo"
-    for name in demo.EXAMPLE_RUNS:
-        shutil.copytree(demo_examples() / name, runs / "mini_experiment" / name)
+    for name, (source, _) in demo.study_eval_runs(demo_examples()).items():
+        shutil.copytree(source, runs / "ablation_study" / name)
     artifacts = REPO / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     with served(runs, tmp_path / "streamlit.log") as url, sync_playwright() as pw:
@@ -149,12 +149,12 @@ def test_the_demo_runs_open_on_a_page_with_content(tmp_path):
             page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
             assert "No evaluation runs" not in page.inner_text("body")
 
-            demo.copy_training_logs(demo_examples(), runs / "mini_experiment")  # the demo's runs, complete
+            demo.copy_training_logs(demo_examples(), runs / "ablation_study")  # the demo's runs, complete
             page.goto(url)
             page.get_by_role("heading", name="Training dynamics").wait_for(timeout=60_000)
             page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=60_000)
             body = page.inner_text("body")
-            assert "No training runs" not in body and "train_grpo" in body and "train_dsdr" in body
+            assert "No training runs" not in body and "grpo_s0_train" in body
             page.wait_for_timeout(1500)  # let plotly finish drawing before the screenshot
             page.screenshot(path=str(artifacts / "dashboard_demo_landing.png"), full_page=True)
         finally:
@@ -162,4 +162,4 @@ def test_the_demo_runs_open_on_a_page_with_content(tmp_path):
 
 
 def demo_examples() -> Path:
-    return REPO / "reports" / "mini_experiment" / "runs"
+    return REPO / "reports" / "ablation_study" / "runs"

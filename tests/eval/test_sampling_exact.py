@@ -296,6 +296,6 @@ def test_vllm_backend_and_rollout_ignore_generation_config(model_pair, policies,
     prompts = [tokenizer(p)["input_ids"] for p in PROBLEMS]
     kw = dict(n=1, temperature=0.0, top_p=1.0, max_new_tokens=MAX_TOKENS, group_ids=[0, 1, 2, 3], problem_idx=[0, 1, 2, 3])
     engine = VLLMRollout(str(model_pair[1]), tokenizer, seed=0, max_model_len=256, dtype="float32",
-                         gpu_memory_utilization=0.3)
+                         gpu_memory_utilization=0.3, max_seqs=4)
     assert engine.generate(models[1], prompts, **kw).response_ids == \
         HFRollout(tokenizer, batch_size=8).generate(models[0], prompts, **kw).response_ids

