@@ -243,8 +243,8 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
     fig, ax = plt.subplots(figsize=(6, 4))
     for arm in data:
         c = np.array(arm_curve(data, arm, ks, n_boot, seed))
-        ax.plot(ks, c[:, 0], marker="o", label=arm)
-        ax.fill_between(ks, c[:, 1], c[:, 2], alpha=0.2)
+        ax.plot(ks, c[:, 0], marker="o", label=arm, color=f"C{ARMS.index(arm)}")
+        ax.fill_between(ks, c[:, 1], c[:, 2], alpha=0.2, color=f"C{ARMS.index(arm)}")
     if base is not None:
         ids = sorted(base.n_c)
         ax.plot(ks, [metric(base, f"pass@{kk}", ids).mean() for kk in ks], "k--", label="base (step 0)")
@@ -266,8 +266,8 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
                 b = metric(base, name, sorted(getattr(base, field))).mean()
                 steps, ys = [0, *steps], [(b, b, b), *ys]
             y = np.array(ys)
-            ax.plot(steps, y[:, 0], marker=".", label=arm)
-            ax.fill_between(steps, y[:, 1], y[:, 2], alpha=0.15)
+            ax.plot(steps, y[:, 0], marker=".", label=arm, color=f"C{ARMS.index(arm)}")
+            ax.fill_between(steps, y[:, 1], y[:, 2], alpha=0.15, color=f"C{ARMS.index(arm)}")
         ax.set_xlabel("training step"); ax.set_title(f"{name} (mean, band = seed min..max)")
     axes[0].legend(fontsize=7)
     fig.tight_layout(); fig.savefig(out / "steps.png", dpi=110); plt.close(fig); files.append("steps.png")
@@ -275,7 +275,7 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
     for arm, seeds in data.items():
         xs = [metric(c[-1], "avg@n", sorted(c[-1].n_c)).mean() for c in seeds.values()]
         ys = [np.mean(list(c[-1].d_emb.values())) if c[-1].d_emb else np.nan for c in seeds.values()]
-        ax.scatter(xs, ys, label=arm)
+        ax.scatter(xs, ys, label=arm, color=f"C{ARMS.index(arm)}")
     ax.set_xlabel("avg@n (T=1.0), final"); ax.set_ylabel("D_emb, final"); ax.set_title("diversity vs accuracy (one dot per seed)")
     ax.legend(fontsize=7)
     fig.tight_layout(); fig.savefig(out / "div_vs_acc.png", dpi=110); plt.close(fig); files.append("div_vs_acc.png")
@@ -283,8 +283,8 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
         fig, axes = plt.subplots(1, len(DYNAMICS_PLOT), figsize=(4 * len(DYNAMICS_PLOT), 3.6))
         for ax, key in zip(axes, DYNAMICS_PLOT):
             for arm, c in curves.items():
-                if key in c:
-                    ax.plot(*zip(*c[key]), marker=".", label=arm)
+                if key in c:  # one colour per arm on every panel (an arm without the key leaves a gap)
+                    ax.plot(*zip(*c[key]), marker=".", label=arm, color=f"C{ARMS.index(arm)}")
             ax.set_xlabel("training step"); ax.set_title(f"{key} (mean over seeds)", fontsize=9)
         axes[0].legend(fontsize=7)
         fig.tight_layout(); fig.savefig(out / "dynamics.png", dpi=110); plt.close(fig); files.append("dynamics.png")
