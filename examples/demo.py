@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         reports.append(example_analysis(out, study))
     logs = copy_training_logs(study, out / "ablation_study")
     print(f"\ntraining logs of the ablation study ({len(logs)} runs, one metrics.jsonl line per step): "
-          f"{out / 'ablation_study'}/<arm>_s<seed>/")
+          f"{out / 'ablation_study'}/<arm>_s<seed>_train/")
     study_report = out / "ablation-study-analysis"
     shutil.copytree(study / "report", study_report, dirs_exist_ok=True)
     print("\nThe study's claims (precomputed by reports/ablation_study/analyze.py; paired differences on the final "
