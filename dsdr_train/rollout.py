@@ -170,7 +170,7 @@ class VLLMRollout:
         ``max_seqs``: rollouts per generate call (sizes the KV cache on CPU, :func:`cpu_kv_cache_bytes`;
         VLLM_CPU_KVCACHE_SPACE, in GiB, overrides it as in vLLM)."""
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        from dsdr_eval.backends.vllm import cpu_kv_cache_bytes, stable_compile_caches
+        from dsdr_eval.backends.vllm import checkpoint_kv_cache_bytes, stable_compile_caches
 
         self.compile_cache = stable_compile_caches()  # compiled kernels outlive /tmp between runs
         from vllm import LLM
@@ -179,16 +179,11 @@ class VLLMRollout:
         self.record_log_probs = record_log_probs
         self.synced_version = 0  # the engine starts from the policy's own weights
         self.sync_count, self.sync_s = 0, 0.0
-        cache: dict[str, Any] = {}
         self.kv_cache_bytes: int | None = None
         if not torch.cuda.is_available() and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
-            import json
-            from pathlib import Path
-
-            model_config = json.loads((Path(model_path) / "config.json").read_text())
-            self.kv_cache_bytes = cpu_kv_cache_bytes(model_config, max_model_len=max_model_len, max_seqs=max_seqs,
-                                                     dtype_bytes=torch.finfo(getattr(torch, dtype)).bits // 8)
-            cache["kv_cache_memory_bytes"] = self.kv_cache_bytes
+            self.kv_cache_bytes = checkpoint_kv_cache_bytes(model_path, max_model_len=max_model_len,
+                                                            max_seqs=max_seqs, dtype=dtype)
+        cache = {"kv_cache_memory_bytes": self.kv_cache_bytes} if self.kv_cache_bytes is not None else {}
         # CPU: eager (dsdr_eval.backends.vllm.CPU_EAGER_REASON: the compile is redone at every start)
         self.llm = LLM(model=model_path, seed=seed, max_model_len=max_model_len, dtype=dtype,
                        gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,

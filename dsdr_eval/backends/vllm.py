@@ -77,6 +77,19 @@ def cpu_kv_cache_bytes(model_config: dict[str, Any], *, max_model_len: int, max_
     return max(CPU_KV_MIN_BYTES, 2 * max_seqs * blocks * CPU_KV_BLOCK_TOKENS * per_token)
 
 
+def checkpoint_kv_cache_bytes(model_path: str, *, max_model_len: int, max_seqs: int, dtype: str) -> int | None:
+    """:func:`cpu_kv_cache_bytes` for the checkpoint at ``model_path`` (its config.json) in ``dtype``;
+    None when the config is not local (a hub id: vLLM's own rule applies)."""
+    import json
+
+    config = Path(model_path) / "config.json"
+    if not config.is_file():
+        return None
+    dtype_bytes = {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype, 4)
+    return cpu_kv_cache_bytes(json.loads(config.read_text()), max_model_len=max_model_len, max_seqs=max_seqs,
+                              dtype_bytes=dtype_bytes)
+
+
 CPU_EVAL_MAX_SEQS = 64  # one paper-protocol problem's n = 64 rollouts decode together
 
 
@@ -85,14 +98,9 @@ def cpu_eval_kv_cache_bytes(model_path: str, max_model_len: int, dtype: str) -> 
     tokens, at most a quarter of the machine's RAM (a smaller cache costs vLLM throughput, never
     correctness: it queues or preempts sequences). None when the checkpoint's config.json is not
     local (a hub id: vLLM's own rule applies)."""
-    import json
-
-    config = Path(model_path) / "config.json"
-    if not config.is_file():
+    need = checkpoint_kv_cache_bytes(model_path, max_model_len=max_model_len, max_seqs=CPU_EVAL_MAX_SEQS, dtype=dtype)
+    if need is None:
         return None
-    dtype_bytes = {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype, 4)
-    need = cpu_kv_cache_bytes(json.loads(config.read_text()), max_model_len=max_model_len,
-                              max_seqs=CPU_EVAL_MAX_SEQS, dtype_bytes=dtype_bytes)
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return min(need, max(CPU_KV_MIN_BYTES, ram // 4))
 

@@ -262,8 +262,7 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
                         for cells in seeds.values() for c in cells if c.step == st]
                 ys.append((np.mean(vals), np.min(vals), np.max(vals)))
             if base is not None:  # the untrained model is every arm's step 0
-                field = "pass1" if name == "pass1" else ("n_c" if name == "avg@n" else name)
-                b = metric(base, name, sorted(getattr(base, field))).mean()
+                b = metric(base, name, sorted(_ids(base, name))).mean()
                 steps, ys = [0, *steps], [(b, b, b), *ys]
             y = np.array(ys)
             ax.plot(steps, y[:, 0], marker=".", label=arm, color=f"C{ARMS.index(arm)}")
