@@ -226,10 +226,20 @@ def claims(data, n_boot: int = 2000, seed: int = 0) -> list[dict]:
     return [{"claim": c, **r} for c, r in rows]
 
 
-def arm_curve(data, arm: str, ks: list[int], n_boot: int, seed: int) -> list[tuple[float, float, float]]:
-    seeds = sorted(data[arm])
+def arm_curve(data, arm: str, ks: list[int], n_boot: int, seed: int,
+              seeds: list[int] | None = None) -> list[tuple[float, float, float]]:
+    """pass@k of one arm's final checkpoints for each k: mean and 95 % CI over ``seeds`` (default all) x problems."""
+    seeds = sorted(data[arm]) if seeds is None else seeds
     ids = sorted(set.intersection(*(set(data[arm][s][-1].n_c) for s in seeds)))
     return [paired_bootstrap(grid(data[arm], seeds, ids, f"pass@{k}"), n_boot, seed) for k in ks]
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P")  # one per arm in ARMS order
+
+
+def _seed_span(seeds: list[int]) -> str:
+    return f"s{seeds[0]}-s{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1 else \
+        ", ".join(f"s{s}" for s in seeds)
 
 
 def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
@@ -240,16 +250,25 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
     files = []
     k = max_k(data)
     ks = [2 ** i for i in range(int(math.log2(k)) + 1)]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for arm in data:
-        c = np.array(arm_curve(data, arm, ks, n_boot, seed))
-        ax.plot(ks, c[:, 0], marker="o", label=arm, color=f"C{ARMS.index(arm)}")
-        ax.fill_between(ks, c[:, 1], c[:, 2], alpha=0.2, color=f"C{ARMS.index(arm)}")
-    if base is not None:
-        ids = sorted(base.n_c)
-        ax.plot(ks, [metric(base, f"pass@{kk}", ids).mean() for kk in ks], "k--", label="base (step 0)")
-    ax.set_xscale("log", base=2); ax.set_xlabel("k"); ax.set_ylabel("pass@k (T=1.0)")
-    ax.set_title("pass@k, final checkpoint (95% CI: seeds x problems)"); ax.legend(fontsize=8)
+    # Arms run with different seed counts (5 for GRPO/DSDR, 3 for the rest) are compared on the seeds
+    # they share (seed s = the same prompt stream in every arm); a second panel shows each arm on all
+    # of its seeds. Averaging 5 seeds of one arm against 3 of another mixes arm and seed effects.
+    common = sorted(set.intersection(*(set(s) for s in data.values())))
+    panels = [(common, f"seeds common to all arms ({_seed_span(common)})")] if common else []
+    if any(sorted(s) != common for s in data.values()):
+        panels.append((None, "each arm on all its seeds"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    for ax, (seeds, title) in zip(axes[0], panels):
+        for arm in data:
+            c = np.array(arm_curve(data, arm, ks, n_boot, seed, seeds))
+            ax.plot(ks, c[:, 0], marker=MARKERS[ARMS.index(arm)], label=f"{arm} ({len(seeds or data[arm])} seeds)",
+                    color=f"C{ARMS.index(arm)}")
+            ax.fill_between(ks, c[:, 1], c[:, 2], alpha=0.15, color=f"C{ARMS.index(arm)}")
+        if base is not None:
+            ids = sorted(base.n_c)
+            ax.plot(ks, [metric(base, f"pass@{kk}", ids).mean() for kk in ks], "k--", label="base (step 0)")
+        ax.set_xscale("log", base=2); ax.set_xlabel("k"); ax.set_ylabel("pass@k (T=1.0)")
+        ax.set_title(f"pass@k, final checkpoint, {title}\n(95% CI: seeds x problems)", fontsize=9); ax.legend(fontsize=7)
     fig.tight_layout(); fig.savefig(out / "passk.png", dpi=110); plt.close(fig); files.append("passk.png")
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, name in zip(axes, ("pass1", "avg@n", "d_emb")):
@@ -265,7 +284,7 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
                 b = metric(base, name, sorted(_ids(base, name))).mean()
                 steps, ys = [0, *steps], [(b, b, b), *ys]
             y = np.array(ys)
-            ax.plot(steps, y[:, 0], marker=".", label=arm, color=f"C{ARMS.index(arm)}")
+            ax.plot(steps, y[:, 0], marker=".", label=f"{arm} ({len(seeds)} seeds)", color=f"C{ARMS.index(arm)}")
             ax.fill_between(steps, y[:, 1], y[:, 2], alpha=0.15, color=f"C{ARMS.index(arm)}")
         ax.set_xlabel("training step"); ax.set_title(f"{name} (mean, band = seed min..max)")
     axes[0].legend(fontsize=7)
@@ -274,7 +293,9 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
     for arm, seeds in data.items():
         xs = [metric(c[-1], "avg@n", sorted(c[-1].n_c)).mean() for c in seeds.values()]
         ys = [np.mean(list(c[-1].d_emb.values())) if c[-1].d_emb else np.nan for c in seeds.values()]
-        ax.scatter(xs, ys, label=arm, color=f"C{ARMS.index(arm)}")
+        # hollow, one shape per arm: arms whose runs coincide (an inert ablation) overlap visibly
+        ax.scatter(xs, ys, label=arm, marker=MARKERS[ARMS.index(arm)], facecolors="none",
+                   edgecolors=f"C{ARMS.index(arm)}", s=70 - 8 * ARMS.index(arm), linewidths=1.5)
     ax.set_xlabel("avg@n (T=1.0), final"); ax.set_ylabel("D_emb, final"); ax.set_title("diversity vs accuracy (one dot per seed)")
     ax.legend(fontsize=7)
     fig.tight_layout(); fig.savefig(out / "div_vs_acc.png", dpi=110); plt.close(fig); files.append("div_vs_acc.png")
@@ -298,18 +319,22 @@ TABLE_METRICS = ("pass1", "avg@n", "pass@K", "d_emb", "d_eq", "d_emb_correct", "
 
 def arm_table(data, base: Cell | None) -> list[dict]:
     """Per arm (and the base model): each metric on the final checkpoint, the mean over problems per
-    seed, then the mean and min..max over seeds. pass@K is at the largest power of 2 <= n."""
+    seed ("per_seed": {seed: {metric: value}}), then the mean and min..max over seeds. pass@K is at the
+    largest power of 2 <= n."""
     k = max_k(data)
     rows = []
     entries = ([("base", {0: [base]})] if base is not None else []) + list(data.items())
     for arm, seeds in entries:
-        row: dict = {"arm": arm, "seeds": len(seeds), "step": next(iter(seeds.values()))[-1].step}
+        row: dict = {"arm": arm, "seeds": len(seeds), "step": next(iter(seeds.values()))[-1].step, "per_seed": {}}
         for name in TABLE_METRICS:
             metric_name = f"pass@{k}" if name == "pass@K" else name
-            per_seed = [float(metric(c[-1], metric_name, sorted(_ids(c[-1], metric_name))).mean())
-                        for c in seeds.values() if _ids(c[-1], metric_name)]
+            per_seed = {s: float(metric(c[-1], metric_name, sorted(_ids(c[-1], metric_name))).mean())
+                        for s, c in seeds.items() if _ids(c[-1], metric_name)}
+            for s, v in per_seed.items():
+                row["per_seed"].setdefault(s, {})[name] = v
             if per_seed:
-                row[name] = {"mean": float(np.mean(per_seed)), "min": min(per_seed), "max": max(per_seed)}
+                vals = list(per_seed.values())
+                row[name] = {"mean": float(np.mean(vals)), "min": min(vals), "max": max(vals)}
         rows.append(row)
     return rows
 
@@ -376,6 +401,13 @@ def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, f
         for r in table:
             cells = [_spread(r.get(m)) for m in TABLE_METRICS]
             lines.append(f"| {r['arm']} | {r['seeds']} | {r['step']} | " + " | ".join(cells) + " |")
+        # Seeds are the unit a claim pairs on: one seed that did not learn moves an arm's mean, and
+        # diversity falls as accuracy rises (sharpening), so a diversity gap is read beside accuracy.
+        lines += ["", "Per seed (final checkpoint, mean over problems; seed s of every arm drew the same prompts):", "",
+                  "| arm | seed | " + " | ".join(TABLE_METRICS) + " |", "|---|---|" + "---|" * len(TABLE_METRICS)]
+        for r in table:
+            for s, v in sorted(r["per_seed"].items()):
+                lines.append(f"| {r['arm']} | {s} | " + " | ".join(f"{v[m]:.3f}" if m in v else "" for m in TABLE_METRICS) + " |")
         lines.append("")
     if dyn:
         lines += ["Training dynamics (train/metrics.jsonl): mean over seeds of the last-quarter mean per step.", "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -224,12 +225,13 @@ def test_arm_table_and_training_curves_match_plain_computation(tmp_path):
     from the files written, not from the module's readers."""
     rng = np.random.default_rng(1)
     runs = tmp_path / "runs"
-    for s in range(3):
+    seeds = (0, 2, 5)  # not 0..2: a per-seed value must be keyed by its directory's seed, not its position
+    for s in seeds:
         _fake_sweep(runs, "dsdr", s, 0.3 + 0.1 * s, 0.2, rng, problems=6)
     data = analyze.load_runs(runs)
     table = {r["arm"]: r for r in analyze.arm_table(data, None)}
     per_seed_avg, per_seed_demb = [], []
-    for s in range(3):
+    for s in seeds:
         lines = [json.loads(x) for x in (runs / f"dsdr/s{s}/sweep/step_000010/graded.jsonl").read_text().splitlines()]
         by_pid: dict[str, list[bool]] = {}
         for r in lines:
@@ -244,6 +246,14 @@ def test_arm_table_and_training_curves_match_plain_computation(tmp_path):
     assert (row["avg@n"]["min"], row["avg@n"]["max"]) == pytest.approx((min(per_seed_avg), max(per_seed_avg)))
     assert row["d_emb"]["mean"] == pytest.approx(sum(per_seed_demb) / 3, rel=1e-12)
     assert "vendi" not in row  # not in these files: left blank, not 0
+    assert sorted(row["per_seed"]) == list(seeds)
+    for i, s in enumerate(seeds):
+        assert row["per_seed"][s]["avg@n"] == pytest.approx(per_seed_avg[i], rel=1e-12)
+        assert row["per_seed"][s]["d_emb"] == pytest.approx(per_seed_demb[i], rel=1e-12)
+        assert "vendi" not in row["per_seed"][s]
+    md = analyze.markdown([], data, [], None, analyze.arm_table(data, None))
+    line = next(x for x in md.splitlines() if x.startswith("| dsdr | 5 | "))
+    assert f"{per_seed_avg[2]:.3f}" in line and f"{per_seed_demb[2]:.3f}" in line
     # curves: seed 0 logs coupling at steps 1 and 2, seed 1 only at step 2 (null at step 1)
     for s, values in ((0, [0.5, 0.7]), (1, [None, 0.9])):
         m = runs / f"dsdr/s{s}/train/metrics.jsonl"
@@ -254,3 +264,34 @@ def test_arm_table_and_training_curves_match_plain_computation(tmp_path):
     assert curves["coupling/entropy"] == [(1, pytest.approx(0.5)), (2, pytest.approx(0.8))]
     assert curves["reward/mean"] == [(1, pytest.approx(0.05)), (2, pytest.approx(0.15))]
     assert analyze.train_dynamics(runs)["dsdr"]["coupling/entropy"] == pytest.approx(0.8)
+
+
+def test_arm_curve_on_a_seed_subset_matches_plain_pass_at_k(tmp_path):
+    """The pass@k plot compares arms on the seeds they share: arm_curve(seeds=[...]) is the mean over
+    exactly those seeds x problems of 1 - C(n-c, k)/C(n, k), computed here from the graded files."""
+    rng = np.random.default_rng(3)
+    runs = tmp_path / "runs"
+    for s in (0, 1, 3, 4):
+        _fake_sweep(runs, "grpo", s, 0.1 + 0.2 * s, 0.2, rng, problems=5)
+    data = analyze.load_runs(runs)
+
+    def plain(seeds, k):
+        vals = []
+        for s in seeds:
+            counts: dict[str, list[int]] = {}
+            for line in (runs / f"grpo/s{s}/sweep/step_000010/graded.jsonl").read_text().splitlines():
+                r = json.loads(line)
+                if r["phase"] == "sampling":
+                    c = counts.setdefault(r["problem_id"], [0, 0])
+                    c[0] += 1
+                    c[1] += int(r["correct"])
+            vals += [1 - math.comb(n - c, k) / math.comb(n, k) for n, c in counts.values()]
+        return sum(vals) / len(vals)
+
+    ks = [1, 2, 4, 8]
+    sub = analyze.arm_curve(data, "grpo", ks, 200, 0, seeds=[0, 3])
+    every = analyze.arm_curve(data, "grpo", ks, 200, 0)
+    for k, (m_sub, lo, hi), (m_all, _, _) in zip(ks, sub, every):
+        assert m_sub == pytest.approx(plain([0, 3], k), rel=1e-12) and lo <= m_sub <= hi
+        assert m_all == pytest.approx(plain([0, 1, 3, 4], k), rel=1e-12)
+    assert sub[0][0] != pytest.approx(every[0][0])  # the subset is not the whole
