@@ -10,6 +10,7 @@ after a chat template).
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -80,8 +81,6 @@ def cpu_kv_cache_bytes(model_config: dict[str, Any], *, max_model_len: int, max_
 def checkpoint_kv_cache_bytes(model_path: str, *, max_model_len: int, max_seqs: int, dtype: str) -> int | None:
     """:func:`cpu_kv_cache_bytes` for the checkpoint at ``model_path`` (its config.json) in ``dtype``;
     None when the config is not local (a hub id: vLLM's own rule applies)."""
-    import json
-
     config = Path(model_path) / "config.json"
     if not config.is_file():
         return None

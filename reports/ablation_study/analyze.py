@@ -162,6 +162,11 @@ def metric(cell: Cell, name: str, ids: list[str]) -> np.ndarray:
     raise ValueError(f"unknown metric {name!r}")
 
 
+def problem_mean(cell: Cell, name: str) -> float:
+    """``name`` of one checkpoint averaged over the problems on which it is defined."""
+    return float(metric(cell, name, sorted(_ids(cell, name))).mean())
+
+
 def grid(data: dict[int, list[Cell]], seeds: list[int], ids: list[str], name: str) -> np.ndarray:
     return np.stack([metric(data[s][-1], name, ids) for s in seeds])
 
@@ -265,8 +270,7 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
                     color=f"C{ARMS.index(arm)}")
             ax.fill_between(ks, c[:, 1], c[:, 2], alpha=0.15, color=f"C{ARMS.index(arm)}")
         if base is not None:
-            ids = sorted(base.n_c)
-            ax.plot(ks, [metric(base, f"pass@{kk}", ids).mean() for kk in ks], "k--", label="base (step 0)")
+            ax.plot(ks, [problem_mean(base, f"pass@{kk}") for kk in ks], "k--", label="base (step 0)")
         ax.set_xscale("log", base=2); ax.set_xlabel("k"); ax.set_ylabel("pass@k (T=1.0)")
         ax.set_title(f"pass@k, final checkpoint, {title}\n(95% CI: seeds x problems)", fontsize=9); ax.legend(fontsize=7)
     fig.tight_layout(); fig.savefig(out / "passk.png", dpi=110); plt.close(fig); files.append("passk.png")
@@ -276,12 +280,10 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
             steps = sorted({c.step for cells in seeds.values() for c in cells})
             ys = []
             for st in steps:
-                vals = [metric(c, name, sorted(getattr(c, "pass1" if name == "pass1" else
-                                                       ("n_c" if name == "avg@n" else name)))).mean()
-                        for cells in seeds.values() for c in cells if c.step == st]
+                vals = [problem_mean(c, name) for cells in seeds.values() for c in cells if c.step == st]
                 ys.append((np.mean(vals), np.min(vals), np.max(vals)))
             if base is not None:  # the untrained model is every arm's step 0
-                b = metric(base, name, sorted(_ids(base, name))).mean()
+                b = problem_mean(base, name)
                 steps, ys = [0, *steps], [(b, b, b), *ys]
             y = np.array(ys)
             ax.plot(steps, y[:, 0], marker=".", label=f"{arm} ({len(seeds)} seeds)", color=f"C{ARMS.index(arm)}")
@@ -291,7 +293,7 @@ def plots(data, out: Path, n_boot: int, seed: int, base: Cell | None = None,
     fig.tight_layout(); fig.savefig(out / "steps.png", dpi=110); plt.close(fig); files.append("steps.png")
     fig, ax = plt.subplots(figsize=(5, 4))
     for arm, seeds in data.items():
-        xs = [metric(c[-1], "avg@n", sorted(c[-1].n_c)).mean() for c in seeds.values()]
+        xs = [problem_mean(c[-1], "avg@n") for c in seeds.values()]
         ys = [np.mean(list(c[-1].d_emb.values())) if c[-1].d_emb else np.nan for c in seeds.values()]
         # hollow, one shape per arm: arms whose runs coincide (an inert ablation) overlap visibly
         ax.scatter(xs, ys, label=arm, marker=MARKERS[ARMS.index(arm)], facecolors="none",
@@ -328,8 +330,7 @@ def arm_table(data, base: Cell | None) -> list[dict]:
         row: dict = {"arm": arm, "seeds": len(seeds), "step": next(iter(seeds.values()))[-1].step, "per_seed": {}}
         for name in TABLE_METRICS:
             metric_name = f"pass@{k}" if name == "pass@K" else name
-            per_seed = {s: float(metric(c[-1], metric_name, sorted(_ids(c[-1], metric_name))).mean())
-                        for s, c in seeds.items() if _ids(c[-1], metric_name)}
+            per_seed = {s: problem_mean(c[-1], metric_name) for s, c in seeds.items() if _ids(c[-1], metric_name)}
             for s, v in per_seed.items():
                 row["per_seed"].setdefault(s, {})[name] = v
             if per_seed:
