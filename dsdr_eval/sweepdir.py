@@ -18,21 +18,18 @@ No heavy import here (the dashboard reads sweep.json through ``load_sweep``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.rundir.checkpoints import FINAL, step_checkpoints
 from dsdr_eval.rundir.jsonl import iter_jsonl, read_json, write_json
 
 SWEEP_FILE = "sweep.json"
-CHECKPOINTS = "checkpoints"
-FINAL = "final"
 # final/'s run directory: not "final", which run discovery (dashboard) skips as a model directory
 FINAL_RUN_DIR = "final_eval"
-_STEP_DIR = re.compile(r"^step_(\d{6,})$")
 STATUSES = ("pending", "done", "incomplete", "error")
 # The run options whose change changes the numbers: a SWEEP_DIR keeps one value of each.
 IDENTITY_OPTIONS = ("protocol", "n", "temperature", "top_p", "pass1_temperature", "pass1_top_p", "phases",
@@ -83,14 +80,7 @@ def list_checkpoints(train_run: str | Path, *, every: int = 1, include_final: bo
     _train_config(train_run)
     if every < 1:
         raise DsdrError(f"--every {every}: must be a positive integer")
-    found = []
-    root = train_run / CHECKPOINTS
-    if root.is_dir():
-        for child in root.iterdir():
-            match = _STEP_DIR.match(child.name)
-            if match and child.is_dir() and (child / rundir.CONFIG).exists():
-                found.append(Checkpoint(child.name, int(match.group(1)), child))
-    found.sort(key=lambda c: c.step)
+    found = [Checkpoint(path.name, step, path) for step, path in step_checkpoints(train_run)]
     selected = found[::every]
     final = train_run / FINAL
     if include_final and (final / rundir.CONFIG).exists():

@@ -1,7 +1,7 @@
 """Checkpoints: HF directories (evaluable by ``dsdr-eval run --model``) + trainer state for resume.
 
-Layout: RUN_DIR/checkpoints/step_{step:06d}/ = save_pretrained + tokenizer + trainer_state.pt
-(optimizer, scheduler, RNG states, sampler cursor, step). A checkpoint is written to a temporary
+Layout (``dsdr_eval.rundir.checkpoints``, shared with ``dsdr-eval sweep``): RUN_DIR/checkpoints/step_{step:06d}/
+= save_pretrained + tokenizer + trainer_state.pt (optimizer, scheduler, RNG states, sampler cursor, step). A checkpoint is written to a temporary
 sibling and renamed into place, so a kill mid-save never leaves a half checkpoint that resume
 would pick up.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,11 @@ import numpy as np
 import torch
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.rundir.checkpoints import step_checkpoints, step_dir
+from dsdr_eval.rundir.directory import CONFIG
 from dsdr_eval.rundir.jsonl import read_jsonl, repair_truncated_tail, write_jsonl
 
-CHECKPOINTS = "checkpoints"
-FINAL = "final"
 TRAINER_STATE = "trainer_state.pt"
-_STEP_DIR = re.compile(r"^step_(\d{6,})$")
-
-
-def step_dir(run_dir: str | Path, step: int) -> Path:
-    return Path(run_dir) / CHECKPOINTS / f"step_{step:06d}"
 
 
 def rng_state() -> dict[str, Any]:
@@ -91,16 +85,8 @@ def save_checkpoint(run_dir: str | Path, *, step: int, model: torch.nn.Module, t
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """Complete step checkpoints, oldest first (temporary/partial dirs are ignored)."""
-    root = Path(run_dir) / CHECKPOINTS
-    if not root.is_dir():
-        return []
-    found = []
-    for child in root.iterdir():
-        m = _STEP_DIR.match(child.name)
-        if m and (child / TRAINER_STATE).exists() and (child / "config.json").exists():
-            found.append((int(m.group(1)), child))
-    return [p for _, p in sorted(found)]
+    """Complete step checkpoints a resume can start from (the trainer state too), oldest first."""
+    return [path for _, path in step_checkpoints(run_dir, required=(CONFIG, TRAINER_STATE))]
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from dsdr_eval.cli.args import OneLineParser
 from dsdr_eval.errors import DsdrError, os_error_line
+from dsdr_eval.rundir.checkpoints import CHECKPOINTS
 
 
 def build_parser() -> OneLineParser:
@@ -68,7 +69,7 @@ def run(argv: list[str]) -> int:
     else:
         cfg = C.config_from_sources(yaml_path=args.config, cli=cli, overrides=overrides)
         run_dir = Path(cfg.out)
-        if (run_dir / "metrics.jsonl").exists() or (run_dir / "checkpoints").exists():
+        if (run_dir / "metrics.jsonl").exists() or (run_dir / CHECKPOINTS).exists():
             raise DsdrError(f"{run_dir}: already holds a training run; pass --resume to continue it or choose another --out")
 
     from dsdr_eval.rundir.directory import writer_lock

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.rundir.checkpoints import FINAL
 from dsdr_eval.rundir.jsonl import append_jsonl
 from dsdr_eval.tasks import Problem
 from dsdr_train import checkpoint as ckpt
@@ -259,7 +260,7 @@ class Trainer:
                     self.save()
                 bar.advance(1)
         scoring.close_grading_pools()
-        final = self.run_dir / ckpt.FINAL
+        final = self.run_dir / FINAL
         if self.dist.main and cfg.save_final:
             ckpt.save_hf(self.policy, self.tokenizer, final)
         if self.tb is not None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.rundir.checkpoints import CHECKPOINTS, FINAL
 from dsdr_train.config import TrainConfig
 
 
@@ -47,7 +48,7 @@ def _check_supported(cfg: TrainConfig) -> None:
 def _last_trl_checkpoint(run_dir: Path) -> str | None:
     """The newest COMPLETE ``checkpoints/checkpoint-N`` (trainer_state.json is written last: a run
     killed while saving leaves a folder without it, which is skipped and later overwritten)."""
-    folder = run_dir / "checkpoints"
+    folder = run_dir / CHECKPOINTS
     found = [(int(p.name.split("-")[1]), p) for p in folder.glob("checkpoint-*")
              if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").exists()] if folder.is_dir() else []
     return str(max(found)[1]) if found else None
@@ -78,7 +79,7 @@ def _finish_without_training(cfg: TrainConfig, run_dir: Path, resume_from: str |
     the newest checkpoint, which then holds the last step's weights."""
     from dsdr_train import checkpoint as ckpt
 
-    final = run_dir / ckpt.FINAL
+    final = run_dir / FINAL
     if main and cfg.save_final and not final.is_dir():
         if resume_from is None:
             raise DsdrError(f"{run_dir}: {steps} steps logged but neither final/ nor a checkpoint to rebuild it from")
@@ -194,7 +195,7 @@ def run_trl(cfg: TrainConfig, *, model_path: str, run_dir: Path, resume: bool,
         # A finished run: its newest checkpoint is at total_steps, or final/ (written last, atomically)
         # exists beside a log of every step. TRL would train another step from there.
         logged = _last_logged_step(run_dir)
-        finished_final = (run_dir / ckpt.FINAL).is_dir() and logged >= cfg.total_steps
+        finished_final = (run_dir / FINAL).is_dir() and logged >= cfg.total_steps
         if done >= cfg.total_steps or finished_final:
             return _finish_without_training(cfg, run_dir, resume_from, max(done, logged if finished_final else 0),
                                             main)
@@ -205,7 +206,7 @@ def run_trl(cfg: TrainConfig, *, model_path: str, run_dir: Path, resume: bool,
     trainer.add_callback(_step_logger(trainer, cfg, run_dir))
     trainer.train(resume_from_checkpoint=resume_from)
     scoring.close_grading_pools()
-    final = run_dir / ckpt.FINAL
+    final = run_dir / FINAL
     if cfg.save_final:
         # gathers ZeRO-3 / FSDP shards (every process), the tokenizer too; written beside final/ and
         # renamed into place, so a kill leaves no partial final/ (the resume rebuilds it)
