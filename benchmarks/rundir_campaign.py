@@ -44,69 +44,17 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from helpers.fault_server import FaultServer  # noqa: E402
+from helpers.faults import fault_argv  # noqa: E402
 from helpers.fixtures_runs import judge_reply_for, write_eval_samples  # noqa: E402
 
 DATA_DIR = Path(os.environ.get("DSDR_DATA_DIR", REPO.parent / "shared" / "data" / "benchmarks"))
 PY = sys.executable
 ONE_LINE_ERROR = re.compile(r"^(dsdr-train: )?error: .+$")
 
-# Fault injection in the child: the k-th file opened for writing through os.fdopen (what every
-# atomic writer uses) fails with OSError(errno) on its first write; or the k-th os.replace kills the
-# process (kill -9 between two renames). Then the CLI runs as `dsdr-eval ARGS`.
-FAULT = r"""
-import errno, os, signal, sys
-mode, k, code = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-count = {"n": 0}
-if mode == "write":
-    real = os.fdopen
-    class Failing:
-        def __init__(self, fh): self.fh = fh
-        def write(self, data): raise OSError(code, os.strerror(code))
-        def __getattr__(self, name): return getattr(self.fh, name)
-        def __enter__(self): return self
-        def __exit__(self, *exc): self.fh.close()
-    def fdopen(fd, mode="r", *a, **kw):
-        fh = real(fd, mode, *a, **kw)
-        if "w" in mode or "a" in mode:
-            count["n"] += 1
-            if count["n"] == k:
-                return Failing(fh)
-        return fh
-    os.fdopen = fdopen
-elif mode == "replace":
-    real = os.replace
-    def replace(a, b, *rest, **kw):
-        count["n"] += 1
-        if count["n"] == k:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real(a, b, *rest, **kw)
-    os.replace = replace
-elif mode == "open":  # EACCES on reading the named file
-    import builtins, io
-    target = sys.argv[4]
-    real_open, real_os_open = builtins.open, os.open
-    def deny(path):
-        if str(path).endswith(target):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
-    def opener(path, *a, **kw):
-        deny(path); return real_open(path, *a, **kw)
-    def os_opener(path, *a, **kw):
-        deny(path); return real_os_open(path, *a, **kw)
-    builtins.open = io.open = opener
-    os.open = os_opener
-    sys.argv.pop(4)
-from dsdr_eval.cli import main
-sys.exit(main(sys.argv[4:]))
-"""
-
 
 def cli(*args: str, timeout: float = 300, fault: tuple[str, int, int, str | None] | None = None,
         umask: int | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    if fault is None:
-        command = [PY, "-m", "dsdr_eval.cli", *args]
-    else:
-        mode, k, code, target = fault
-        command = [PY, "-c", FAULT, mode, str(k), str(code), *([target] if target else []), *args]
+    command = [PY, "-m", "dsdr_eval.cli", *args] if fault is None else fault_argv(fault, args)
     preexec = (lambda: os.umask(umask)) if umask is not None else None
     try:
         return subprocess.run(command, capture_output=True, text=True, errors="backslashreplace", timeout=timeout,

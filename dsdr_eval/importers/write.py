@@ -15,9 +15,6 @@ records the answer extraction the source tool used (``"extraction"``, what ``sco
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -26,13 +23,12 @@ from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, extending_profile, get_profile
 from dsdr_eval.importers import IMPORTERS, detect, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
-from dsdr_eval.rundir.jsonl import write_jsonl
+from dsdr_eval.rundir.jsonl import json_document, jsonl_chunks
 from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
 from dsdr_eval.tasks import BENCHMARKS, load_benchmark
 
 UNKNOWN = "unknown"
 MATCH_WARN_BELOW = 0.9  # matched fraction of a benchmark's source problems below which import warns
-_STAGING_PREFIX = ".import-"  # RUN_DIR/.import-XXXX/: both files are written here, then moved into place
 # a tool's own name of a data set (separators dropped, lower case) -> the registered benchmark it is
 _REGISTRY_NAMES = {"math500": "math500", "hendrycksmath500": "math500", "minervamath500": "math500",
                    "aime24": "aime24", "aime2024": "aime24", "aime25": "aime25", "aime2025": "aime25",
@@ -222,38 +218,18 @@ def _samples(source: SourceRun, path: Path, benchmark: str, registry: ProblemMat
 
 
 def _commit(out_dir: Path, samples: list[Sample], config: dict[str, Any]) -> None:
-    """Write samples.jsonl and config.json so that RUN_DIR holds both or neither after any failure.
+    """Write config.json and samples.jsonl in one ``rundir.commit_files``: RUN_DIR holds both or neither.
 
-    Both are written in full into RUN_DIR/.import-XXXX/, then config.json and last samples.jsonl (the
-    file whose presence makes RUN_DIR a run) are moved into place. An exception undoes the move of
-    config.json; a kill -9 can leave the staging directory, or config.json without samples.jsonl
-    (not a run: ``import`` into it again is allowed): both are removed by the next import."""
-    created = not out_dir.exists()
-    config_path = out_dir / rundir.CONFIG
-    staging: Path | None = None
-    moved = False
+    A failure or a kill -9 before the commit record leaves only temp files (the next writer of RUN_DIR
+    removes them; importing again proceeds); after it, the next command that opens RUN_DIR completes
+    the renames (samples.jsonl, the file that makes RUN_DIR a run, last), so importing again is then
+    refused as for any run. The caller holds the writer lock (``api.run_import``)."""
+    files = {rundir.CONFIG: json_document(rundir.stamped_config(config)),
+             rundir.SAMPLES: jsonl_chunks(sample.to_json() for sample in samples)}
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for stale in out_dir.glob(f"{_STAGING_PREFIX}*"):  # a killed import's (samples.jsonl is absent: checked)
-            shutil.rmtree(stale, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=out_dir))
-        write_jsonl(staging / rundir.SAMPLES, (sample.to_json() for sample in samples))
-        rundir.save_config(staging, config)
-        os.replace(staging / rundir.CONFIG, config_path)
-        moved = True
-        os.replace(staging / rundir.SAMPLES, out_dir / rundir.SAMPLES)
-    except BaseException as exc:
-        if moved and not (out_dir / rundir.SAMPLES).exists():
-            config_path.unlink(missing_ok=True)
-        if isinstance(exc, OSError):  # a full disk, a read-only or unreadable directory: one line, nothing written
-            raise DsdrError(f"{out_dir}: cannot write the run directory ({exc.strerror or exc}); nothing was "
-                            "written") from None
-        raise
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
-            out_dir.rmdir()
+        rundir.commit_files(out_dir, files)
+    except OSError as exc:  # a full disk, a read-only directory: one line
+        raise rundir.commit_failure(out_dir, "the run directory", exc) from None
 
 
 def _identity(record: SourceRecord, benchmark: str, registry: ProblemMatcher | None,

@@ -28,8 +28,9 @@ Concurrency: one writer process per run directory. Every command that writes one
 its whole run: an OS lock (``flock``) on RUN_DIR/.dsdr.lock, released by the kernel when the process
 ends, even by ``kill -9``, so a lock file left behind is never stale. A second writer is refused at once
 (exit 2, naming the directory and the holder's pid and command). Readers (``report``, the dashboard)
-take no lock: every file is replaced by rename, and a multi-file update (graded.jsonl + metrics.json)
-goes through ``commit_files``, so a reader sees the old state or the new one.
+take no lock: every file is replaced by rename, and a multi-file update (graded.jsonl + metrics.json;
+an import's config.json + samples.jsonl) goes through ``commit_files``, so a reader sees the old state
+or the new one.
 
 docs/run_directory.md documents every field; this module only names the files and the helpers. The sample
 records of samples.jsonl / graded.jsonl (schema, reader, writer) are ``dsdr_eval.rundir.samples``.
@@ -99,13 +100,18 @@ def load_config(run_dir: str | Path) -> dict[str, Any]:
     return config
 
 
-def save_config(run_dir: str | Path, config: dict[str, Any]) -> Path:
-    """Write config.json, adding ``versions`` and ``created`` when absent."""
+def stamped_config(config: dict[str, Any]) -> dict[str, Any]:
+    """config.json as written: ``config`` plus ``created`` and ``versions`` when absent."""
     config = dict(config)
     config.setdefault("created", now_iso())
     config.setdefault("versions", library_versions())
+    return config
+
+
+def save_config(run_dir: str | Path, config: dict[str, Any]) -> Path:
+    """Write config.json (``stamped_config``)."""
     path = run_path(run_dir, CONFIG)
-    _write_config(path, config)
+    _write_config(path, stamped_config(config))
     return path
 
 
@@ -231,10 +237,8 @@ def update_metrics(run_dir: str | Path, section: str, per_benchmark: dict[str, d
         outputs[METRICS] = json_document(merged)  # last: its rename is the last of the commit
         try:
             commit_files(path.parent, outputs)
-        except OSError as exc:  # before the commit record: nothing changed; after: the next reader completes it
-            state = ("an interrupted update is completed by the next command" if (path.parent / COMMIT).exists()
-                     else "the run directory is unchanged")
-            raise DsdrError(f"{path.parent}: cannot write {', '.join(outputs)} ({os_reason(exc)}); {state}") from None
+        except OSError as exc:
+            raise commit_failure(path.parent, ", ".join(outputs), exc) from None
     return merged
 
 
@@ -424,6 +428,14 @@ def commit_files(run_dir: str | Path, files: Mapping[str, Any]) -> None:
             (run_dir / tmp).unlink(missing_ok=True)
         raise
     _apply_commit(run_dir, temps, removes)
+
+
+def commit_failure(run_dir: Path, what: str, exc: OSError) -> DsdrError:
+    """The one-line error of a ``commit_files`` that raised ``exc`` (a full disk, a read-only directory):
+    before its commit record nothing changed; after it, the next command completes the update."""
+    state = ("an interrupted update is completed by the next command" if (run_dir / COMMIT).exists()
+             else "the run directory is unchanged")
+    return DsdrError(f"{run_dir}: cannot write {what} ({os_reason(exc)}); {state}")
 
 
 def _apply_commit(run_dir: Path, renames: list[tuple[str, str]], removes: list[str]) -> None:

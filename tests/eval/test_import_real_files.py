@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import import_sources as src
+from helpers.faults import fault_argv
 from dsdr_eval.cli import main
 from dsdr_eval.importers.detect import file_format
 from dsdr_eval.importers.qwen_math import file_settings
@@ -467,62 +468,100 @@ def test_any_json_value_in_any_field_is_imported_or_one_line_error(tmp_path, dat
             assert len(err.strip().splitlines()) == 1 and err.startswith(f"error: {path}"), (value, err)
 
 
-# ----------------------------------------------------------------------------- issue 24 item 7: atomicity
+# ----------------------------------------------------------------------------- issue 24 item 7, issue 32: atomicity
 
-_KILLER = """
-import os, signal, sys
-real, calls = os.replace, []
-def replace(a, b):
-    if len(calls) == int(os.environ["KILL_AT"]) - 1:
-        os.kill(os.getpid(), signal.SIGKILL)
-    calls.append(b)
-    real(a, b)
-os.replace = replace
-from dsdr_eval.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+# The moments of an import's one commit (``rundir.commit_files``): it writes config.json's temp, then
+# samples.jsonl's, then the commit record's temp (files 1-3), renames the commit record into place (the
+# commit point: rename 1), then config.json (rename 2) and samples.jsonl (rename 3).
+_BEFORE_COMMIT = [("kill-write", 1, 0, None), ("kill-write", 2, 0, None), ("kill-write", 3, 0, None),
+                  ("replace", 1, 0, None)]
+_AFTER_COMMIT = [("replace", 2, 0, None), ("replace", 3, 0, None)]
 
 
-@pytest.mark.parametrize("kill_at", [1, 2, 3, 4])
-def test_kill_9_at_any_write_leaves_no_run_and_a_reimport_completes(tmp_path, data_dir, capsys, kill_at):
-    """kill -9 at each of import's renames (samples temp file, config temp file, config.json into place,
-    samples.jsonl into place): never samples.jsonl without config.json, and importing again succeeds
-    and leaves no staging file behind."""
-    path = src.write_qwen_math(tmp_path / "out", data_dir)
+def _killed_import(tmp_path: Path, path: Path, run: Path, fault) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(fault_argv(fault, ["import", path, "--out", run]), env=env, capture_output=True,
+                          timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr  # killed at that moment, not before or after
+
+
+def _run_files(run: Path) -> dict[str, object]:
+    """What a run directory holds: every name, samples.jsonl's bytes, config.json without its time stamp."""
+    config = _config(run)
+    del config["created"], config["command"]
+    return {"names": sorted(p.name for p in run.iterdir()), "samples": (run / "samples.jsonl").read_bytes(),
+            "config": config}
+
+
+@pytest.fixture(scope="module")
+def clean_import(tmp_path_factory, data_dir) -> tuple[Path, dict[str, object]]:
+    """A qwen-math source and the run directory an uninterrupted import makes of it."""
+    root = tmp_path_factory.mktemp("clean_import")
+    path = src.write_qwen_math(root / "out", data_dir)
+    assert main(["import", str(path), "--out", str(root / "run")]) == 0
+    return path, _run_files(root / "run")
+
+
+@pytest.mark.parametrize("fault", _BEFORE_COMMIT + _AFTER_COMMIT, ids=lambda f: f"{f[0]}-{f[1]}")
+def test_kill_9_at_any_point_of_an_import_the_next_import_completes_or_refuses(tmp_path, clean_import, capsys,
+                                                                               fault):
+    """kill -9 at each moment of the import's commit: never samples.jsonl without config.json; importing
+    again either imports (killed before the commit point: the temps are cleared) or finds the killed
+    import completed and refuses in one line as for any run. Either way the directory is the run an
+    uninterrupted import writes, with nothing else in it."""
+    path, clean = clean_import
     run = tmp_path / "run"
-    env = {**os.environ, "KILL_AT": str(kill_at), "PYTHONPATH": os.pathsep.join(
-        [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _KILLER, "import", str(path), "--out", str(run)], env=env,
-                          capture_output=True, timeout=120)
-    assert done.returncode == -signal.SIGKILL, done.stderr
-    assert not (run / "samples.jsonl").exists()
+    _killed_import(tmp_path, path, run, fault)
+    assert (run / "config.json").exists() or not (run / "samples.jsonl").exists()
     code, _, err = _import(capsys, path, "--out", run)
-    assert code == 0, err
-    assert sorted(p.name for p in run.iterdir()) == ["config.json", "samples.jsonl"]
-    assert len(read_samples(run / "samples.jsonl")) == 9
+    if fault in _BEFORE_COMMIT:
+        assert code == 0, err
+    else:
+        _one_line_error(code, err, f"{run / 'samples.jsonl'}: already exists; import into a new run directory")
+    assert _run_files(run) == clean
 
 
+@pytest.mark.parametrize("where", ["temp", "rename"])
 def test_an_os_error_while_writing_is_one_line_and_leaves_the_directory_as_it_was(tmp_path, data_dir, capsys,
-                                                                                    monkeypatch):
+                                                                                    monkeypatch, where):
+    """A full disk while samples.jsonl's temp is written: one line, nothing left (a directory the import
+    created is removed, another keeps only what it held). A rename that fails after the commit point:
+    one line saying the next command completes the import, which the next import then does (and refuses)."""
     import errno
 
-    path = src.write_qwen_math(tmp_path / "out", data_dir)
-    real = os.replace
-    calls: list[str] = []
+    from dsdr_eval.rundir import directory, jsonl
 
-    def full_disk(a, b):
-        calls.append(str(b))
-        if str(b).endswith(os.sep + "samples.jsonl") and ".import-" not in str(b):
+    path = src.write_qwen_math(tmp_path / "out", data_dir)
+    real_temp, real_replace = jsonl.atomic_temp, os.replace
+
+    def full_disk(target, chunks):
+        if target.name == "samples.jsonl":
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(a, b)
-    monkeypatch.setattr(os, "replace", full_disk)
+        return real_temp(target, chunks)
+
+    def failing_rename(a, b):
+        if str(b).endswith(os.sep + "samples.jsonl"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_replace(a, b)
+
+    if where == "temp":
+        monkeypatch.setattr(directory, "atomic_temp", full_disk)
+        code, _, err = _import(capsys, path, "--out", tmp_path / "run")
+        _one_line_error(code, err, f"{tmp_path / 'run'}: cannot write the run directory (No space left on device)")
+        assert not (tmp_path / "run").exists()  # config.json's temp, written first, was removed too
+        (tmp_path / "kept").mkdir()
+        (tmp_path / "kept" / "notes.txt").write_text("mine")
+        code, _, err = _import(capsys, path, "--out", tmp_path / "kept")
+        assert code == 2 and sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["notes.txt"]
+        return
+    monkeypatch.setattr(os, "replace", failing_rename)
     code, _, err = _import(capsys, path, "--out", tmp_path / "run")
-    _one_line_error(code, err, f"{tmp_path / 'run'}: cannot write the run directory (No space left on device)")
-    assert not (tmp_path / "run").exists()  # config.json, moved first, was taken back
-    (tmp_path / "kept").mkdir()
-    (tmp_path / "kept" / "notes.txt").write_text("mine")
-    code, _, err = _import(capsys, path, "--out", tmp_path / "kept")
-    assert code == 2 and sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["notes.txt"]
+    _one_line_error(code, err, f"{tmp_path / 'run'}: cannot write the run directory (Input/output error); an "
+                               "interrupted update is completed by the next command")
+    monkeypatch.setattr(os, "replace", real_replace)
+    code, _, err = _import(capsys, path, "--out", tmp_path / "run")
+    _one_line_error(code, err, f"{tmp_path / 'run' / 'samples.jsonl'}: already exists")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.json", "samples.jsonl"]
 
 
 @pytest.mark.parametrize("column", ["doc", "metric", "model_response"])
