@@ -8,6 +8,9 @@ Every case runs the CLI in a subprocess (``python -m dsdr_eval.cli``; the code u
   naming the directory and the holder's pid) and the directory holds each sample once;
 * sweep: a checkpoint with a 10-byte model.safetensors is recorded as ``error`` in sweep.json and the
   next checkpoint is still evaluated (exit 2, no traceback);
+* import: ``kill -9`` at each moment of an import's commit (while each of its three files is written,
+  at each of its three renames) leaves a directory the rerun of the import completes or refuses in one
+  line, holding exactly what an uninterrupted import writes;
 * consistency: a full disk (OSError 28 injected on the k-th file written) or ``kill -9`` between two
   renames leaves graded.jsonl / metrics.json (judge: judge.jsonl / metrics.json / config.json) all old
   or all new, as a reader sees them, and no temp file is left once the next writer ran (a reader cannot
@@ -259,6 +262,26 @@ def _judge_case(root: Path, name: str, fault: tuple[str, int, int, str | None]) 
     return ok, f"exit {proc.returncode}; {detail}"
 
 
+def _import_case(root: Path, fault: tuple[str, int, int, str | None]) -> tuple[bool, str]:
+    """An import killed at one moment of its commit; the same import rerun: it imports (exit 0) or finds
+    the killed import completed and refuses in one line; the directory then holds exactly the run an
+    uninterrupted import writes (same samples.jsonl bytes), no temp file, no commit record."""
+    source = root / "src.jsonl"
+    with source.open("w") as fh:
+        for i in range(200):
+            fh.write(json.dumps({"id": f"p{i}", "answer": str(i), "completion": f"so \\boxed{{{i}}}"}) + "\n")
+    clean, run = root / "clean", root / "run"
+    cli("import", "--from", "jsonl", str(source), "--out", str(clean))
+    killed = cli("import", "--from", "jsonl", str(source), "--out", str(run), fault=fault)
+    rerun = cli("import", "--from", "jsonl", str(source), "--out", str(run))
+    names = sorted(p.name for p in run.iterdir()) if run.is_dir() else []
+    same = names == ["config.json", "samples.jsonl"] and \
+        (run / "samples.jsonl").read_bytes() == (clean / "samples.jsonl").read_bytes()
+    ok = (killed.returncode == -9 and same
+          and (rerun.returncode == 0 or one_line_error(rerun, "samples.jsonl: already exists")))
+    return ok, f"killed: exit {killed.returncode}; rerun: exit {rerun.returncode}; files {names}"
+
+
 # ----------------------------------------------------------------------------- clean errors of readers
 
 def _report(run: Path, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -492,6 +515,9 @@ def build(root: Path) -> dict[str, dict[str, Callable[[Path], tuple[bool, str]]]
             **{f"judge: kill -9 at rename {k}": (lambda r, k=k: _judge_case(r, f"judge_r{k}", ("replace", k, 0, None)))
                for k in (1, 2, 3)},
         },
+        "import": {f"import: kill -9 {'during file' if mode == 'kill-write' else 'at rename'} {k}":
+                   (lambda r, mode=mode, k=k: _import_case(r, (mode, k, 0, None)))
+                   for mode, ks in (("kill-write", (1, 2, 3)), ("replace", (1, 2, 3))) for k in ks},
         "clean errors": {**reader_cases(base), **sweep_json_cases()},
         "report/dashboard escaping": escaping_cases(base),
         "umask": umask_cases(root),
