@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.rundir.jsonl import field_label, iter_jsonl_bytes, read_bytes
-from dsdr_eval.rundir.json_values import is_non_finite_constant, json_type, number_text
+from dsdr_eval.rundir.jsonl import iter_jsonl_bytes, read_bytes
+from dsdr_eval.rundir.json_values import json_type
+from dsdr_eval.rundir.samples import identity_text
 
 SAMPLING_SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # Sample fields a source may record
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class GoldError(DsdrError):
@@ -87,24 +87,12 @@ def numbered_rows(raw: bytes, path: Path, gold_fields: Iterable[str] = ()) -> It
 
 
 def gold_text(value: Any, where: str, name: str) -> str:
-    """A gold answer as text, checked as samples.jsonl checks ``gold``: a non-empty string of valid
-    Unicode, or a finite JSON number as its exact literal (never a float's repr). GoldError otherwise."""
-    if value is None:
-        raise GoldError(f"{where}:{name}: missing gold answer")
-    if isinstance(value, str):
-        found = _LONE_SURROGATE.search(value)
-        if found:
-            raise GoldError(f"{where}:{name}: gold answer contains a lone surrogate ({field_label(found[0])}), "
-                            "which is not valid Unicode")
-        if not value.strip():
-            raise GoldError(f"{where}:{name}: empty gold answer (got {value!r:.40})")
-        return value
-    if is_non_finite_constant(value):
-        raise GoldError(f"{where}:{name}: {value.text} is not an answer")
-    text = None if isinstance(value, bool) else number_text(value)
-    if text is None or (type(value) is float and not math.isfinite(value)):  # a float built in code: no literal
-        raise GoldError(f"{where}:{name}: gold answer must be a string or a number (got {json_type(value)})")
-    return text
+    """A gold answer as text, checked as samples.jsonl checks ``gold`` (``rundir.samples.identity_text``);
+    GoldError (the record is skipped) otherwise."""
+    try:
+        return identity_text(value, where, "gold", name)
+    except DsdrError as exc:
+        raise GoldError(str(exc)) from None
 
 
 def first_gold(row: dict[str, Any], where: str, names: tuple[str, ...],

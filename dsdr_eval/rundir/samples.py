@@ -17,6 +17,7 @@ order, then any other field as read), so a file read and written again keeps its
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -147,27 +148,37 @@ def _describe(value: Any) -> str:
                                           "null" if value is None else json_type(value))
 
 
-def _identity_text(value: Any, where: str, name: str, *, numbers: str) -> str:
-    """A string identity field (problem_id, gold, benchmark): non-empty, valid Unicode.
+# An identity field -> (its name in messages, the JSON numbers it takes, as their exact text: "any"
+# finite number, "int" integers, "" none).
+_IDENTITIES = {"gold": ("gold answer", "any"), "problem_id": ("problem id", "int"),
+               "benchmark": ("benchmark name", "")}
 
-    ``numbers``: "int" accepts JSON integers (as their text), "any" any finite JSON number literal
-    (as its exact text), "" none."""
+
+def identity_text(value: Any, where: str, kind: str, name: str | None = None) -> str:
+    """An identity field (``kind``: gold, problem_id or benchmark) as text: the one check of it, for a
+    samples.jsonl line and an imported record alike. A non-empty string of valid Unicode, or a JSON
+    number the field takes (a gold: any finite one; a problem id: an integer) as its exact literal,
+    never a float's repr. ``name``: the field the message names (an importer: the source's own field,
+    ``gt``); default ``kind``. DsdrError ``where:name: message``."""
+    name = name or kind
+    label, numbers = _IDENTITIES[kind]
+    if value is None:
+        raise DsdrError(f"{where}:{name}: missing {label}")
     if isinstance(value, str):
         found = _LONE_SURROGATE.search(value)
         if found:
-            raise DsdrError(f"{where}:{name}: contains a lone surrogate ({field_label(found[0])}), "
+            raise DsdrError(f"{where}:{name}: {label} contains a lone surrogate ({field_label(found[0])}), "
                             "which is not valid Unicode")
         if not value.strip():
-            label = {"gold": "gold answer", "problem_id": "problem id", "benchmark": "benchmark name"}[name]
-            raise DsdrError(f"{where}:{name}: empty {label} (got {value!r}; must be a non-empty string)")
+            raise DsdrError(f"{where}:{name}: empty {label} (got {value!r:.40})")
         return value
     if numbers == "any" and is_non_finite_constant(value):
         raise DsdrError(f"{where}:{name}: {value.text} is not an answer (give the gold answer as a string)")
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if numbers == "any" or (numbers == "int" and is_int):
         text = None if isinstance(value, bool) else number_text(value)
-        if text is not None:
-            return text
+        if text is not None and not (type(value) is float and not math.isfinite(value)):  # a float built in
+            return text  # code (nan, inf) has no literal; one read from JSON keeps its text (1e400)
     wanted = {"any": "a string or a number", "int": "a string or an integer", "": "a non-empty string"}[numbers]
     raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(value)})")
 
@@ -198,7 +209,7 @@ def _benchmark_and_phase(row: Mapping[str, Any], where: str) -> tuple[str | None
     """A line's ``benchmark`` and ``phase``, checked; None where not given (the schema's default applies)."""
     benchmark = row.get("benchmark")
     if benchmark is not None:
-        benchmark = _identity_text(benchmark, where, "benchmark", numbers="")
+        benchmark = identity_text(benchmark, where, "benchmark")
     phase = row.get("phase")
     if phase is not None and phase not in PHASES:
         raise DsdrError(f"{where}:phase: must be one of {', '.join(PHASES)} (got {_describe(phase)})")
@@ -212,7 +223,7 @@ def parse_key(row: Mapping[str, Any], where: str) -> SampleKey:
     for name in ("problem_id", "sample_idx"):
         if row.get(name) is None:
             raise DsdrError(f"{where}:{name}: missing required field '{name}'")
-    problem_id = _identity_text(row["problem_id"], where, "problem_id", numbers="int")
+    problem_id = identity_text(row["problem_id"], where, "problem_id")
     benchmark, phase = _benchmark_and_phase(row, where)
     accepts, wanted = _OPTIONAL_FIELDS["sample_idx"]
     if not accepts(row["sample_idx"]):
@@ -227,8 +238,8 @@ def parse_sample(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
     for name in REQUIRED_FIELDS:
         if row.get(name) is None:
             raise DsdrError(f"{where}:{name}: missing required field '{name}'")
-    problem_id = _identity_text(row["problem_id"], where, "problem_id", numbers="int")
-    gold = _identity_text(row["gold"], where, "gold", numbers="any")
+    problem_id = identity_text(row["problem_id"], where, "problem_id")
+    gold = identity_text(row["gold"], where, "gold")
     if not isinstance(row["completion"], str):
         raise DsdrError(f"{where}:completion: must be a string (got {_describe(row['completion'])})")
     benchmark, phase = _benchmark_and_phase(row, where)
