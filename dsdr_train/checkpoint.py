@@ -1,9 +1,9 @@
 """Checkpoints: HF directories (evaluable by ``dsdr-eval run --model``) + trainer state for resume.
 
-Layout (``dsdr_eval.rundir.checkpoints``, shared with ``dsdr-eval sweep``): RUN_DIR/checkpoints/step_{step:06d}/
-= save_pretrained + tokenizer + trainer_state.pt (optimizer, scheduler, RNG states, sampler cursor, step). A checkpoint is written to a temporary
-sibling and renamed into place, so a kill mid-save never leaves a half checkpoint that resume
-would pick up.
+Layout (``dsdr_eval.rundir.checkpoints``, the one ``dsdr-eval sweep`` reads): RUN_DIR/checkpoints/
+step_{step:06d}/ = save_pretrained + tokenizer + trainer_state.pt (optimizer, scheduler, RNG states,
+sampler cursor, step). A checkpoint is written to a temporary sibling and renamed into place, so a
+kill mid-save never leaves a half checkpoint that resume would pick up.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ def _describe(value: Any) -> str:
 
 
 # An identity field -> (its name in messages, the JSON numbers it takes, as their exact text: "any"
-# finite number, "int" integers, "" none).
+# number literal but NaN / Infinity, "int" integers, "" none).
 _IDENTITIES = {"gold": ("gold answer", "any"), "problem_id": ("problem id", "int"),
                "benchmark": ("benchmark name", "")}
 
@@ -157,8 +157,8 @@ _IDENTITIES = {"gold": ("gold answer", "any"), "problem_id": ("problem id", "int
 def identity_text(value: Any, where: str, kind: str, name: str | None = None) -> str:
     """An identity field (``kind``: gold, problem_id or benchmark) as text: the one check of it, for a
     samples.jsonl line and an imported record alike. A non-empty string of valid Unicode, or a JSON
-    number the field takes (a gold: any finite one; a problem id: an integer) as its exact literal,
-    never a float's repr. ``name``: the field the message names (an importer: the source's own field,
+    number the field takes (a gold: any literal but NaN / Infinity; a problem id: an integer) as its
+    exact literal, never a float's repr. ``name``: the field the message names (an importer: the source's own field,
     ``gt``); default ``kind``. DsdrError ``where:name: message``."""
     name = name or kind
     label, numbers = _IDENTITIES[kind]
