@@ -478,7 +478,7 @@ _BEFORE_COMMIT = [("kill-write", 1, 0, None), ("kill-write", 2, 0, None), ("kill
 _AFTER_COMMIT = [("replace", 2, 0, None), ("replace", 3, 0, None)]
 
 
-def _killed_import(tmp_path: Path, path: Path, run: Path, fault) -> None:
+def _killed_import(path: Path, run: Path, fault) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(fault_argv(fault, ["import", path, "--out", run]), env=env, capture_output=True,
                           timeout=120)
@@ -511,7 +511,7 @@ def test_kill_9_at_any_point_of_an_import_the_next_import_completes_or_refuses(t
     uninterrupted import writes, with nothing else in it."""
     path, clean = clean_import
     run = tmp_path / "run"
-    _killed_import(tmp_path, path, run, fault)
+    _killed_import(path, run, fault)
     assert (run / "config.json").exists() or not (run / "samples.jsonl").exists()
     code, _, err = _import(capsys, path, "--out", run)
     if fault in _BEFORE_COMMIT:
