@@ -22,6 +22,7 @@ except ImportError:  # `streamlit run dashboards/app.py` from a checkout that is
     from dashboards import data
 
 from dashboards.views import evaluation, samples, training  # noqa: E402
+from dsdr_eval import sweepdir  # noqa: E402
 
 PAGES = {"training": ("Training dynamics", training.render), "evaluation": ("Evaluation", evaluation.render),
          "samples": ("Samples", samples.render)}
@@ -48,6 +49,7 @@ def runs_dir_from_argv(argv: list[str] | None = None) -> Path:
 
 def requested_runs(root: Path, runs: list[data.RunEntry]) -> list[data.RunEntry] | None:
     """Runs named in ``?run=NAME`` (repeatable): resolved and checked to be inside the runs directory.
+    A sweep directory's name stands for its evaluation runs and its training run.
 
     None when no run was requested (pages then show their default runs); otherwise the accepted
     ones only, possibly none: a refused name never falls back to another run."""
@@ -64,6 +66,9 @@ def requested_runs(root: Path, runs: list[data.RunEntry]) -> list[data.RunEntry]
             continue
         if path in by_path:
             chosen.append(by_path[path])
+        elif (path / sweepdir.SWEEP_FILE).is_file():
+            # a sweep directory: its checkpoints' evaluation runs, and the training run it evaluates
+            chosen += data.sweep_members(path, runs)
         else:
             st.warning(f"Ignored query parameter run={name!r}: no run directory by that name in {root}")
     return chosen

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
+from dsdr_eval import sweepdir
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import iter_jsonl, iter_jsonl_numbered, read_json
@@ -48,6 +49,9 @@ class RunEntry:
     error: str | None = None  # why config.json could not be read (the run is still listed)
     root: Path | None = None  # the runs directory every file read must stay inside
     refused: frozenset[str] = frozenset()  # files that are symlinks to outside the runs directory
+    # the training objective: config.json's "algo" (a training run), or the sweep's training run's
+    # (an evaluation run inside a sweep directory); None when the run does not say
+    algo: str | None = None
 
     def has(self, name: str) -> bool:
         return name in self.files
@@ -98,17 +102,18 @@ def resolve_file(root: Path, path: Path) -> Path:
     return resolved
 
 
-def _classify(path: Path, files: set[str]) -> tuple[str, str, str | None]:
-    """(kind, label, error) of a directory that holds run files."""
+def _classify(path: Path, files: set[str]) -> tuple[str, str, str | None, str | None]:
+    """(kind, label, error, algo) of a directory that holds run files."""
     label = path.name
     kind = "unknown"
-    error = None
+    error = algo = None
     if rundir.CONFIG in files:
         try:
             config = read_json(path / rundir.CONFIG)
             if isinstance(config, dict):
                 kind = str(config.get("kind") or "unknown")
                 label = str(config.get("label") or label)
+                algo = config.get("algo") if isinstance(config.get("algo"), str) else None
             else:
                 error = f"{path / rundir.CONFIG}: expected a JSON object"
         except DsdrError as exc:
@@ -118,7 +123,23 @@ def _classify(path: Path, files: set[str]) -> tuple[str, str, str | None]:
             kind = "train"
         elif files & {rundir.METRICS, rundir.GRADED, rundir.SAMPLES}:
             kind = "eval"
-    return kind, label, error
+    return kind, label, error, algo
+
+
+def _sweep_algo(root: Path, directory: Path, cache: dict[Path, str | None]) -> str | None:
+    """The algorithm of the training run a sweep directory evaluates (its sweep.json), read once per
+    sweep; None when ``directory`` is no sweep or the file is unreadable (the sweep panel reports that)."""
+    if directory not in cache:
+        cache[directory] = None
+        path = directory / sweepdir.SWEEP_FILE
+        try:
+            if path.is_file() and is_inside(root, path.resolve()):
+                train_run = read_json(path).get("train_run")
+                algo = train_run.get("algo") if isinstance(train_run, dict) else None
+                cache[directory] = algo if isinstance(algo, str) else None
+        except (DsdrError, OSError, AttributeError):
+            pass
+    return cache[directory]
 
 
 def _is_run(files: set[str], path: Path) -> bool:
@@ -139,6 +160,7 @@ def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
     if not root.is_dir():
         return []
     found: list[RunEntry] = []
+    sweep_algos: dict[Path, str | None] = {}
 
     def walk(directory: Path, depth: int) -> None:
         try:
@@ -155,10 +177,12 @@ def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
                     refused.add(e.name)  # a symlink out of the runs directory: never read
         if _is_run(files, directory) or bool(refused & set(_RUN_FILES)):
             # The root itself may be one run (``--runs runs/demo``): it is then named ".".
-            kind, label, error = _classify(directory, files)
+            kind, label, error, algo = _classify(directory, files)
+            if algo is None and kind == "eval":
+                algo = _sweep_algo(root, directory.parent, sweep_algos)
             found.append(RunEntry(directory.relative_to(root).as_posix(), directory.resolve(), kind,
                                   frozenset(files & set(_RUN_FILES) | {f for f in files if f.endswith(".jsonl")}),
-                                  label, error, root, frozenset(refused)))
+                                  label, error, root, frozenset(refused), algo))
             return
         if depth >= max_depth:
             return
@@ -173,6 +197,41 @@ def discover_runs(root: Path, *, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
     # Names are the un-resolved relative paths (a symlinked run keeps its link name); the stored
     # path is resolved and was checked to be inside root.
     return sorted(found, key=lambda r: r.name)
+
+
+def sweep_members(sweep_dir: Path, runs: list[RunEntry]) -> list[RunEntry]:
+    """The evaluation runs inside ``sweep_dir`` and the training run its sweep.json names (when that run
+    is in ``runs``: the path is recorded as the sweep command was given it, so it is tried as written and
+    from the working directory)."""
+    members = [entry for entry in runs if entry.kind == "eval" and entry.path.parent == sweep_dir]
+    try:
+        train_run = read_json(sweep_dir / sweepdir.SWEEP_FILE).get("train_run")
+        recorded = Path(str(train_run.get("path"))).resolve() if isinstance(train_run, dict) else None
+    except (DsdrError, OSError, AttributeError):
+        recorded = None
+    return [*(entry for entry in runs if entry.kind == "train" and entry.path == recorded), *members]
+
+
+# What a first look compares when no run is requested: the method and its baseline, the paper's main
+# comparison (docs/ALGORITHMS.md; Table 1's DSDR vs GRPO rows), not the first runs by name (an ablation
+# study's names start with dapo/, darling/).
+DEFAULT_COMPARISON = ("dsdr", "grpo")
+
+
+def default_selection(names: list[str], algos: dict[str, str | None], count: int = 4) -> list[str]:
+    """Names to preselect: the first run (in ``names`` order: the lowest seed) of each algorithm of
+    DEFAULT_COMPARISON when every one is present, else one run per algorithm when the runs say theirs,
+    else the first ``count``."""
+    firsts: dict[str, str] = {}
+    for name in names:
+        algo = algos.get(name)
+        if algo is not None:
+            firsts.setdefault(algo, name)
+    if all(algo in firsts for algo in DEFAULT_COMPARISON):
+        return [firsts[algo] for algo in DEFAULT_COMPARISON]
+    if len(firsts) > 1:
+        return list(firsts.values())[:count]
+    return names[:count]
 
 
 # the kind of run each page shows, in the sidebar's order

@@ -1,8 +1,9 @@
 """`dsdr-train`: train a policy with GRPO / DAPO / DSDR (+ ablations) / DARLING.
 
     dsdr-train --algo dsdr --model smollm2-135m --train-data data.jsonl --out runs/x \\
-        [--config FILE.yaml] [key=value ...] [--resume]
+        [--config FILE.yaml | --config NAME] [key=value ...] [--resume]
     dsdr-train --help-config      # every config field with its help text
+    dsdr-train --where [NAME]     # where the shipped configs / scripts are (accelerate/zero2, verl/paper_runs.sh)
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ def build_parser() -> OneLineParser:
     p.add_argument("--out", help="run directory")
     p.add_argument("--engine", choices=("compact", "trl"),
                    help="training engine: compact (default) | trl (TRL GRPOTrainer under accelerate launch)")
-    p.add_argument("--config", help="YAML file of config keys (see dsdr_train/configs/)")
+    p.add_argument("--config", help="YAML file of config keys, or a shipped config by name (cpu_demo, paper_dsdr, ...; "
+                                    "see --where)")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN_DIR from its last checkpoint (config read from RUN_DIR/config.json; "
                         "key=value overrides still apply, e.g. total_steps=200)")
     p.add_argument("--help-config", action="store_true", help="print every config field and exit")
+    p.add_argument("--where", nargs="?", const="", metavar="NAME",
+                   help="print where the shipped configs and scripts are installed, or the path of one "
+                        "(e.g. accelerate/zero2, verl/paper_runs.sh) and exit")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return p
 
@@ -47,6 +52,11 @@ def run(argv: list[str]) -> int:
     args = build_parser().parse_intermixed_args(argv)
     if args.help_config:
         print(C.help_text())
+        return 0
+    if args.where is not None:
+        from dsdr_train.packaged import where_text
+
+        print(where_text(args.where))
         return 0
     overrides = C.parse_overrides(args.overrides)
     cli = {"algo": args.algo, "model": args.model, "train_data": args.train_data, "out": args.out,

@@ -379,7 +379,9 @@ def validate(cfg: TrainConfig) -> None:
 def config_from_sources(*, yaml_path: str | None, cli: dict[str, Any], overrides: dict[str, Any]) -> TrainConfig:
     values: dict[str, Any] = {}
     if yaml_path:
-        values.update(load_yaml(yaml_path))
+        from dsdr_train.packaged import resolve_config_path
+
+        values.update(load_yaml(resolve_config_path(yaml_path)))
     values.update({k: coerce_value(k, v, source=f"--{k.replace('_', '-')}") for k, v in cli.items() if v is not None})
     values.update(overrides)
     return resolve_config(values)

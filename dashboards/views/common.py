@@ -92,12 +92,12 @@ def display_labels(entries: list[data.RunEntry]) -> dict[str, str]:
 def pick_runs(title: str, entries: list[data.RunEntry], requested: list[data.RunEntry] | None, *, key: str,
               default_count: int = 4) -> list[data.RunEntry]:
     """A multiselect of runs: preselected are the requested ones (``?run=``), or, when none was
-    requested (``requested is None``), the first few. A refused request preselects nothing: it
-    never falls back to other runs."""
+    requested (``requested is None``), the default comparison (``data.default_selection``). A refused
+    request preselects nothing: it never falls back to other runs."""
     labels = display_labels(entries)
     names = [e.name for e in entries]
     if requested is None:
-        wanted = names[:default_count]
+        wanted = data.default_selection(names, {e.name: e.algo for e in entries}, default_count)
     else:
         wanted = [e.name for e in requested if e.name in names]
     chosen = st.multiselect(title, names, default=wanted, format_func=lambda n: f"{labels[n]} — {n}"

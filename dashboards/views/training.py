@@ -40,7 +40,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
                 f"{root}/NAME`; it appears here after its first step and this page follows it live.")
     else:
         _render_training(root, train, requested)
-    _render_sweeps(root, runs)
+    _render_sweeps(root, runs, requested)
 
 
 def _render_training(root: Path, train: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
@@ -176,7 +176,7 @@ def sweep_records(sweeps: dict[str, tuple[dict[str, Any], dict[str, data.RunEntr
     return records, notes
 
 
-def _render_sweeps(root: Path, runs: list[data.RunEntry]) -> None:
+def _render_sweeps(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
     sweeps, errors = find_sweeps(root, runs)
     for error in errors:
         st.error(error, icon=":material/error:")
@@ -184,7 +184,13 @@ def _render_sweeps(root: Path, runs: list[data.RunEntry]) -> None:
         return
     st.header("Evaluation across checkpoints (sweeps)")
     names = list(sweeps)
-    chosen = st.multiselect("Sweeps (overlaid)", names, default=names[:4], key="sweep_runs",
+    if requested is None:
+        algos = {n: (record.get("train_run") or {}).get("algo") for n, (record, _) in sweeps.items()}
+        wanted = data.default_selection(names, algos)
+    else:  # ?run= naming a sweep or one of its checkpoints' runs selects that sweep
+        asked = {entry.path for entry in requested}
+        wanted = [n for n, (_, members) in sweeps.items() if asked & {e.path for e in members.values()}]
+    chosen = st.multiselect("Sweeps (overlaid)", names, default=wanted, key="sweep_runs",
                             help="`dsdr-eval sweep TRAIN_RUN --out DIR`: one evaluation run per checkpoint")
     if not chosen:
         st.info("Pick at least one sweep above.")

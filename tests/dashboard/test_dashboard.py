@@ -364,3 +364,57 @@ def test_the_landing_page_is_the_first_page_with_runs_to_show(tmp_path, monkeypa
     assert [t.value for t in at.main.title] == ["Training dynamics"] and at.sidebar.radio[0].value == "training"
     assert not any("No training runs" in i for i in texts(at, "info"))
     assert data.landing_page([]) == "training"  # nothing anywhere: the page that says how to start a run
+
+
+def _write_sweep(sweep_dir: Path, train_run: Path, algo: str) -> None:
+    import json
+
+    checkpoints = []
+    for step in (6, 12):
+        run = sweep_dir / f"step_{step:06d}"
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"kind": "eval", "label": f"{algo} step {step}"}))
+        (run / "metrics.json").write_text('{"benchmarks": {"math500": {"avg@n": 0.5, "n_problems": 1}}}')
+        checkpoints.append({"name": run.name, "step": step, "model": str(train_run / "checkpoints" / run.name),
+                            "run_dir": run.name, "status": "done"})
+    (sweep_dir / "sweep.json").write_text(json.dumps(
+        {"kind": "sweep", "label": f"{algo} sweep", "eval": {}, "every": 1, "include_final": False,
+         "train_run": {"path": str(train_run), "label": "train", "algo": algo},
+         "checkpoints": checkpoints}))
+
+
+def _ablation_tree(runs: Path) -> None:
+    # an ablation study's layout: arm/seed/{train,sweep}; the arms' names sort dapo, darling, dsdr, grpo
+    from helpers.fixtures_runs import write_train_run
+
+    for arm in ("dapo", "darling", "dsdr", "dsdr_wo_gd", "grpo"):
+        for seed in (0, 1):
+            train = write_train_run(runs / arm / f"s{seed}" / "train", algo=arm, steps=3, label=f"{arm} s{seed}")
+            _write_sweep(runs / arm / f"s{seed}" / "sweep", train, arm)
+
+
+def test_default_selection_is_the_papers_comparison_not_the_first_names(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    _ablation_tree(runs)
+    at = open_page(runs, "training", monkeypatch)
+    assert at.multiselect(key="train_runs").value == ["dsdr/s0/train", "grpo/s0/train"]
+    assert at.multiselect(key="sweep_runs").value == ["dsdr/s0/sweep", "grpo/s0/sweep"]
+    at = open_page(runs, "evaluation", monkeypatch)  # a sweep's runs inherit its training run's algorithm
+    assert at.multiselect(key="eval_runs").value == ["dsdr/s0/sweep/step_000006", "grpo/s0/sweep/step_000006"]
+    # without algorithms recorded, the first runs by name, as before
+    assert data.default_selection(["a", "b", "c", "d", "e"], {}) == ["a", "b", "c", "d"]
+    assert data.default_selection(["a", "b", "c"], {"a": "dapo", "b": "dapo", "c": "darling"}) == ["a", "c"]
+
+
+def test_a_sweep_is_requested_by_its_directory(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    _ablation_tree(runs)
+    at = open_page(runs, "training", monkeypatch, run="darling/s1/sweep")
+    assert not texts(at, "warning"), texts(at, "warning")
+    assert at.multiselect(key="sweep_runs").value == ["darling/s1/sweep"]
+    assert at.multiselect(key="train_runs").value == ["darling/s1/train"]  # the run the sweep evaluates
+    at = open_page(runs, "evaluation", monkeypatch, run="darling/s1/sweep")
+    assert at.multiselect(key="eval_runs").value == ["darling/s1/sweep/step_000006", "darling/s1/sweep/step_000012"]
+    # one checkpoint's run selects its sweep on the training page
+    at = open_page(runs, "training", monkeypatch, run="dapo/s1/sweep/step_000012")
+    assert at.multiselect(key="sweep_runs").value == ["dapo/s1/sweep"]

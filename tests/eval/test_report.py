@@ -251,6 +251,27 @@ def test_avg_metric_falls_back_to_avg_n_with_few_rollouts(tmp_path, data_dir):
     assert "Avg@n" in tables.to_markdown(table)
 
 
+def test_published_rows_fill_the_avg_n_column_with_the_papers_avg16(tmp_path, data_dir):
+    # n < 16: the table's second column is Avg@n, and the note says the published rows show the paper's
+    # Avg@16 there; the cells must then hold those printed values, not "-" (the paper has no avg@n)
+    quick = {"name": "quick", "phases": [{"phase": "pass1", "n": 1, "temperature": 0.1, "top_p": 0.9},
+                                         {"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9}],
+             "max_tokens": 256, "seed": 0}
+    run_dir = make_scored_run(tmp_path / "quick", data_dir, label="quick", accuracy=0.5, protocol=quick,
+                              benchmarks={"math500": 4})
+    raw = json.loads((Path(tables.__file__).parents[1] / "data" / "paper_table1.json").read_text())
+    block = next(b for b in raw["blocks"] if b["id"] == "qwen3-4b")
+    table = tables.build_table1([load_run(run_dir)], reference.select_reference("paper:qwen3-4b"), avg_metric="avg@n")
+    published = [row for row in table.rows if row.source == "published"]
+    assert len(published) == len(block["rows"]) > 0
+    for row, source in zip(published, block["rows"]):
+        for bench in ("math500", "average"):
+            cell = row.cells[(bench, "avg@n")]
+            assert cell.printed == source["cells"][bench]["avg@16"]
+            assert row.cells[(bench, "pass1")].printed == source["cells"][bench]["pass1"]
+    assert "Published rows show the paper's Avg@16 in the Avg@n column." in table.notes
+
+
 @pytest.mark.slow  # fixture_runs scores its runs' diversity with MiniLM (26 s, once per session)
 def test_bad_inputs_give_clear_errors(fixture_runs, tmp_path):
     with pytest.raises(DsdrError, match="invalid JSON"):

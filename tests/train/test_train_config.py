@@ -239,3 +239,52 @@ def test_an_unregistered_name_is_a_config_error():
     for key in ("reward", "adv_estimator", "policy_loss"):
         with pytest.raises(DsdrError, match=f"config key {key}: unknown 'nope'"):
             C.config_from_sources(yaml_path=None, cli=base, overrides={key: "nope"})
+
+
+# ------------------------------------------------------------------ shipped configs, by name from anywhere
+
+
+def test_a_shipped_config_is_named_from_any_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # outside the repository: a repo path like dsdr_train/configs/... does not exist here
+    shipped = Path(C.__file__).parent / "configs"
+    by_name = C.config_from_sources(yaml_path="cpu_demo", cli=dict(REQUIRED), overrides={})
+    by_path = C.config_from_sources(yaml_path=str(shipped / "cpu_demo.yaml"), cli=dict(REQUIRED), overrides={})
+    assert by_name == by_path and by_name.group_size == 4
+    # the docs' older spelling (a repository path) names the shipped copy too
+    assert C.config_from_sources(yaml_path="dsdr_train/configs/paper_dsdr.yaml", cli=dict(REQUIRED),
+                                 overrides={}).objective.algo == "dsdr"
+    with pytest.raises(DsdrError, match=r"nosuch: no such file.*paper_dsdr.*accelerate/zero2"):
+        C.config_from_sources(yaml_path="nosuch", cli=dict(REQUIRED), overrides={})
+    # a file in the working directory wins over a shipped name
+    (tmp_path / "cpu_demo").write_text("group_size: 6\n")
+    assert C.config_from_sources(yaml_path="cpu_demo", cli=dict(REQUIRED), overrides={}).group_size == 6
+
+
+def test_where_prints_every_shipped_file_and_one_path(capsys):
+    from dsdr_train.cli import main
+
+    assert main(["--where"]) == 0
+    listing = capsys.readouterr().out
+    package = Path(C.__file__).parent
+    for path in [*(package / "configs").glob("*.yaml"), *(package / "configs" / "accelerate").glob("*.yaml"),
+                 package / "integrations" / "verl" / "paper_runs.sh"]:
+        assert str(path) in listing
+    assert main(["--where", "accelerate/zero2"]) == 0
+    assert capsys.readouterr().out.strip() == str(package / "configs" / "accelerate" / "zero2.yaml")
+    assert main(["--where", "verl/nosuch.sh"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "verl/nosuch.sh: no such file" in err
+
+
+def test_every_file_where_lists_is_in_the_wheel():
+    # `--where` and `--config NAME` promise an installed copy: each such file must match pyproject's package-data
+    import fnmatch
+    import tomllib
+
+    from dsdr_train.packaged import PACKAGE_DIR, packaged_files
+
+    pyproject = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["dsdr_train"]
+    for name, path in packaged_files().items():
+        rel = path.relative_to(PACKAGE_DIR).as_posix()
+        assert any(fnmatch.fnmatch(rel, g) for g in globs), f"{name} ({rel}) is not shipped in the wheel"
