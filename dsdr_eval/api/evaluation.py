@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from dsdr_eval.api.options import RunOptions
+from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -77,7 +77,7 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
 
 def _openai_options(options: RunOptions) -> tuple[Any, dict[str, Any] | None]:
     """The endpoint and --extra-body of ``--backend openai``, checked (cheap: no connection made)."""
-    from dsdr_eval.cli.args import MODEL_ENDPOINT, endpoint_config  # the endpoint options, spelled as the CLI's
+    from dsdr_eval.options.endpoint import MODEL_ENDPOINT, endpoint_config
     from dsdr_eval.openai_api.client import split_base_urls
 
     if not split_base_urls(options.base_url):

@@ -14,7 +14,7 @@ from dsdr_eval import sweepdir
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.api.evaluation import EngineFactory, RunOutcome, run_evaluation
-from dsdr_eval.api.options import RunOptions
+from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.errors import DsdrError
 
 # Run options that are per checkpoint or per call, not settings of the sweep's numbers.

@@ -12,7 +12,7 @@ import pytest
 from helpers.fault_server import FaultServer
 
 from dsdr_eval.api.evaluation import RunOutcome, run_evaluation
-from dsdr_eval.api.options import RunOptions
+from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.cli.run import print_outcome
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 
