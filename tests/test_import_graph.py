@@ -149,10 +149,10 @@ def _one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
 def test_the_graph_sees_lazy_imports_and_packages():
     graph = import_graph()
     assert "dsdr_eval.cli" in graph and "dsdr_eval.cli.run" in graph
-    # `dsdr-eval run` imports the library inside a function, and the library the runner: those edges
+    # `dsdr-eval run` imports the library inside a function, and the library its steps: those edges
     # must be in the graph.
-    assert "dsdr_eval.api.evaluation" in graph["dsdr_eval.cli.run"]
-    assert "dsdr_eval.runner" in graph["dsdr_eval.api.evaluation"]
+    assert "dsdr_eval.run.evaluation" in graph["dsdr_eval.cli.run"]
+    assert "dsdr_eval.run.generate" in graph["dsdr_eval.run.evaluation"]
 
 
 def test_synthetic_cycle_is_found():

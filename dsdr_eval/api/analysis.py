@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.options.commands import (DiversityOptions, ImportOptions, JudgeOptions, ReportCommandOptions,
-                                        ScoreOptions)
+from dsdr_eval.options.commands import DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, ScoreOptions
 
 
 def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
@@ -159,15 +158,11 @@ def run_judging(options: JudgeOptions) -> JudgeOutcome:
     return JudgeOutcome(model=endpoint.model, blocks=blocks)
 
 
-def run_report(options: ReportCommandOptions, command: list[str]) -> dict[str, Any]:
+def run_report(options: ReportOptions, command: list[str]) -> dict[str, Any]:
     """Write the report directory ``options.out``; returns its record (report.json's content, as
     ``make_report`` returns it). ``command`` goes to report.json."""
-    from dsdr_eval.reporting.build import ReportOptions, make_report
+    from dsdr_eval.reporting.build import make_report
     from dsdr_eval.reporting.reference import select_reference
 
     select_reference(options.reference)  # an unknown reference fails before any run is read
-    return make_report(ReportOptions(
-        runs=tuple(options.runs), out=options.out, labels=tuple(options.label), reference=options.reference,
-        allow_mixed=options.allow_mixed, with_ci=options.ci, avg_metric=options.avg_metric, digits=options.digits,
-        baseline=options.baseline, bootstrap=options.bootstrap, seed=options.seed, compare=not options.no_compare,
-        train_runs=tuple(options.train), smoothing=options.smoothing, title=options.title, command=tuple(command)))
+    return make_report(options, command=command)

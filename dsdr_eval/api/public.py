@@ -22,10 +22,10 @@ from typing import Any, Callable
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.api.analysis import run_diversity, run_import, run_judging, run_report, run_score
-from dsdr_eval.api.evaluation import run_evaluation
+from dsdr_eval.run.evaluation import run_evaluation
 from dsdr_eval.api.sweeping import run_sweep
 from dsdr_eval.options import commands
-from dsdr_eval.options.commands import (DiversityOptions, ImportOptions, JudgeOptions, ReportCommandOptions, RunOptions,
+from dsdr_eval.options.commands import (DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, RunOptions,
                                         ScoreOptions)
 from dsdr_eval.options.schema import Option, checked, signature
 from dsdr_eval.rundir.results import RunResults, load_run
@@ -154,7 +154,7 @@ def report(*args: Any, **kwargs: Any) -> dict[str, Any]:
     given = {key: _paths(key, value) if key in ("runs", "label", "train") else value
              for key, value in _bind(report, args, kwargs).items()}
     runs_given, command = given.pop("runs"), given.pop("command")  # runs: checked as paths here, not as a comma-list
-    options = ReportCommandOptions(runs=runs_given, **checked(commands.REPORT, "report", given))
+    options = ReportOptions(runs=runs_given, **checked(commands.REPORT, "report", given))
     return run_report(options, command=command or _call_record("report", options))
 
 

@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     from dsdr_eval.api.analysis import run_report
     from dsdr_eval.cli.args import from_namespace
 
-    report = run_report(from_namespace(commands.ReportCommandOptions, args), command=_command_line(args))
+    report = run_report(from_namespace(commands.ReportOptions, args), command=_command_line(args))
     skipped = [p for p in report["plots"] if p["skipped"]]
     print(f"report written to {args.out}/README.md ({len(report['files'])} files)")
     if report["mixed_protocols"]:

@@ -1,6 +1,6 @@
 """``dsdr-eval run``: generate, grade and score a model on math benchmarks (resumable).
 
-Parses the options, calls the library (``dsdr_eval.api.evaluation.run_evaluation``, which
+Parses the options, calls the library (``dsdr_eval.run.evaluation.run_evaluation``, which
 ``dsdr_eval.evaluate`` calls too) and prints the summary.
 
     dsdr-eval run --model MODEL --benchmarks aime24,aime25,math500,minerva,olympiadbench \\
@@ -19,7 +19,7 @@ from dsdr_eval.options import commands
 from dsdr_eval.options.parser import add_options
 
 if TYPE_CHECKING:  # the library loads when the subcommand runs, not for --help
-    from dsdr_eval.api.evaluation import RunOutcome
+    from dsdr_eval.run.finish import RunOutcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def _print_summary(metrics: dict[str, Any]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.run.evaluation import run_evaluation
     from dsdr_eval.cli.args import from_namespace
 
     result = run_evaluation(from_namespace(commands.RunOptions, args))

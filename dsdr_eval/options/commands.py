@@ -323,7 +323,7 @@ REPORT: tuple[Option, ...] = (
            help="EMA weight of the past for the training curves, 0 (none) to <1 (default 0)"),
     Option("title", "--title", help="report title (default: the --out directory name)"),
 )
-ReportCommandOptions: Any = options_class("ReportCommandOptions", REPORT, "Every ``dsdr-eval report`` option.")
+ReportOptions: Any = options_class("ReportOptions", REPORT, "Every ``dsdr-eval report`` option (what ``dsdr_eval.reporting.build.make_report`` takes).")
 
 # name -> (options, description of its --help; None: the subcommand's one-line help)
 COMMANDS: dict[str, tuple[tuple[Option, ...], str | None]] = {

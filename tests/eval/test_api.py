@@ -16,7 +16,7 @@ from helpers.fault_server import FaultServer
 from helpers.fixtures_runs import make_scored_run
 
 import dsdr_eval
-from dsdr_eval.options.commands import (COMMANDS, DiversityOptions, ImportOptions, JudgeOptions, ReportCommandOptions,
+from dsdr_eval.options.commands import (COMMANDS, DiversityOptions, ImportOptions, JudgeOptions, ReportOptions,
                                         RunOptions, ScoreOptions)
 from dsdr_eval.api.sweeping import eval_settings
 from dsdr_eval.backends.base import Backend, Completion, RequestResult
@@ -33,7 +33,7 @@ API = {
     "import": (dsdr_eval.import_results, ImportOptions, set()),
     "diversity": (dsdr_eval.diversity, DiversityOptions, set()),
     "judge": (dsdr_eval.judge, JudgeOptions, set()),
-    "report": (dsdr_eval.report, ReportCommandOptions, set()),
+    "report": (dsdr_eval.report, ReportOptions, set()),
     "sweep": (dsdr_eval.sweep, None, {"model"}),  # the sweep refuses --model: each checkpoint is the model
 }
 
