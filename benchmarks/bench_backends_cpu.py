@@ -35,8 +35,8 @@ os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 def run_backend(backend: str, args: argparse.Namespace, out: Path) -> dict:
     """One `dsdr-eval run` with ``--backend BACKEND``; its timings and its outputs' statistics."""
-    from dsdr_eval.api.evaluation import run_evaluation
-    from dsdr_eval.api.options import RunOptions
+    from dsdr_eval.run.evaluation import run_evaluation
+    from dsdr_eval.options.commands import RunOptions
 
     options = RunOptions(model=args.model, backend=backend, benchmarks=[args.benchmark], limit=args.limit,
                          protocol="quick", n=args.n, max_tokens=args.max_tokens, seed=0, data_dir=args.data_dir,

@@ -1,6 +1,6 @@
 """How much of `dsdr-eval run`'s wall time is not generation (target: <= 5 %).
 
-Runs one fixed small evaluation per backend through the real code path (dsdr_eval.api.evaluation.run_evaluation)
+Runs one fixed small evaluation per backend through the real code path (dsdr_eval.run.evaluation.run_evaluation)
 and splits its wall time into: load (model/engine start incl. vLLM's torch.compile, benchmark
 loading, config), plan
 (prompt rendering), generation (inside the backend, minus the time spent writing samples),
@@ -35,8 +35,8 @@ os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 
 def run_once(backend: str, args: argparse.Namespace, out: Path) -> dict:
-    from dsdr_eval.api.evaluation import run_evaluation
-    from dsdr_eval.api.options import RunOptions
+    from dsdr_eval.run.evaluation import run_evaluation
+    from dsdr_eval.options.commands import RunOptions
 
     options = RunOptions(model=args.served_model if backend == "openai" else args.model, backend=backend,
                          benchmarks=[args.benchmark], limit=args.limit, protocol="quick", n=args.n,

@@ -12,7 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dsdr_eval.cli.args import OneLineParser, nonempty, port
+from dsdr_eval.options.checks import nonempty, port
+from dsdr_eval.options.parser import OneLineParser, add_options
+from dsdr_eval.options.schema import FLAG, Option
 
 APP = Path(__file__).resolve().parent / "app.py"
 
@@ -27,12 +29,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = OneLineParser(prog="dsdr-dashboard", description=(
         "Start the dsdr Streamlit dashboard (training dynamics, evaluation, samples) headless, bound to "
         "127.0.0.1 by default. It only reads the runs directory."))
-    parser.add_argument("--runs", default=os.environ.get("DSDR_RUNS_DIR", "runs"),
-                        help="directory holding run directories (default: $DSDR_RUNS_DIR or ./runs)")
-    parser.add_argument("--port", type=port, default=8501, help="port, 1-65535 (default 8501)")
-    parser.add_argument("--host", default="127.0.0.1", type=nonempty,
-                        help="address to bind (default 127.0.0.1; anything else exposes your runs to the network)")
-    parser.add_argument("--print-command", action="store_true", help="print the streamlit command and exit")
+    add_options(parser, (
+        Option("runs", "--runs", default=os.environ.get("DSDR_RUNS_DIR", "runs"),
+               help="directory holding run directories (default: $DSDR_RUNS_DIR or ./runs)"),
+        Option("port", "--port", check=port, default=8501, help="port, 1-65535 (default 8501)"),
+        Option("host", "--host", default="127.0.0.1", check=nonempty,
+               help="address to bind (default 127.0.0.1; anything else exposes your runs to the network)"),
+        Option("print_command", "--print-command", kind=FLAG, default=False,
+               help="print the streamlit command and exit"),
+    ))
     return parser.parse_args(argv)
 
 

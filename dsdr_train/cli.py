@@ -14,34 +14,42 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.cli.args import OneLineParser
+from dsdr_eval.options.parser import OneLineParser, add_options
+from dsdr_eval.options.schema import FLAG, Option
 from dsdr_eval.errors import DsdrError, os_error_line
 from dsdr_eval.rundir.checkpoints import CHECKPOINTS
 
 
-def build_parser() -> OneLineParser:
+def options() -> tuple[Option, ...]:
+    """The options of dsdr-train, declared once (the parser and tests/test_docs.py read them)."""
     from dsdr_train.config import ALGOS
 
+    return (
+        Option("algo", "--algo", choices=tuple(ALGOS), help="objective (default grpo, or the YAML's algo)"),
+        Option("model", "--model", help="policy: HF dir, hub id or alias (smollm2-135m)"),
+        Option("train_data", "--train-data", help="JSONL with problem/answer, or a hub dataset id"),
+        Option("out", "--out", help="run directory"),
+        Option("engine", "--engine", choices=("compact", "trl"),
+               help="training engine: compact (default) | trl (TRL GRPOTrainer under accelerate launch)"),
+        Option("config", "--config", help="YAML file of config keys, or a shipped config by name (cpu_demo, "
+                                          "paper_dsdr, ...; see --where)"),
+        Option("resume", "--resume", kind=FLAG, default=False,
+               help="continue RUN_DIR from its last checkpoint (config read from RUN_DIR/config.json; "
+                    "key=value overrides still apply, e.g. total_steps=200)"),
+        Option("help_config", "--help-config", kind=FLAG, default=False, help="print every config field and exit"),
+        Option("where", "--where", nargs="?", const="", metavar="NAME",
+               help="print where the shipped configs and scripts are installed, or the path of one "
+                    "(e.g. accelerate/zero2, verl/paper_runs.sh) and exit"),
+        Option("overrides", None, nargs="*", metavar="key=value", help="config overrides"),
+    )
+
+
+def build_parser() -> OneLineParser:
     p = OneLineParser(prog="dsdr-train", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Config precedence: field defaults < algorithm defaults < --config YAML < "
-                                       "flags < key=value overrides. See --help-config.")
-    p.add_argument("--algo", choices=ALGOS, help="objective (default grpo, or the YAML's algo)")
-    p.add_argument("--model", help="policy: HF dir, hub id or alias (smollm2-135m)")
-    p.add_argument("--train-data", help="JSONL with problem/answer, or a hub dataset id")
-    p.add_argument("--out", help="run directory")
-    p.add_argument("--engine", choices=("compact", "trl"),
-                   help="training engine: compact (default) | trl (TRL GRPOTrainer under accelerate launch)")
-    p.add_argument("--config", help="YAML file of config keys, or a shipped config by name (cpu_demo, paper_dsdr, ...; "
-                                    "see --where)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue RUN_DIR from its last checkpoint (config read from RUN_DIR/config.json; "
-                        "key=value overrides still apply, e.g. total_steps=200)")
-    p.add_argument("--help-config", action="store_true", help="print every config field and exit")
-    p.add_argument("--where", nargs="?", const="", metavar="NAME",
-                   help="print where the shipped configs and scripts are installed, or the path of one "
-                        "(e.g. accelerate/zero2, verl/paper_runs.sh) and exit")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+                      formatter_class=argparse.RawDescriptionHelpFormatter,
+                      epilog="Config precedence: field defaults < algorithm defaults < --config YAML < "
+                             "flags < key=value overrides. See --help-config.")
+    add_options(p, options())
     return p
 
 

@@ -10,17 +10,19 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 
-from dsdr_eval.cli import SUBCOMMANDS, build_parser
-from dsdr_train.cli import build_parser as build_train_parser
+from dsdr_eval.cli import SUBCOMMANDS
+from dsdr_eval.options.commands import COMMANDS
+from dsdr_eval.options.schema import Option
+from dsdr_train.cli import options as train_options
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -109,15 +111,9 @@ def mentions(text: str, phrase: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text) is not None
 
 
-def visible_options(parser: argparse.ArgumentParser) -> list[str]:
-    return [option for action in parser._actions if action.help != argparse.SUPPRESS
-            for option in action.option_strings if option.startswith("--") and option != "--help"]
-
-
-def subcommand_parser(name: str) -> argparse.ArgumentParser:
-    parser = build_parser(name)
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return subparsers.choices[name]
+def visible_options(options: Sequence[Option]) -> list[str]:
+    """The flags --help shows (the declarations the parser is built from; old spellings are hidden)."""
+    return [option.flag for option in options if option.flag is not None and not option.hidden]
 
 
 @pytest.mark.parametrize("page", doc_pages(), ids=lambda p: str(p.relative_to(REPO)))
@@ -146,19 +142,19 @@ def test_every_dsdr_eval_subcommand_and_option_is_documented(name):
     command = f"dsdr-eval {name}"
     assert mentions(headings, command) or mentions(spans, command), \
         f"`{command}` is neither a heading nor a code span in docs/"
-    missing = [option for option in visible_options(subcommand_parser(name)) if not mentions(spans, option)]
+    missing = [option for option in visible_options(COMMANDS[name][0]) if not mentions(spans, option)]
     assert missing == [], f"options of `{command}` not documented in a code span of docs/: {missing}"
 
 
 def test_every_dsdr_train_flag_engine_and_algo_is_documented():
     _, spans = documented_text()
-    parser = build_train_parser()
-    missing = [option for option in visible_options(parser) if not mentions(spans, option)]
-    for action in parser._actions:
-        if action.dest == "engine":
-            missing += [f"--engine {engine}" for engine in action.choices if not mentions(spans, f"--engine {engine}")]
-        elif action.dest == "algo":
-            missing += [algo for algo in action.choices if not mentions(spans, algo)]
+    options = train_options()
+    missing = [option for option in visible_options(options) if not mentions(spans, option)]
+    for option in options:
+        if option.name == "engine":
+            missing += [f"--engine {engine}" for engine in option.choices if not mentions(spans, f"--engine {engine}")]
+        elif option.name == "algo":
+            missing += [algo for algo in option.choices if not mentions(spans, algo)]
     assert missing == [], f"dsdr-train flags / engines / algorithms not documented in docs/: {missing}"
 
 

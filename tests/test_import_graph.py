@@ -149,10 +149,10 @@ def _one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
 def test_the_graph_sees_lazy_imports_and_packages():
     graph = import_graph()
     assert "dsdr_eval.cli" in graph and "dsdr_eval.cli.run" in graph
-    # `dsdr-eval run` imports the library inside a function, and the library the runner: those edges
+    # `dsdr-eval run` imports the library inside a function, and the library its steps: those edges
     # must be in the graph.
-    assert "dsdr_eval.api.evaluation" in graph["dsdr_eval.cli.run"]
-    assert "dsdr_eval.runner" in graph["dsdr_eval.api.evaluation"]
+    assert "dsdr_eval.run.evaluation" in graph["dsdr_eval.cli.run"]
+    assert "dsdr_eval.run.generate" in graph["dsdr_eval.run.evaluation"]
 
 
 def test_synthetic_cycle_is_found():
@@ -166,3 +166,24 @@ def test_no_import_cycles():
     components = strongly_connected(graph)
     assert not components, "import cycles: " + "; ".join(
         f"{' -> '.join(_one_cycle(graph, c))} (circle of {len(c)} modules: {', '.join(c)})" for c in components)
+
+
+CLI = "dsdr_eval.cli"
+
+
+def cli_importers(graph: dict[str, set[str]]) -> list[str]:
+    """``importer -> dsdr_eval.cli...`` for every module outside ``dsdr_eval.cli`` that imports the CLI (the
+    library, the trainer and the dashboard may not: the CLI is built on the library, never the reverse)."""
+    return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                  if module != CLI and not module.startswith(CLI + ".")
+                  for target in targets if target == CLI or target.startswith(CLI + "."))
+
+
+def test_the_library_never_imports_the_cli():
+    assert cli_importers(import_graph()) == []
+
+
+def test_a_library_import_of_the_cli_is_found():
+    graph = {"dsdr_eval.api.public": {"dsdr_eval.cli.args"}, "dsdr_eval.cli.run": {"dsdr_eval.api.public"},
+             "dsdr_eval.cli": set(), "dsdr_eval.cli.args": set(), "dsdr_train.cli": {"dsdr_eval.cli"}}
+    assert cli_importers(graph) == ["dsdr_eval.api.public -> dsdr_eval.cli.args", "dsdr_train.cli -> dsdr_eval.cli"]

@@ -1,30 +1,16 @@
 """``dsdr-eval score``, ``import``, ``diversity``, ``judge`` and ``report`` as library calls on frozen
-options (the fields are the CLI options: same names, same defaults). The CLI and the keyword API
+options (``dsdr_eval.options.commands``: the declared options, the CLI's too). The CLI and the keyword API
 (``dsdr_eval.score`` ...) both call these; the CLI prints what they return. Heavy libraries are imported inside the functions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval.errors import DsdrError
-
-
-@dataclass(frozen=True)
-class ScoreOptions:
-    """Every ``dsdr-eval score`` option."""
-
-    path: str
-    out: str | None = None
-    timeout: float = 5.0
-    workers: int | None = None
-    bootstrap: int = 1000
-    seed: int = 0
-    no_progress: bool = False
-    rounded_fraction_tolerance: bool = False
-    extraction: str | None = None
+from dsdr_eval.options.commands import DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, ScoreOptions
 
 
 def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
@@ -55,29 +41,6 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
     return out, metrics
 
 
-@dataclass(frozen=True)
-class ImportOptions:
-    """Every ``dsdr-eval import`` option (``tool`` is ``--from``, a Python keyword)."""
-
-    path: str
-    out: str
-    tool: str = "auto"
-    benchmark: str | None = None
-    data_dir: str | None = None
-    label: str | None = None
-    strict: bool = False
-    extraction: str | None = None
-    lm_eval_filter: str | None = None
-    step: int | None = None
-    batch_input: str | None = None
-    id_field: str = "id"
-    gold_field: str = "answer"
-    completion_field: str = "completion"
-    problem_field: str = "problem"
-    prompt_field: str | None = None
-    correct_field: str | None = None
-
-
 def run_import(options: ImportOptions, command: list[str]) -> Any:
     """Write ``options.out`` (samples.jsonl + config.json) from another tool's results; returns the
     importer's record (``dsdr_eval.importers.write.import_run``). ``command`` goes to config.json."""
@@ -94,31 +57,10 @@ def run_import(options: ImportOptions, command: list[str]) -> Any:
                           batch_input=options.batch_input, strict=options.strict, extraction=options.extraction)
 
 
-@dataclass(frozen=True)
-class DiversityOptions:
-    """Every ``dsdr-eval diversity`` option (the judge endpoint's as ``add_openai_arguments`` names them)."""
-
-    run_dir: str
-    encoder: str | None = None
-    partition: str = "embedding"
-    threshold: float | None = None
-    chunked: bool = False
-    device: str = "cpu"
-    batch_size: int = 64
-    no_progress: bool = False
-    judge_model: str | None = None
-    judge_base_url: list[str] | None = None
-    judge_api_key_env: str | None = None
-    max_concurrency: int | None = None
-    max_retries: int | None = None
-    timeout_s: float | None = None
-    backoff_base_s: float | None = None
-
-
 def _equivalence(options: DiversityOptions) -> Any:
     """The pair equivalence of ``partition`` (the judge options only apply to ``partition='judge'``).
     Built before the encoder loads, so a bad option costs no model load."""
-    from dsdr_eval.cli.args import JUDGE_ENDPOINT, endpoint_options, given_endpoint_options
+    from dsdr_eval.options.endpoint import JUDGE_ENDPOINT, endpoint_options, given_endpoint_options
     from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
 
     method, _ = check_partition_spec(options.partition)
@@ -148,36 +90,6 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
                                          progress=not options.no_progress, device=options.device, log=log)
     finally:
         equivalence.close()
-
-
-@dataclass(frozen=True)
-class JudgeOptions:
-    """Every ``dsdr-eval judge`` option (the judge endpoint's as ``add_openai_arguments`` names them)."""
-
-    run_dir: str
-    judge_model: str
-    judge_base_url: list[str] | None = None
-    judge_api_key_env: str | None = None
-    max_concurrency: int | None = None
-    max_retries: int | None = None
-    timeout_s: float | None = None
-    backoff_base_s: float | None = None
-    benchmarks: str | None = None
-    limit: int | None = None
-    max_rollouts: int = 32
-    correct_only: bool = False
-    phase: str = "sampling"
-    judge_temperature: float = 0.0
-    judge_max_tokens: int = 512
-    response_format: str | None = None
-    json_mode: bool = False
-    max_rollout_chars: int = 6000
-    max_prompt_chars: int = 100_000
-    cache_dir: str | None = None
-    no_cache: bool = False
-    retry_failed: bool = False
-    allow_failures: bool = False
-    no_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -232,7 +144,7 @@ def run_judging(options: JudgeOptions) -> JudgeOutcome:
     """LLM-judge diversity of a run directory's rollouts: writes judge.jsonl, the 'judge' key of each judged
     benchmark in metrics.json and config.json's 'judge'. Failed problems are counted in the blocks, not
     raised (``allow_failures`` is the caller's policy: the CLI's exit status, the API's exception)."""
-    from dsdr_eval.cli.args import JUDGE_ENDPOINT, endpoint_config
+    from dsdr_eval.options.endpoint import JUDGE_ENDPOINT, endpoint_config
     from dsdr_eval.llm_judge.run import run_judge
     from dsdr_eval.openai_api.client import OpenAICompatClient
     from dsdr_eval.rundir.directory import require_run_dir, writer_lock
@@ -246,37 +158,11 @@ def run_judging(options: JudgeOptions) -> JudgeOutcome:
     return JudgeOutcome(model=endpoint.model, blocks=blocks)
 
 
-@dataclass(frozen=True)
-class ReportCommandOptions:
-    """Every ``dsdr-eval report`` option. (``dsdr_eval.reporting.build.ReportOptions`` is what the report
-    builder takes, in its own names: ``labels``, ``with_ci``, ``compare``, ``train_runs``.)"""
-
-    runs: list[str]
-    out: str
-    label: list[str] = field(default_factory=list)
-    reference: str | None = None
-    allow_mixed: bool = False
-    ci: bool = False
-    avg_metric: str = "auto"
-    digits: int = 1
-    baseline: str | None = None
-    bootstrap: int = 2000
-    seed: int = 0
-    no_compare: bool = False
-    train: list[str] = field(default_factory=list)
-    smoothing: float = 0.0
-    title: str | None = None
-
-
-def run_report(options: ReportCommandOptions, command: list[str]) -> dict[str, Any]:
+def run_report(options: ReportOptions, command: list[str]) -> dict[str, Any]:
     """Write the report directory ``options.out``; returns its record (report.json's content, as
     ``make_report`` returns it). ``command`` goes to report.json."""
-    from dsdr_eval.reporting.build import ReportOptions, make_report
+    from dsdr_eval.reporting.build import make_report
     from dsdr_eval.reporting.reference import select_reference
 
     select_reference(options.reference)  # an unknown reference fails before any run is read
-    return make_report(ReportOptions(
-        runs=tuple(options.runs), out=options.out, labels=tuple(options.label), reference=options.reference,
-        allow_mixed=options.allow_mixed, with_ci=options.ci, avg_metric=options.avg_metric, digits=options.digits,
-        baseline=options.baseline, bootstrap=options.bootstrap, seed=options.seed, compare=not options.no_compare,
-        train_runs=tuple(options.train), smoothing=options.smoothing, title=options.title, command=tuple(command)))
+    return make_report(options, command=command)

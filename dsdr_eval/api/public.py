@@ -1,7 +1,8 @@
 """The Python API: one function per ``dsdr-eval`` subcommand, for notebooks and scripts.
 
 Each keyword is the CLI option of the same name (``--max-tokens`` -> ``max_tokens``, ``--from`` ->
-``tool``) with the same default, and its value is checked as the CLI checks it (``DsdrError`` in one
+``tool``) with the same default: a function's signature is made from its subcommand's declared options
+(``dsdr_eval.options.commands``), and a value is checked as the CLI checks it (``DsdrError`` in one
 line). The functions write the same run directory, with the same files and one writer lock per
 directory, as the CLI, and return what ``load_run`` reads back (docs/python_api.md)::
 
@@ -13,50 +14,51 @@ directory, as the CLI, and return what ``load_run`` reads back (docs/python_api.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.api.analysis import (DiversityOptions, ImportOptions, JudgeOptions, ReportCommandOptions,
-                                    ScoreOptions, run_diversity, run_import, run_judging, run_report, run_score)
-from dsdr_eval.api.evaluation import EngineFactory, run_evaluation
-from dsdr_eval.api.options import RunOptions, checked
+from dsdr_eval.api.analysis import run_diversity, run_import, run_judging, run_report, run_score
+from dsdr_eval.run.evaluation import run_evaluation
 from dsdr_eval.api.sweeping import run_sweep
+from dsdr_eval.options import commands
+from dsdr_eval.options.commands import (DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, RunOptions,
+                                        ScoreOptions)
+from dsdr_eval.options.schema import Option, checked, signature
 from dsdr_eval.rundir.results import RunResults, load_run
 
-# Seams and call settings of a function that are not CLI options.
-_NOT_OPTIONS = ("engine", "command")
+# Seams and call settings of a function that are not CLI options: keyword-only, after the options.
+_ENGINE = inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY, default=None)
+_COMMAND = inspect.Parameter("command", inspect.Parameter.KEYWORD_ONLY, default=None)
 
 
-def _options(command: str, caller: str, values: dict[str, Any]) -> dict[str, Any]:
-    return checked(command, caller, {k: v for k, v in values.items() if k not in _NOT_OPTIONS})
+def _declared(options: tuple[Option, ...], *extra: inspect.Parameter,
+              positional: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give ``function(*args, **kwargs)`` the signature of ``options`` (then ``extra``): ``help()`` and
+    ``inspect.signature`` show every keyword with its default, and ``_bind`` refuses an unknown one."""
+    def attach(function: Callable[..., Any]) -> Callable[..., Any]:
+        function.__signature__ = signature(options, positional=positional, extra=extra)  # type: ignore[attr-defined]
+        return function
+    return attach
 
 
-def _run_options(caller: str, values: dict[str, Any]) -> RunOptions:
-    given = dict(values)
-    model = given.pop("model", None)
-    checked_values = _options("run", caller, given)
-    return RunOptions(model=model, **checked_values)  # model: a name, path or a ResolvedModel (not checked)
+def _bind(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter of ``function``'s declared signature: given, or its default (TypeError as for a def)."""
+    bound = inspect.signature(function).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
-def evaluate(model: Any, *, benchmarks: list[str] | str, out: str | Path, revision: str | None = None,
-             data_dir: str | None = None, limit: int | None = None, subset_seed: int | None = None,
-             label: str | None = None, protocol: str = "dsdr-paper", n: int | None = None,
-             temperature: float | None = None, top_p: float | None = None, pass1_temperature: float | None = None,
-             pass1_top_p: float | None = None, phases: list[str] | None = None, max_tokens: int | None = None,
-             seed: int | None = None, extraction: str | None = None, template: str | None = None,
-             prompt_mode: str = "auto", backend: str = "auto", dtype: str = "auto", device: str = "auto",
-             batch_size: int | None = None, tensor_parallel_size: int = 1, data_parallel_size: int = 1,
-             gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, chunk_size: int = 256,
-             enforce_eager: bool = False, api: str = "chat", tokenizer: str | None = None,
-             extra_body: str | None = None, base_url: list[str] | str | None = None, api_key_env: str | None = None,
-             max_concurrency: int | None = None, max_retries: int | None = None, timeout_s: float | None = None,
-             backoff_base_s: float | None = None, grading_timeout: float = 5.0, grading_workers: int | None = None,
-             no_diversity: bool = False, force_config: bool = False, allow_mixed_models: bool = False,
-             no_progress: bool = False, engine: EngineFactory | None = None,
-             command: list[str] | None = None) -> RunResults:
+def _run_options(options: tuple[Option, ...], caller: str, values: dict[str, Any], model: Any) -> Any:
+    """``RunOptions`` of checked ``values``; ``model`` (a name, path or a ResolvedModel) is not checked."""
+    return RunOptions(model=model, **checked(options, caller, values))
+
+
+@_declared(commands.RUN, _ENGINE, _COMMAND, positional=("model",))
+def evaluate(*args: Any, **kwargs: Any) -> RunResults:
     """``dsdr-eval run``: generate, grade and score ``model`` on ``benchmarks`` into the run directory
     ``out`` (an existing one is resumed). Returns the run as ``load_run(out)`` reads it.
 
@@ -66,11 +68,13 @@ def evaluate(model: Any, *, benchmarks: list[str] | str, out: str | Path, revisi
     config.json records as the command (default: this call, ``["dsdr_eval.evaluate", ...]``).
     Samples that still failed after every retry leave the run incomplete: a warning says how many,
     the metrics cover the samples present, and the same call again retries only those."""
-    options = _run_options("evaluate", locals())
+    given = _bind(evaluate, args, kwargs)
+    engine, command, model = given.pop("engine"), given.pop("command"), given.pop("model")
+    options = _run_options(commands.RUN, "evaluate", given, model)
     outcome = run_evaluation(options, command=command or _call_record("evaluate", options), engine=engine)
     if outcome.n_missing:
-        warnings.warn(f"{outcome.n_missing} samples missing in {out} after every retry ({outcome.n_failed} failed); "
-                      "call evaluate() again to retry only those", stacklevel=2)
+        warnings.warn(f"{outcome.n_missing} samples missing in {options.out} after every retry ({outcome.n_failed} "
+                      "failed); call evaluate() again to retry only those", stacklevel=2)
     return load_run(options.out)
 
 
@@ -86,51 +90,37 @@ def _call_record(name: str, options: Any) -> list[str]:
     return [f"dsdr_eval.{name}", *given]
 
 
-def score(path: str | Path, *, out: str | Path | None = None, timeout: float = 5.0, workers: int | None = None,
-          bootstrap: int = 1000, seed: int = 0, no_progress: bool = False, rounded_fraction_tolerance: bool = False,
-          extraction: str | None = None) -> RunResults:
+@_declared(commands.SCORE)
+def score(*args: Any, **kwargs: Any) -> RunResults:
     """``dsdr-eval score``: grade a samples JSONL (``out`` required) or a run directory (in place, or
     into ``out``) and compute Pass@k / Avg@k / maj@k with bootstrap CIs. Returns ``load_run(out)``."""
-    written, _ = run_score(ScoreOptions(**_options("score", "score", locals())))
+    written, _ = run_score(ScoreOptions(**checked(commands.SCORE, "score", _bind(score, args, kwargs))))
     return load_run(written)
 
 
-def import_results(path: str | Path, *, out: str | Path, tool: str = "auto", benchmark: str | None = None,
-                   data_dir: str | None = None, label: str | None = None, strict: bool = False,
-                   extraction: str | None = None, lm_eval_filter: str | None = None, step: int | None = None,
-                   batch_input: str | None = None, id_field: str = "id", gold_field: str = "answer",
-                   completion_field: str = "completion", problem_field: str = "problem",
-                   prompt_field: str | None = None, correct_field: str | None = None,
-                   command: list[str] | None = None) -> Any:
+@_declared(commands.IMPORT, _COMMAND)
+def import_results(*args: Any, **kwargs: Any) -> Any:
     """``dsdr-eval import`` (``tool`` is ``--from``): another tool's results become the run directory
     ``out`` (samples.jsonl + config.json; ``score(out)`` grades it). Returns the importer's record
     (``n_samples``, ``n_problems``, ``benchmark``, ``config``, ``matching``). ``command``: what
     config.json records (default: this call)."""
-    options = ImportOptions(**_options("import", "import_results", locals()))
+    given = _bind(import_results, args, kwargs)
+    command = given.pop("command")
+    options = ImportOptions(**checked(commands.IMPORT, "import_results", given))
     return run_import(options, command=command or _call_record("import_results", options))
 
 
-def diversity(run_dir: str | Path, *, encoder: str | None = None, partition: str = "embedding",
-              threshold: float | None = None, chunked: bool = False, device: str = "cpu", batch_size: int = 64,
-              no_progress: bool = False, judge_model: str | None = None,
-              judge_base_url: list[str] | str | None = None, judge_api_key_env: str | None = None,
-              max_concurrency: int | None = None, max_retries: int | None = None, timeout_s: float | None = None,
-              backoff_base_s: float | None = None) -> RunResults:
+@_declared(commands.DIVERSITY)
+def diversity(*args: Any, **kwargs: Any) -> RunResults:
     """``dsdr-eval diversity``: every diversity metric of a scored run directory, merged into its
     metrics.json. Returns ``load_run(run_dir)`` (``.benchmarks[name].diversity``)."""
-    run_diversity(DiversityOptions(**_options("diversity", "diversity", locals())), log=lambda message: None)
-    return load_run(run_dir)
+    options = DiversityOptions(**checked(commands.DIVERSITY, "diversity", _bind(diversity, args, kwargs)))
+    run_diversity(options, log=lambda message: None)
+    return load_run(options.run_dir)
 
 
-def judge(run_dir: str | Path, *, judge_model: str, judge_base_url: list[str] | str | None = None,
-          judge_api_key_env: str | None = None, max_concurrency: int | None = None, max_retries: int | None = None,
-          timeout_s: float | None = None, backoff_base_s: float | None = None,
-          benchmarks: list[str] | str | None = None, limit: int | None = None, max_rollouts: int = 32,
-          correct_only: bool = False, phase: str = "sampling",
-          judge_temperature: float = 0.0, judge_max_tokens: int = 512, response_format: str | None = None,
-          json_mode: bool = False, max_rollout_chars: int = 6000, max_prompt_chars: int = 100_000,
-          cache_dir: str | Path | None = None, no_cache: bool = False, retry_failed: bool = False,
-          allow_failures: bool = False, no_progress: bool = False) -> RunResults:
+@_declared(commands.JUDGE)
+def judge(*args: Any, **kwargs: Any) -> RunResults:
     """``dsdr-eval judge``: LLM-as-judge diversity (logic, formula, semantic, overall; 0-10) of a run
     directory's rollouts through an OpenAI-compatible endpoint; writes judge.jsonl and the 'judge' key of
     each judged benchmark in metrics.json. Returns ``load_run(run_dir)`` (``.benchmarks[name].judge``).
@@ -138,26 +128,23 @@ def judge(run_dir: str | Path, *, judge_model: str, judge_base_url: list[str] | 
     Where the CLI exits 1 (a problem failed, or every one did even with ``allow_failures``), the files
     are written and a ``DsdrError`` says how many failed and why; with ``allow_failures`` and some
     problems judged, a warning says it and the call returns (the means cover the judged problems)."""
-    outcome = run_judging(JudgeOptions(**_options("judge", "judge", locals())))
+    options = JudgeOptions(**checked(commands.JUDGE, "judge", _bind(judge, args, kwargs)))
+    outcome = run_judging(options)
     if outcome.n_failed:
         what = ("every judge call failed" if outcome.n_ok == 0
                 else f"{outcome.n_failed} of {outcome.n_problems} problems failed")
-        message = (f"judge {run_dir}: {what} ({outcome.failure_summary()}); call again to retry HTTP failures "
-                   "(not cached), with retry_failed=True to ask again for unparseable cached replies")
+        message = (f"judge {options.run_dir}: {what} ({outcome.failure_summary()}); call again to retry HTTP "
+                   "failures (not cached), with retry_failed=True to ask again for unparseable cached replies")
         if outcome.n_ok == 0:  # nothing judged at all is never a success
             raise DsdrError(message)
-        if not allow_failures:
+        if not options.allow_failures:
             raise DsdrError(f"{message}; allow_failures=True returns the means of the judged problems")
         warnings.warn(message, stacklevel=2)
-    return load_run(run_dir)
+    return load_run(options.run_dir)
 
 
-# label=[] and train=[]: the CLI's defaults (the keyword test compares them); never mutated.
-def report(runs: list[str | Path] | str | Path, *, out: str | Path, label: list[str] = [],  # noqa: B006
-           reference: str | None = None, allow_mixed: bool = False, ci: bool = False, avg_metric: str = "auto",
-           digits: int = 1, baseline: str | None = None, bootstrap: int = 2000, seed: int = 0,
-           no_compare: bool = False, train: list[str | Path] = [],  # noqa: B006
-           smoothing: float = 0.0, title: str | None = None, command: list[str] | None = None) -> dict[str, Any]:
+@_declared(commands.REPORT, _COMMAND)
+def report(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """``dsdr-eval report``: the report directory ``out`` (Table 1 in Markdown/LaTeX/CSV, figures, paired
     comparisons, the protocol) of the evaluation ``runs`` (and the training runs ``train``). ``label``
     and ``train`` are lists, as the repeated ``--label`` / ``--train`` options. Returns the report record
@@ -165,9 +152,9 @@ def report(runs: list[str | Path] | str | Path, *, out: str | Path, label: list[
     ``skipped`` reasons, ``mixed_protocols``, ``comparison_warnings`` ...). ``command``: what report.json
     records (default: this call)."""
     given = {key: _paths(key, value) if key in ("runs", "label", "train") else value
-             for key, value in locals().items()}
-    runs_given = given.pop("runs")  # a positional list: checked as paths here, not as a comma-list option
-    options = ReportCommandOptions(runs=runs_given, **_options("report", "report", given))
+             for key, value in _bind(report, args, kwargs).items()}
+    runs_given, command = given.pop("runs"), given.pop("command")  # runs: checked as paths here, not as a comma-list
+    options = ReportOptions(runs=runs_given, **checked(commands.REPORT, "report", given))
     return run_report(options, command=command or _call_record("report", options))
 
 
@@ -179,32 +166,18 @@ def _paths(name: str, values: Any) -> list[str]:
     return [str(v) for v in items]
 
 
-def sweep(train_run: str | Path, *, out: str | Path, benchmarks: list[str] | str, every: int = 1,
-          include_final: bool = False, revision: str | None = None, data_dir: str | None = None,
-          limit: int | None = None, subset_seed: int | None = None, label: str | None = None,
-          protocol: str = "dsdr-paper", n: int | None = None, temperature: float | None = None,
-          top_p: float | None = None, pass1_temperature: float | None = None, pass1_top_p: float | None = None,
-          phases: list[str] | None = None, max_tokens: int | None = None, seed: int | None = None,
-          extraction: str | None = None, template: str | None = None, prompt_mode: str = "auto",
-          backend: str = "auto", dtype: str = "auto", device: str = "auto", batch_size: int | None = None,
-          tensor_parallel_size: int = 1, data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
-          max_model_len: int | None = None, chunk_size: int = 256, enforce_eager: bool = False, api: str = "chat",
-          tokenizer: str | None = None, extra_body: str | None = None, base_url: list[str] | str | None = None,
-          api_key_env: str | None = None, max_concurrency: int | None = None, max_retries: int | None = None,
-          timeout_s: float | None = None, backoff_base_s: float | None = None, grading_timeout: float = 5.0,
-          grading_workers: int | None = None, no_diversity: bool = False, force_config: bool = False,
-          allow_mixed_models: bool = False, no_progress: bool = False, engine: EngineFactory | None = None,
-          command: list[str] | None = None) -> dict[str, RunResults]:
+@_declared(commands.SWEEP, _ENGINE, _COMMAND)
+def sweep(*args: Any, **kwargs: Any) -> dict[str, RunResults]:
     """``dsdr-eval sweep``: evaluate every ``every``-th checkpoint of the training run ``train_run``
     (and final/ with ``include_final``) into ``out``/<checkpoint>/ with the run options (all of
     ``evaluate``'s but ``model``); resumable. Returns {checkpoint name: RunResults} of the evaluated
     checkpoints (sweep.json records every checkpoint's status; a failed one is warned about)."""
-    given = dict(locals())
-    every, include_final, train_run = given.pop("every"), given.pop("include_final"), given.pop("train_run")
-    checked_sweep = checked("sweep", "sweep", {"every": every, "include_final": include_final})
-    options = _run_options("sweep", given)
-    code, record = run_sweep(train_run, options, every=checked_sweep["every"],
-                             include_final=checked_sweep["include_final"],
+    given = _bind(sweep, args, kwargs)
+    engine, command, train_run = given.pop("engine"), given.pop("command"), given.pop("train_run")
+    which = checked(commands.SWEEP_OWN, "sweep", {"every": given.pop("every"),
+                                                  "include_final": given.pop("include_final")})
+    options = _run_options(commands.SWEEP, "sweep", given, None)
+    code, record = run_sweep(train_run, options, every=which["every"], include_final=which["include_final"],
                              command=command or _call_record("sweep", options), engine=engine)
     runs = {e["name"]: load_run(Path(options.out) / e["run_dir"]) for e in record["checkpoints"]
             if (Path(options.out) / e["run_dir"] / rundir.METRICS).exists()}

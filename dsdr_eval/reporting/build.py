@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.options.commands import ReportOptions
 from dsdr_eval.rundir.jsonl import read_json, write_json
 from dsdr_eval.reporting import compare, plots, reference, tables
 from dsdr_eval.reporting.readme import ReportContent, render_readme
@@ -31,27 +31,6 @@ from dsdr_eval.rundir.results import AVERAGE, RunResults, diversity_records, jud
 
 REPORT_JSON = "report.json"
 README = "README.md"
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    runs: tuple[str, ...]
-    out: str
-    labels: tuple[str, ...] = ()
-    reference: str | None = None
-    allow_mixed: bool = False
-    with_ci: bool = False
-    avg_metric: str = "auto"
-    digits: int = 1
-    baseline: str | None = None
-    bootstrap: int = 2000
-    seed: int = 0
-    compare: bool = True
-    train_runs: tuple[str, ...] = ()
-    smoothing: float = 0.0
-    title: str | None = None
-    command: tuple[str, ...] = ()  # the exact argv that made the report
-    cwd: str = field(default_factory=os.getcwd)
 
 
 def _check_out_dir(out: Path) -> list[str]:
@@ -113,16 +92,18 @@ def _select_baseline(runs: list[RunResults], baseline: str | None) -> RunResults
                     f"(labels: {', '.join(r.label for r in runs)})")
 
 
-def make_report(options: ReportOptions) -> dict[str, Any]:
-    """Write the report directory; return the report.json content. Raises DsdrError on bad input."""
-    if not options.runs and not options.train_runs:
+def make_report(options: ReportOptions, command: Sequence[str] = ()) -> dict[str, Any]:
+    """Write the report directory of ``options`` (``dsdr-eval report``'s options); return the report.json
+    content. ``command``: the exact argv that made the report (README.md and report.json show it).
+    Raises DsdrError on bad input."""
+    if not options.runs and not options.train:
         raise DsdrError("report: give at least one evaluation RUN_DIR (or --train TRAIN_RUN)")
-    if options.labels and len(options.labels) != len(options.runs):
-        raise DsdrError(f"--label given {len(options.labels)} times for {len(options.runs)} run(s); "
+    if options.label and len(options.label) != len(options.runs):
+        raise DsdrError(f"--label given {len(options.label)} times for {len(options.runs)} run(s); "
                         "give one --label per RUN_DIR, in the same order")
-    runs = [load_run(path, options.labels[i] if options.labels else None) for i, path in enumerate(options.runs)]
+    runs = [load_run(path, options.label[i] if options.label else None) for i, path in enumerate(options.runs)]
     runs = _unique_labels(runs)
-    train_runs = [load_train_run(path) for path in options.train_runs]
+    train_runs = [load_train_run(path) for path in options.train]
 
     differences = protocol_differences(runs)
     if differences and not options.allow_mixed:
@@ -139,16 +120,16 @@ def make_report(options: ReportOptions) -> dict[str, Any]:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        report = _write_report(options, runs, train_runs, differences, notes, staging)
+        report = _write_report(options, command, runs, train_runs, differences, notes, staging)
         _publish(staging, out, old_files)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return report
 
 
-def _content(options: ReportOptions, **parts: Any) -> ReportContent:
-    return ReportContent(title=options.title or Path(options.out).name, command=tuple(options.command),
-                         cwd=options.cwd, digits=options.digits, bootstrap=options.bootstrap, seed=options.seed,
+def _content(options: ReportOptions, command: Sequence[str], **parts: Any) -> ReportContent:
+    return ReportContent(title=options.title or Path(options.out).name, command=tuple(command),
+                         cwd=os.getcwd(), digits=options.digits, bootstrap=options.bootstrap, seed=options.seed,
                          **parts)
 
 
@@ -158,9 +139,9 @@ def _write_tables(options: ReportOptions, runs: list[RunResults], write: Callabl
     ref_rows = reference.select_reference(options.reference, model_hints=[r.model or "" for r in runs]
                                           + [str(r.path) for r in runs])
     table1 = tables.build_table1(runs, ref_rows, avg_metric=avg_metric)
-    table_md = tables.to_markdown(table1, digits=options.digits, with_ci=options.with_ci)
+    table_md = tables.to_markdown(table1, digits=options.digits, with_ci=options.ci)
     write("table1.md", table_md)
-    write("table1.tex", tables.to_latex(table1, digits=options.digits, with_ci=options.with_ci))
+    write("table1.tex", tables.to_latex(table1, digits=options.digits, with_ci=options.ci))
     write("table1.csv", tables.to_csv(table1))
     records = {"passk": pass_at_k_records(runs), "diversity": diversity_records(runs), "judge": judge_records(runs)}
     for name, rows in records.items():
@@ -181,7 +162,7 @@ def _paired_comparisons(options: ReportOptions, runs: list[RunResults], metrics:
     """Every run against the baseline (paired bootstrap over problems), or why none was made."""
     if len(runs) < 2:
         return {"comparison_skipped": "one evaluation run: nothing to compare"}
-    if not options.compare:
+    if options.no_compare:
         return {"comparison_skipped": "disabled (--no-compare)"}
     baseline = _select_baseline(runs, options.baseline)
     comparisons: list[compare.Comparison] = []
@@ -203,9 +184,9 @@ def _paired_comparisons(options: ReportOptions, runs: list[RunResults], metrics:
     return {"comparisons": comparisons, "comparison_warnings": comparison_warnings, "baseline": baseline}
 
 
-def _report_json(options: ReportOptions, content: ReportContent, files: list[str], **extra: Any) -> dict[str, Any]:
+def _report_json(content: ReportContent, files: list[str], **extra: Any) -> dict[str, Any]:
     return {
-        "title": content.title, "command": list(options.command), "cwd": options.cwd, "created": rundir.now_iso(),
+        "title": content.title, "command": list(content.command), "cwd": content.cwd, "created": rundir.now_iso(),
         "dsdr_version": rundir.library_versions().get("dsdr"),
         "runs": [{"label": r.label, "path": str(r.path), "model": r.model, "protocol": r.protocol.as_dict(),
                   "versions": r.protocol.versions, "provenance": dict(r.provenance.record) or None}
@@ -220,7 +201,7 @@ def _report_json(options: ReportOptions, content: ReportContent, files: list[str
     }
 
 
-def _write_report(options: ReportOptions, runs: list[RunResults], train_runs: list[TrainRun], differences: list[str],
+def _write_report(options: ReportOptions, command: Sequence[str], runs: list[RunResults], train_runs: list[TrainRun], differences: list[str],
                   notes: list[str], out: Path) -> dict[str, Any]:
     files: list[str] = []
 
@@ -246,9 +227,9 @@ def _write_report(options: ReportOptions, runs: list[RunResults], train_runs: li
                                                 smoothing=options.smoothing))
     for result in plot_results:
         files.extend(result.files)
-    content = _content(options, runs=runs, train_runs=train_runs, differences=differences, notes=notes,
+    content = _content(options, command, runs=runs, train_runs=train_runs, differences=differences, notes=notes,
                        plot_results=plot_results, **parts)
     write(README, render_readme(content))
-    report = _report_json(options, content, files, **extra)
+    report = _report_json(content, files, **extra)
     write_json(out / REPORT_JSON, report)
     return report

@@ -16,11 +16,11 @@ from helpers.fault_server import FaultServer
 from helpers.fixtures_runs import make_scored_run
 
 import dsdr_eval
-from dsdr_eval.api.analysis import DiversityOptions, ImportOptions, JudgeOptions, ReportCommandOptions, ScoreOptions
-from dsdr_eval.api.options import RunOptions, parser_options, subcommand_parser
+from dsdr_eval.options.commands import (COMMANDS, DiversityOptions, ImportOptions, JudgeOptions, ReportOptions,
+                                        RunOptions, ScoreOptions)
 from dsdr_eval.api.sweeping import eval_settings
 from dsdr_eval.backends.base import Backend, Completion, RequestResult
-from dsdr_eval.cli import main
+from dsdr_eval.cli import build_parser, main
 from dsdr_eval.errors import DsdrError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,36 +33,61 @@ API = {
     "import": (dsdr_eval.import_results, ImportOptions, set()),
     "diversity": (dsdr_eval.diversity, DiversityOptions, set()),
     "judge": (dsdr_eval.judge, JudgeOptions, set()),
-    "report": (dsdr_eval.report, ReportCommandOptions, set()),
+    "report": (dsdr_eval.report, ReportOptions, set()),
     "sweep": (dsdr_eval.sweep, None, {"model"}),  # the sweep refuses --model: each checkpoint is the model
 }
+
+
+def _cli_options(command: str) -> list:
+    """The declared options of ``command`` (what its parser is built from), but the API's exceptions."""
+    return [option for option in COMMANDS[command][0] if option.name not in API[command][2]]
 
 
 @pytest.mark.parametrize("command", list(API))
 def test_every_cli_option_is_a_keyword_with_the_same_default(command):
     function, options_class, not_keywords = API[command]
     parameters = inspect.signature(function).parameters
-    actions = [a for a in parser_options(subcommand_parser(command)) if a.dest not in not_keywords]
+    actions = _cli_options(command)
     assert actions
     for action in actions:
-        assert action.dest in parameters, f"{command}: {action.option_strings or action.dest} has no keyword"
-        parameter = parameters[action.dest]
-        if action.required or not action.option_strings:  # a positional or a required option: no default
-            assert parameter.default is inspect.Parameter.empty, f"{command}: {action.dest} must be required"
+        assert action.name in parameters, f"{command}: {action.flag or action.name} has no keyword"
+        parameter = parameters[action.name]
+        if action.required or action.flag is None:  # a positional or a required option: no default
+            assert parameter.default is inspect.Parameter.empty, f"{command}: {action.name} must be required"
         else:
             assert parameter.default == action.default and type(parameter.default) is type(action.default), \
-                f"{command}: {action.dest} defaults to {parameter.default!r}, the CLI to {action.default!r}"
+                f"{command}: {action.name} defaults to {parameter.default!r}, the CLI to {action.default!r}"
     if options_class is not None:  # the library's options are the CLI's options, no more, no fewer
-        assert {f.name for f in dataclasses.fields(options_class)} == {a.dest for a in actions}
+        assert {f.name for f in dataclasses.fields(options_class)} == {a.name for a in actions}
         for field in dataclasses.fields(options_class):
             if field.default is not dataclasses.MISSING:
                 assert field.default == parameters[field.name].default, f"{options_class.__name__}.{field.name}"
 
 
+# the required options and positionals of each subcommand, so its parser reads the defaults of the rest
+MINIMAL = {"run": ["--model", "m", "--benchmarks", "math500", "--out", "o"], "score": ["p"],
+           "import": ["p", "--out", "o"], "diversity": ["r"], "judge": ["r", "--judge-model", "j"],
+           "sweep": ["t", "--out", "o", "--benchmarks", "math500"], "report": ["--out", "o"]}
+
+
+@pytest.mark.parametrize("command", list(API))
+def test_the_cli_parser_has_exactly_the_declared_options_and_defaults(command):
+    """The declarations are the CLI's options: the parser built from them yields one value per declared
+    option (no more), and an option not given gets the declared default, the API keyword's default."""
+    assert set(COMMANDS) == set(API)
+    parsed = vars(build_parser(command).parse_args([command, *MINIMAL[command]]))
+    options = COMMANDS[command][0]
+    assert set(parsed) - {"command"} == {option.name for option in options}
+    for option in options:
+        if option.flag is not None and not option.required:
+            assert parsed[option.name] == option.default and type(parsed[option.name]) is type(option.default), \
+                (command, option.name, parsed[option.name])
+
+
 def test_sweep_settings_are_the_run_options_as_before():
     """sweep.json's ``eval`` (checked on every resume) holds the run options but the per-checkpoint ones,
     as it did when it was ``vars(args)`` of the parsed command line: an existing SWEEP_DIR resumes."""
-    dests = {a.dest for a in parser_options(subcommand_parser("run"))}
+    dests = {a.name for a in _cli_options("run")}
     settings = eval_settings(RunOptions(model=None, benchmarks=["math500"], out="x"))
     assert set(settings) == dests - {"model", "out", "label", "no_progress"}
     assert list(settings) == sorted(settings)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from helpers.fault_server import FaultServer
 
-from dsdr_eval.api.evaluation import RunOutcome, run_evaluation
-from dsdr_eval.api.options import RunOptions
+from dsdr_eval.run.evaluation import run_evaluation
+from dsdr_eval.run.finish import RunOutcome
+from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.cli.run import print_outcome
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 

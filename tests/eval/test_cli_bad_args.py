@@ -67,10 +67,10 @@ def tripwires(monkeypatch):
     import dsdr_eval.models
     import dsdr_eval.openai_api.client
     import dsdr_eval.reporting.build
-    import dsdr_eval.api.evaluation
+    import dsdr_eval.run.evaluation
     import dsdr_eval.scoring
 
-    monkeypatch.setattr(dsdr_eval.api.evaluation, "make_backend", _trip("run: built a backend"))
+    monkeypatch.setattr(dsdr_eval.run.evaluation, "make_backend", _trip("run: built a backend"))
     monkeypatch.setattr(dsdr_eval.scoring, "score_samples", _trip("score: started grading"))
     monkeypatch.setattr(dsdr_eval.diversity_metrics.semantic, "load_encoder", _trip("diversity: loaded the encoder"))
     monkeypatch.setattr(dsdr_eval.openai_api.client.OpenAICompatClient, "chat_many", _trip("judge: sent requests"))

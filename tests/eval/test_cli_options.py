@@ -46,7 +46,7 @@ def test_old_spellings_map_to_the_same_option(command: str, prefix: str, require
 
 
 def test_endpoint_defaults_per_command() -> None:
-    from dsdr_eval.cli.args import JUDGE_ENDPOINT, MODEL_ENDPOINT, endpoint_config
+    from dsdr_eval.options.endpoint import JUDGE_ENDPOINT, MODEL_ENDPOINT, endpoint_config
 
     args = argparse.Namespace(base_url=["http://a/v1"], api_key_env=None, max_concurrency=None, max_retries=None,
                               timeout_s=None, backoff_base_s=None)

@@ -26,8 +26,8 @@ def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 def _run_openai(out: Path, data_dir: Path, server, **options):
-    from dsdr_eval.api.evaluation import run_evaluation
-    from dsdr_eval.api.options import RunOptions
+    from dsdr_eval.run.evaluation import run_evaluation
+    from dsdr_eval.options.commands import RunOptions
 
     return run_evaluation(RunOptions(model="m", backend="openai", base_url=[server.base_url], benchmarks=["math500"],
                                      limit=2, protocol="quick", n=2, max_tokens=16, data_dir=str(data_dir),

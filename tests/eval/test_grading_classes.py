@@ -211,13 +211,13 @@ def test_rules_are_cheap_on_hostile_answers():
 
 
 def test_sample_rows_carry_the_answer_metadata():
-    from dsdr_eval import runner
+    from dsdr_eval.run.generate import PlannedRequest, new_sample
     from dsdr_eval.backends.base import Completion, GenerationRequest
     from dsdr_eval.protocols import Phase
 
     problem = next(p for p in load_benchmark("olympiadbench", data_dir=DATA) if p.id == "2317")
-    planned = runner.PlannedRequest("olympiadbench", problem, Phase("sampling", 1, 0.7, 0.9), 0,
+    planned = PlannedRequest("olympiadbench", problem, Phase("sampling", 1, 0.7, 0.9), 0,
                                     GenerationRequest("prompt", "q", 1, 0.7, 0.9, 8, 5))
-    row = runner.new_sample(planned, 0, Completion("\\boxed{0, -3}", "stop", 3, 4, None)).to_json()
+    row = new_sample(planned, 0, Completion("\\boxed{0, -3}", "stop", 3, 4, None)).to_json()
     assert row["answer_meta"] == {"answer_type": "Numerical", "is_multiple_answer": True}
     assert grade_samples([row], workers=1, progress=False)[0]["status"] == "incorrect"  # (b, c) reversed

@@ -13,7 +13,9 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import (BUILTIN_TEMPLATES, PromptTemplate, encode_prompt, load_template, render_prompt,
                                resolve_chat_mode)
 from dsdr_eval.protocols import PROTOCOLS, apply_overrides, derive_seed, get_protocol
-from dsdr_eval import runner
+from dsdr_eval.run import generate as run_generate
+from dsdr_eval.run import plan as run_plan
+from dsdr_eval.run import resume as run_resume
 from test_cli_bad_args import RUN, _argv, invoke, tripwires, world  # noqa: F401 - fixtures used by name
 
 
@@ -139,24 +141,24 @@ class _FakeBackend(Backend):
 
 def _bench(name, n):
     problems = tuple(SimpleNamespace(id=f"{name}-{i}", problem=f"q{i}", answer=str(i)) for i in range(n))
-    return runner.BenchmarkData(name, name, problems)
+    return run_plan.BenchmarkData(name, name, problems)
 
 
 def test_plan_splits_n_and_batches_depend_only_on_the_plan():
     benches = [_bench("a", 3), _bench("b", 2)]
     protocol = apply_overrides(PROTOCOLS["dsdr-paper"], n=10)
-    plan = runner.plan_requests(benches, protocol, _FakeBackend(capacity=4), BUILTIN_TEMPLATES["plain"])
+    plan = run_generate.plan_requests(benches, protocol, _FakeBackend(capacity=4), BUILTIN_TEMPLATES["plain"])
     keys = [k for p in plan for k in p.keys()]
     assert len(keys) == len(set(keys)) == 5 * (1 + 10)
-    assert set(keys) == runner.expected_keys(benches, protocol)
+    assert set(keys) == run_plan.expected_keys(benches, protocol)
     assert {p.request.n for p in plan if p.phase.phase == "sampling"} == {4, 2}  # 10 = 4 + 4 + 2
-    batches = runner.pack_batches(plan, capacity=4, max_prompts=4)
+    batches = run_generate.pack_batches(plan, capacity=4, max_prompts=4)
     assert sorted(i for b in batches for i in b) == list(range(len(plan)))
     for batch in batches:
         settings = {(plan[i].benchmark, plan[i].phase.phase, plan[i].request.n) for i in batch}
         assert len(settings) == 1 and sum(plan[i].request.n for i in batch) <= 4
     # same plan -> same batches (the resume guarantee for batch-seeded engines)
-    assert batches == runner.pack_batches(plan, capacity=4, max_prompts=4)
+    assert batches == run_generate.pack_batches(plan, capacity=4, max_prompts=4)
     seeds = {p.request.seed for p in plan}
     assert len(seeds) == len(plan)
 
@@ -166,11 +168,11 @@ def test_open_samples_repairs_a_torn_tail_and_rejects_duplicates(tmp_path):
     rows = [{"benchmark": "a", "phase": "sampling", "problem_id": "x", "sample_idx": i, "gold": "1", "completion": "c"}
             for i in range(2)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"benchmark": "a", "probl')
-    assert runner.open_samples(path).keys == {("a", "sampling", "x", 0), ("a", "sampling", "x", 1)}
+    assert run_resume.open_samples(path).keys == {("a", "sampling", "x", 0), ("a", "sampling", "x", 1)}
     assert path.read_text().endswith("}\n")  # the partial line was cut
     path.write_text(path.read_text() + json.dumps(rows[0]) + "\n")
     with pytest.raises(DsdrError, match="record 3 duplicates"):
-        runner.open_samples(path).keys
+        run_resume.open_samples(path).keys
 
 
 def test_config_mismatch_refuses_unless_forced(tmp_path):
@@ -180,17 +182,17 @@ def test_config_mismatch_refuses_unless_forced(tmp_path):
             "protocol": PROTOCOLS["quick"].to_config(),
             "template": {"name": "qwen-boxed", "text": "t", "raw_text": None, "mode": "auto"},
             "benchmarks": [{"name": "math500", "n_problems": 8, "ids_sha256": "abc"}]}
-    assert runner.check_resume_config(tmp_path, base, force=False) is None
+    assert run_resume.check_resume_config(tmp_path, base, force=False) is None
     rundir.save_config(tmp_path, base)
-    assert runner.check_resume_config(tmp_path, dict(base, label="other"), force=False)["kind"] == "eval"
+    assert run_resume.check_resume_config(tmp_path, dict(base, label="other"), force=False)["kind"] == "eval"
     changed = dict(base, model={"path": "/m", "fingerprint": "f2"})
     with pytest.raises(DsdrError, match="different model"):
-        runner.check_resume_config(tmp_path, changed, force=False)
-    assert runner.check_resume_config(tmp_path, changed, force=True) is not None
+        run_resume.check_resume_config(tmp_path, changed, force=False)
+    assert run_resume.check_resume_config(tmp_path, changed, force=True) is not None
     with pytest.raises(DsdrError, match="different protocol"):
-        runner.check_resume_config(tmp_path, dict(base, protocol=PROTOCOLS["greedy"].to_config()), force=False)
+        run_resume.check_resume_config(tmp_path, dict(base, protocol=PROTOCOLS["greedy"].to_config()), force=False)
     with pytest.raises(DsdrError, match="different benchmarks"):
-        runner.check_resume_config(tmp_path, dict(base, benchmarks=[]), force=False)
+        run_resume.check_resume_config(tmp_path, dict(base, benchmarks=[]), force=False)
 
 
 def test_hostile_completion_text_is_written_safely(tmp_path):
@@ -198,11 +200,11 @@ def test_hostile_completion_text_is_written_safely(tmp_path):
     from dsdr_eval.rundir.jsonl import append_jsonl, read_jsonl
     from dsdr_eval.protocols import Phase
 
-    planned = runner.PlannedRequest("b", SimpleNamespace(id="p", problem="q", answer="1"),
+    planned = run_generate.PlannedRequest("b", SimpleNamespace(id="p", problem="q", answer="1"),
                                     Phase("sampling", 1, 0.7, 0.9), 0,
                                     GenerationRequest("prompt", "q", 1, 0.7, 0.9, 8, 5))
     text = "lone surrogate \ud800 and NUL \x00 and \\boxed{1} </s> {\"json\": 1}\n"
-    row = runner.new_sample(planned, 0, Completion(text, "stop", 3, 4, None)).to_json()
+    row = run_generate.new_sample(planned, 0, Completion(text, "stop", 3, 4, None)).to_json()
     append_jsonl(tmp_path / "s.jsonl", [row])
     [back] = read_jsonl(tmp_path / "s.jsonl")
     assert back["completion"].startswith("lone surrogate ") and "\\boxed{1}" in back["completion"]
@@ -319,13 +321,13 @@ def test_file_protocol_resumes_a_run_of_the_same_content(tmp_path, world, data_d
     from dsdr_eval.rundir.jsonl import write_json
 
     seen: list[dict] = []
-    real_check = runner.check_resume_config
+    real_check = run_resume.check_resume_config
 
     def check(run_dir, config, **kwargs):
         seen.append(config)
         return real_check(run_dir, config, **kwargs)
 
-    monkeypatch.setattr(runner, "check_resume_config", check)
+    monkeypatch.setattr(run_resume, "check_resume_config", check)
     out = tmp_path / "run_dir"
     argv = _argv(RUN + ["--out", str(out)], world, data_dir)
     code, _, err = invoke(main, argv + ["--protocol", "darling-paper"])

@@ -14,7 +14,8 @@ import pytest
 from dashboards import data
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.reporting.build import ReportOptions, make_report
+from dsdr_eval.options.commands import ReportOptions
+from dsdr_eval.reporting.build import make_report
 from dsdr_eval.rundir.results import load_run
 
 SCORE = {"math500": {"n_problems": 2, "n_samples_per_problem": 4, "pass1": 0.5, "avg@n": 0.625,

@@ -131,8 +131,8 @@ def test_rerun_with_another_protocol_is_refused(uninterrupted, tiny_model_dir, d
 
 # ------------------------------------------------- --force-config provenance (OpenAI backend, fault server)
 def _run_openai(out: Path, data_dir: Path, server, model: str, n: int, **options):
-    from dsdr_eval.api.evaluation import run_evaluation
-    from dsdr_eval.api.options import RunOptions
+    from dsdr_eval.run.evaluation import run_evaluation
+    from dsdr_eval.options.commands import RunOptions
 
     return run_evaluation(RunOptions(model=model, backend="openai", base_url=[server.base_url], benchmarks=["math500"],
                                      limit=2, protocol="quick", n=n, max_tokens=16, data_dir=str(data_dir),
@@ -294,8 +294,8 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
     from test_diversity_run import BagOfWordsEncoder
 
     import dsdr_eval.diversity_metrics.run as diversity_run
-    from dsdr_eval.api.evaluation import run_evaluation
-    from dsdr_eval.api.options import RunOptions
+    from dsdr_eval.run.evaluation import run_evaluation
+    from dsdr_eval.options.commands import RunOptions
     from dsdr_eval.rundir.jsonl import read_json
 
     def no_read_back(*args, **kwargs):

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dsdr_eval import runner
+from dsdr_eval.run.generate import PlannedRequest, new_sample
+from dsdr_eval.run.resume import open_samples
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.samples import (DEFAULT_BENCHMARK, SAMPLING, SampleKey, SamplesFile, as_graded, read_graded,
                                read_samples)
@@ -57,7 +58,7 @@ def test_the_resume_reader_validates_like_score(tmp_path):
     _write(path, [{"benchmark": "b", "problem_id": "p", "sample_idx": 0, "gold": "1", "completion": "c"},
                   {"benchmark": "b", "problem_id": "p", "sample_idx": 1, "gold": "2", "completion": "c"}])
     with pytest.raises(DsdrError, match=r"samples\.jsonl:2:gold: '2' differs from '1'"):
-        runner.open_samples(path).keys
+        open_samples(path).keys
 
 
 def test_generated_text_is_cleaned_like_read_text(tmp_path):
@@ -66,10 +67,10 @@ def test_generated_text_is_cleaned_like_read_text(tmp_path):
     from dsdr_eval.backends.base import Completion, GenerationRequest
     from dsdr_eval.protocols import Phase
 
-    planned = runner.PlannedRequest("b", SimpleNamespace(id="p", problem="q", answer="1"),
+    planned = PlannedRequest("b", SimpleNamespace(id="p", problem="q", answer="1"),
                                     Phase(SAMPLING, 1, 0.7, 0.9), 0,
                                     GenerationRequest("prompt \udfff", "q", 1, 0.7, 0.9, 8, 5))
-    sample = runner.new_sample(planned, 0, Completion("a\ud800b", "stop", 3, 4, None))
+    sample = new_sample(planned, 0, Completion("a\ud800b", "stop", 3, 4, None))
     assert (sample.completion, sample.prompt) == ("a\ufffdb", "prompt \ufffd")
     samples = SamplesFile.open(tmp_path / "samples.jsonl", missing_ok=True)
     samples.append([sample])

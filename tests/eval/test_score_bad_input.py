@@ -148,7 +148,7 @@ def test_repair_truncated_tail_cuts_only_a_partial_record(tmp_path):
 
 
 def test_run_resume_reader_refuses_garbage_tail_and_duplicate_keys(tmp_path):
-    from dsdr_eval.runner import open_samples
+    from dsdr_eval.run.resume import open_samples
 
     path = tmp_path / "samples.jsonl"
     good = json.dumps({"benchmark": "b", "phase": "sampling", "problem_id": "p", "sample_idx": 0, "gold": "1",

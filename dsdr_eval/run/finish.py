@@ -1,0 +1,60 @@
+"""Step 4 of ``dsdr-eval run``: grade and score the run directory's samples (graded.jsonl, metrics.json)
+and, unless ``--no-diversity``, compute its CPU diversity metrics into metrics.json; the outcome says
+whether samples are still missing (exit code 1: rerun to retry them).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsdr_eval.options.commands import RunOptions
+from dsdr_eval.rundir import directory as rundir
+from dsdr_eval.run.generate import GenerationOutcome
+from dsdr_eval.run.plan import RunPlan
+from dsdr_eval.run.resume import Resume
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one evaluation did: its exit code (1: samples still missing after every retry; rerun to
+    retry them), the metrics.json it wrote and where the time went."""
+
+    exit_code: int
+    metrics: dict[str, Any] | None
+    timings: dict[str, float] = field(default_factory=dict)
+    n_failed: int = 0
+    n_missing: int = 0
+    out: Path | None = None  # the run directory
+    backend: dict[str, Any] = field(default_factory=dict)  # config.json's backend record (name, version ...)
+    protocol: Any = None  # the dsdr_eval.protocols.Protocol the run used
+
+
+def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: RunOptions,
+           timings: dict[str, float], t_start: float) -> RunOutcome:
+    """Grade, score and (unless no_diversity) compute the diversity of the run directory's samples."""
+    from dsdr_eval.diversity_metrics.run import compute_run_diversity
+    from dsdr_eval.scoring import score_run_records
+
+    out, progress = plan.out, not options.no_progress
+    timings["generate_s"] = outcome.generate_s
+    timings["write_s"] = outcome.write_s
+    # a resumed run keeps its recorded convention unless --extraction says otherwise (None: config.json's)
+    extraction = plan.extraction if resume.old_config is None else options.extraction
+    t0 = time.perf_counter()
+    graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
+                                        progress=progress, samples=resume.samples, extraction=extraction)
+    timings["score_s"] = time.perf_counter() - t0
+    if not options.no_diversity:
+        t0 = time.perf_counter()
+        diversity = compute_run_diversity(out, progress=progress, graded=graded)  # from the records just graded
+        timings["diversity_s"] = time.perf_counter() - t0
+        for name, block in diversity.items():  # what rundir.update_metrics merged into metrics.json
+            metrics["benchmarks"].setdefault(name, {})[rundir.DIVERSITY_SECTION] = block
+    timings["total_s"] = time.perf_counter() - t_start
+
+    exit_code = 1 if outcome.n_missing > 0 else 0
+    return RunOutcome(exit_code, metrics, timings, outcome.n_failed, outcome.n_missing, out=out,
+                      backend=dict(plan.config["backend"]), protocol=plan.protocol)
