@@ -22,6 +22,8 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
 
     path = Path(options.path)
     if path.is_dir():
+        # an import killed past its commit point has samples.jsonl still under its temp name: finish it first
+        rundir.settle(path)
         samples = path / rundir.SAMPLES
         if not samples.exists():
             raise DsdrError(f"{path}: run directory has no {rundir.SAMPLES}")

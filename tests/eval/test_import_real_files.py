@@ -521,6 +521,18 @@ def test_kill_9_at_any_point_of_an_import_the_next_import_completes_or_refuses(t
     assert _run_files(run) == clean
 
 
+@pytest.mark.parametrize("fault", _AFTER_COMMIT, ids=lambda f: f"{f[0]}-{f[1]}")
+def test_score_completes_an_import_killed_after_its_commit_point(tmp_path, clean_import, capsys, fault):
+    """The next command after a kill past the commit point need not be another import: `score` finishes
+    the committed renames (samples.jsonl may still be under its temp name) and grades the run."""
+    path, clean = clean_import
+    run = tmp_path / "run"
+    _killed_import(path, run, fault)
+    assert main(["score", str(run), "--no-progress"]) == 0, capsys.readouterr().err
+    assert {"config.json", "samples.jsonl", "graded.jsonl", "metrics.json"} <= {p.name for p in run.iterdir()}
+    assert (run / "samples.jsonl").read_bytes() == clean["samples"]
+
+
 @pytest.mark.parametrize("where", ["temp", "rename"])
 def test_an_os_error_while_writing_is_one_line_and_leaves_the_directory_as_it_was(tmp_path, data_dir, capsys,
                                                                                     monkeypatch, where):
