@@ -14,6 +14,7 @@ directory, as the CLI, and return what ``load_run`` reads back (docs/python_api.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from pathlib import Path
@@ -27,7 +28,7 @@ from dsdr_eval.api.sweeping import run_sweep
 from dsdr_eval.options import commands
 from dsdr_eval.options.commands import (DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, RunOptions,
                                         ScoreOptions)
-from dsdr_eval.options.schema import Option, checked, signature
+from dsdr_eval.options.schema import Option, checked, keyword_spelling, signature
 from dsdr_eval.rundir.results import RunResults, load_run
 
 # Seams and call settings of a function that are not CLI options: keyword-only, after the options.
@@ -40,8 +41,15 @@ def _declared(options: tuple[Option, ...], *extra: inspect.Parameter,
     """Give ``function(*args, **kwargs)`` the signature of ``options`` (then ``extra``): ``help()`` and
     ``inspect.signature`` show every keyword with its default, and ``_bind`` refuses an unknown one."""
     def attach(function: Callable[..., Any]) -> Callable[..., Any]:
-        function.__signature__ = signature(options, positional=positional, extra=extra)  # type: ignore[attr-defined]
-        return function
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except DsdrError as exc:  # the library's messages name CLI flags; the caller wrote keywords
+                exc.args = (keyword_spelling(str(exc), options), *exc.args[1:])
+                raise
+        call.__signature__ = signature(options, positional=positional, extra=extra)  # type: ignore[attr-defined]
+        return call
     return attach
 
 

@@ -95,6 +95,27 @@ def checked(options: Sequence[Option], caller: str, values: dict[str, Any]) -> d
     return result
 
 
+_VALUE_TOKEN = r"(?: ([\w.:/@+-]+))?"
+
+
+def keyword_spelling(message: str, options: Sequence[Option]) -> str:
+    """``message`` with each of ``options``' command-line flags spelled as the API keyword the caller
+    wrote: ``use --from jsonl`` -> ``use tool='jsonl'``, ``needs --out`` -> ``needs out=``. The value after
+    a flag is taken along only when it is one of the option's choices (prose after a flag stays prose)."""
+    import re
+
+    for option in sorted((o for o in options if o.flag), key=lambda o: -len(o.flag or "")):
+        pattern = re.compile(r"(?<![\w-])" + re.escape(option.flag or "") + r"(?![\w-])" + _VALUE_TOKEN)
+
+        def spell(match: "re.Match[str]", option: Option = option) -> str:
+            value = match.group(1)
+            if value is not None and option.choices is not None and value in map(str, option.choices):
+                return f"{option.name}={value!r}"
+            return f"{option.name}=" + (f" {value}" if value is not None else "")
+        message = pattern.sub(spell, message)
+    return message
+
+
 def _default(option: Option) -> dataclasses.Field:
     if isinstance(option.default, list):  # a repeatable option's []: one fresh list per instance
         return dataclasses.field(default_factory=list)

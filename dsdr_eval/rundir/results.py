@@ -32,6 +32,22 @@ from dsdr_eval.rundir.jsonl import read_json
 from dsdr_eval.rundir.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample, read_graded
 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
+# the metric@k families metrics.json holds per k (dsdr_eval/metrics.py): unbiased pass@k, majority vote, Avg@k
+AT_K_FAMILIES = ("pass", "maj", "avg")
+
+
+class BenchmarkMap(dict):
+    """``RunResults.benchmarks``: a dict whose missing key says which run lacks it and what it has,
+    instead of a bare KeyError('aime')."""
+
+    def __init__(self, items: Mapping[str, Any], where: str) -> None:
+        super().__init__(items)
+        self.where = where
+
+    def __missing__(self, name: str) -> Any:
+        raise KeyError(f"no benchmark {name!r} in {self.where} (it has: {', '.join(self) or 'none'})")
+
+
 # The paper's Table 1 column order, then the other benchmarks this project ships.
 BENCHMARK_ORDER = ("aime24", "aime25", "math500", "minerva", "olympiadbench", "amc23")
 _COUNT_FIELDS = ("n_problems", "n_problems_pass1", "n_samples_per_problem", "n_samples_per_problem_max")
@@ -71,7 +87,10 @@ class Scores:
         return self.ci95.get(metric)
 
     def at_k(self, family: str = "pass") -> dict[int, float]:
-        """k -> value of ``pass@k`` (or ``maj@k``), in increasing k."""
+        """k -> value of ``pass@k`` (or ``maj@k``, ``avg@k``), in increasing k; {} when the run has none of
+        that family. An unknown family is a DsdrError, not {} (a typo must not read as "no values")."""
+        if family not in AT_K_FAMILIES:
+            raise DsdrError(f"at_k({family!r}): unknown metric family; one of {', '.join(AT_K_FAMILIES)}")
         prefix = f"{family}@"
         return dict(sorted((int(m[len(prefix):]), v) for m, v in self.values.items()
                            if m.startswith(prefix) and m[len(prefix):].isdigit()))
@@ -382,8 +401,8 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
     fields.check_config(config, path / rundir.CONFIG)
     where = str(metrics_path)
     entries = {str(name): entry for name, entry in metrics["benchmarks"].items()}
-    benchmarks = {name: BenchmarkResults.read(name, entries[name], f"{where}: benchmarks.{name}")
-                  for name in order_benchmarks(entries)}
+    benchmarks = BenchmarkMap({name: BenchmarkResults.read(name, entries[name], f"{where}: benchmarks.{name}")
+                               for name in order_benchmarks(entries)}, where)
     record = metrics.get("provenance")
     provenance = Provenance(fields.obj(record, f"{where}: provenance") if record is not None else {})
     return RunResults(

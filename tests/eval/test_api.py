@@ -329,3 +329,35 @@ def test_a_bad_report_value_is_a_one_line_error(tmp_path, keywords, message):
     with pytest.raises(DsdrError, match=message):
         dsdr_eval.report([tmp_path], out=tmp_path / "report", **keywords)
     assert not (tmp_path / "report").exists()
+
+
+# ----------------------------------------------------------------- the API speaks the caller's language (issue 36)
+
+
+def test_api_errors_name_keywords_and_results_refuse_unknown_names(tmp_path):
+    squares = Path(__file__).resolve().parents[2] / "examples" / "squares.jsonl"
+    with pytest.raises(DsdrError) as caught:
+        dsdr_eval.import_results(str(squares), out=str(tmp_path / "auto"))  # tool="auto": not a known tool's file
+    message = str(caught.value)
+    assert "--from" not in message and "tool='jsonl'" in message
+    dsdr_eval.import_results(str(squares), out=str(tmp_path / "run"), tool="jsonl", benchmark="squares")
+    res = dsdr_eval.score(str(tmp_path / "run"), bootstrap=0, no_progress=True)
+    scores = res.benchmarks["squares"].scores
+    assert scores.at_k() == {1: 0.5, 2: 1.0} and set(scores.at_k("maj")) == {1, 2}
+    with pytest.raises(DsdrError, match=r"at_k\('bogus'\): unknown metric family; one of pass, maj, avg"):
+        scores.at_k("bogus")
+    with pytest.raises(KeyError, match=r"no benchmark 'aime24' in .*metrics.json \(it has: squares\)"):
+        res.benchmarks["aime24"]
+    assert "aime24" not in res.benchmarks and res.benchmarks.get("aime24") is None  # membership stays a plain test
+
+
+def test_keyword_spelling_rewrites_flags_only_with_their_values():
+    from dsdr_eval.options.schema import Option, keyword_spelling
+
+    options = (Option("tool", "--from", choices=("auto", "jsonl")), Option("out", "--out"),
+               Option("max_tokens", "--max-tokens"), Option("max", "--max"))
+    assert keyword_spelling("use --from jsonl (or --from auto)", options) == "use tool='jsonl' (or tool='auto')"
+    assert keyword_spelling("say which with --from", options) == "say which with tool="
+    assert keyword_spelling("give --from and its field names", options) == "give tool= and its field names"
+    assert keyword_spelling("--max-tokens 8 beats --max", options) == "max_tokens= 8 beats max="
+    assert keyword_spelling("a run--from x and --output", options) == "a run--from x and --output"
