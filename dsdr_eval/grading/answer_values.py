@@ -143,13 +143,14 @@ _DECIMAL_RE = re.compile(r"[-+]?\d*\.(\d{1,60})")
 
 
 def _rounds_to(exact: Fraction, written: str) -> bool:
-    """``written`` is a decimal (0.4167) within one unit of its last digit of ``exact`` (5/12):
-    a rounding or a truncation of it, not another number."""
+    """``written`` is a decimal that rounds (0.4167, 0.42) or truncates (0.4166) ``exact`` (5/12) to its
+    number of decimals -- not another number (0.5)."""
     match = _DECIMAL_RE.fullmatch(written.strip())
     if not match:
         return False
-    value = numeral_value(written)
-    return value is not None and abs(exact - value) <= Fraction(1, 10 ** len(match.group(1)))
+    value, scale = numeral_value(written), 10 ** len(match.group(1))
+    return value is not None and (abs(exact - value) * 2 <= Fraction(1, scale)
+                                  or value == Fraction(int(exact * scale), scale))
 
 
 def named_value(text: str) -> tuple[str, str] | None:
