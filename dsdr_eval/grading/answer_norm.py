@@ -24,8 +24,9 @@ from dsdr_eval.grading.answer_values import (MAX_RELATION_TEXT, has_number_subsc
                                              numeral_value,
                                      relation_rule, relation_tokens, strip_ordinal)
 
-RULES_VERSION = "3"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
-# 3: grouped_number_gold, extremes in order (ordered_list)
+RULES_VERSION = "4"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
+# 3: grouped_number_gold, extremes in order (ordered_list); 4: unicode_math, spacing, derivatives, equations,
+# named_values, family_parameters, companion_approximation, ordered questions (of each, systems, extremes re-read)
 
 RULES: dict[str, str] = {
     "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
@@ -54,10 +55,12 @@ RULES: dict[str, str] = {
                  "'3 or 4' for a single-valued gold) is incorrect, unless the gold itself uses the word",
     "base_subscript": "a gold in base b (52_8): the answer must have the same ASCII digits (no Unicode case mapping: "
                       "the ligature \ufb00 is not FF) and no or the same base",
-    "ordered_list": "OlympiadBench answer_type Tuple, or is_multiple_answer with the question naming the "
-                    "quantities in order ('values of $b$ and $c$'), or a two-item gold for a question asking for "
-                    "two extremes ('the smallest and largest value'): items compared in order; a parenthesised "
-                    "gold tuple is compared element by element against a parenthesised answer",
+    "ordered_list": "OlympiadBench answer_type Tuple, or a question naming the quantities in order ('values of "
+                    "$b$ and $c$'; without metadata when the names are as many as the gold's items), asking 'how "
+                    "many of each', asking to solve a system (one solution), or a two-item gold for a question "
+                    "asking for two extremes ('the smallest and largest value', the gold read in the question's "
+                    "order when it lists them the other way, said in grade_note): items compared in order; a "
+                    "parenthesised gold tuple is compared element by element against a parenthesised answer",
     "grouped_number_gold": "a gold written with plain-comma digit groups (58,500) is one number, not a list "
                            "(which would accept 500, 58), unless the metadata (is_multiple_answer) or the question "
                            "('separated by commas', 'all values') asks for several answers",
@@ -77,6 +80,21 @@ RULES: dict[str, str] = {
                              "subscript (latex2sympy fails on E_{1} and reads 1/3 E_{1} as 1/3, I_{0} as i): "
                              "written \\mathcal{E}_{1} on both sides; so is a bare I outside \\text{} "
                              "(I \\frac{d\\omega}{dt} + 2B\\omega = T: a moment of inertia; I(0): a current)",
+    "unicode_math": "superscript / subscript digits (10⁻³, x₁), √3 / √(x+1), Greek letters (π τ Δ), ∞ ± ⋅ − "
+                    "become LaTeX; bare ln / log / sin / cos / tan / exp before an argument become commands",
+    "spacing": "\\, \\; \\: \\! are spaces (the comma of 'a = 1.68, \\, b = 0.45' separates nothing); a "
+               "command's space before ^ or _ goes (\\gamma ^{2})",
+    "derivatives": "\\frac{dx}{dt}, x', x^{\\prime}, \\dot{x} (and second derivatives) are one symbol \\dot{x}; "
+                   "x(t) of a differentiated x is x; a derivative with respect to another named variable is "
+                   "incorrect",
+    "equations": "two equations are equal when lhs - rhs of one is a nonzero real number times the other's (terms "
+                 "moved, both sides scaled), except a value (x = 5 is not 2x = 10)",
+    "named_values": "'x = 6 - 5i' is its value; named items 'c = 0, b = -3' are put in the question's order by "
+                    "their names",
+    "family_parameters": "a solution family's one integer parameter (the letter multiplying \\pi) takes the "
+                         "gold's name when the answer uses that letter for nothing else",
+    "companion_approximation": "an exact number with a decimal that rounds or truncates it (\\frac{5}{12} "
+                               "\\approx 0.4167) is the exact number; a decimal that does not makes it incorrect",
     "gold_fixes": "golds no parser reads as intended are replaced at load time from dsdr_eval/data/gold_fixes.jsonl",
     "no_mv_units": "math-verify's own unit stripping is off (it drops variables such as m, h, s, t, c from golds)",
 }

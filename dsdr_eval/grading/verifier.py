@@ -102,10 +102,11 @@ class Verifier:
         return self._verify_pairs(gold, pred)
 
     def _proportional_equations(self, gold: list, pred: list) -> bool:
-        """Rule equations: two equations are the same when lhs - rhs of one is a nonzero number times
-        that of the other (terms moved, both sides scaled: m\\dot{v} + bv = f and 2m\\dot{v} = 2f - 2bv);
-        math-verify's own comparison of such equations can take seconds (simplify on sin, cos).
-        Under the answer's budget; an error or a timeout leaves the decision to math-verify."""
+        """Rule equations: two equations are the same when lhs - rhs of one is a nonzero real number
+        times that of the other (terms moved, both sides scaled: m\\dot{v} + bv = f and
+        2m\\dot{v} = 2f - 2bv); math-verify's own comparison of such equations can take seconds
+        (simplify on sin, cos). Under the answer's budget; an error or a timeout leaves the decision
+        to math-verify."""
         if not (gold and pred and isinstance(gold[0], sympy.Equality) and isinstance(pred[0], sympy.Equality)):
             return False
         if any(_is_value_equation(x[0]) for x in (gold, pred)):
@@ -116,7 +117,7 @@ class Verifier:
                 if not (a.free_symbols and b.free_symbols):
                     return False
                 ratio = sympy.cancel(a / b)
-                return not ratio.free_symbols and ratio.is_number and ratio.is_finite and ratio != 0
+                return not ratio.free_symbols and bool(ratio.is_real) and ratio.is_finite and ratio != 0
         except TimeoutException:
             return False
         except Exception:  # noqa: BLE001 -- sympy failed on the rewrite: math-verify decides

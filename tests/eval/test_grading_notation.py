@@ -38,6 +38,8 @@ CASES = [
     ("I \\frac{d \\omega}{d t}+2 B \\omega=T", "\\dot{\\omega} = \\frac{T - 2B\\omega}{I}", True),
     ("\\frac{d^{2} v_{o}}{d t^{2}}+\\frac{v_{o}}{L C}=\\frac{v_{i}}{L C}", "LC v_o'' + v_o = v_i", True),
     ("y^{\\prime}+r y-r x(t)=0", "2\\frac{dy}{dt} = 2r x(t) - 2r y", True),
+    ("m l \\ddot{\\theta}(t)-m g \\sin \\theta(t)=f(t) \\cos \\theta(t)",
+     "2\\left(m l \\theta''-m g \\sin \\theta\\right) = 2 f(t) \\cos \\theta", True),
     ("x^{\\prime}+\\frac{r}{V} x-r c=0", "x' = r c + \\frac{r}{V} x", False),
     ("x^{\\prime}+\\frac{r}{V} x-r c=0", "x + \\frac{r}{V} x-r c=0", False),  # the derivative dropped
     ("\\frac{d x}{d t}=k x-a", "\\frac{dx}{ds} = kx - a", False),  # another variable
@@ -45,6 +47,7 @@ CASES = [
     ("\\frac{d^{2} v_{o}}{d t^{2}}+\\frac{v_{o}}{L C}=\\frac{v_{i}}{L C}", "LC v_o' + v_o = v_i", False),
     ("y^{\\prime}+r y-r x(t)=0", "y' + r y - r x(t) = 1", False),
     ("x=5", "2x=10", False),  # a value is not an equation it solves
+    ("I(0) e^{-\\frac{t}{R C}}", "I(0)e^{-t/(RC)}", True), ("I(0) e^{-\\frac{t}{R C}}", "I(1)e^{-t/(RC)}", False),
     # named values
     ("6 - 5i", "x = 6 - 5i", True), ("6 - 5i", "z=6-5i", True), ("6 - 5i", "x = 6 + 5i", False),
     ("52_8", "n = 52_8", True), ("52_8", "n = 52_9", False),
