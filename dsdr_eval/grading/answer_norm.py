@@ -19,10 +19,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from dsdr_eval.grading.notation import derivative_forms, rename_parameter, unicode_math
 from dsdr_eval.grading.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, named_value,
-                                             numeral_value,
-                                     relation_rule, relation_tokens, strip_ordinal)
+                                             numeral_value, relation_rule, relation_tokens, strip_ordinal)
+from dsdr_eval.grading.notation import derivative_forms, rename_parameter, unicode_math
 
 RULES_VERSION = "4"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
 # 3: grouped_number_gold, extremes in order (ordered_list); 4: unicode_math, spacing, derivatives, equations,
