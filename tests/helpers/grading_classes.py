@@ -605,26 +605,30 @@ def _other_derivative_notation(text: str) -> str:
     return text
 
 
+def _ode_rewritten(g: Gold) -> tuple[str, str] | None:
+    """(the gold ODE's left side in another derivative notation, its right side), or None."""
+    sides = _ode_sides(g)
+    return (_other_derivative_notation(sides[0]), sides[1]) if sides else None
+
+
 def g_equation_rearranged(g: Gold) -> Iterator[str]:
     """A differential equation in another derivative notation, with its terms moved to one side,
     or the whole equation scaled by a constant."""
-    sides = _ode_sides(g)
-    if sides is None:
+    rewritten = _ode_rewritten(g)
+    if rewritten is None:
         return
-    lhs, rhs = sides
-    other = _other_derivative_notation(lhs)
+    other, rhs = rewritten
     yield f"{other} - \\left({rhs}\\right) = 0"
     yield f"{rhs} = {other}"
     yield f"2\\left({other}\\right) = 2\\left({rhs}\\right)"
 
 
 def n_equation_changed(g: Gold) -> Iterator[str]:
-    """The same equation with one coefficient changed or the derivative replaced by the function."""
-    sides = _ode_sides(g)
-    if sides is None:
+    """Another equation in another derivative notation: a constant added, a sign flipped."""
+    rewritten = _ode_rewritten(g)
+    if rewritten is None:
         return
-    lhs, rhs = sides
-    other = _other_derivative_notation(lhs)
+    other, rhs = rewritten
     yield f"{other} = {rhs} + 1"
     yield f"{other} + \\left({rhs}\\right) = 0" if rhs.strip() != "0" else f"{other} = 1"
     yield f"{other} = -\\left({rhs}\\right)" if rhs.strip() != "0" else f"2\\left({other}\\right) = 1"
