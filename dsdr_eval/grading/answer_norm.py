@@ -194,7 +194,8 @@ def normalise(text: str, *, keep_percent: bool = False) -> str:
     text = _EXP_TEN_RE.sub(lambda m: "10^{" + m.group(1).replace(" ", "") + "}", text)
     text = _DIGIT_GROUP_RE.sub(lambda m: _GROUP_SEP_RE.sub("", m.group()), text)
     # rule spacing: the comma of "a = 1.68, \, b = 0.45" separates nothing
-    text = _SPACING_COMMAND_RE.sub(lambda m: m.group() if m.group() == "\\\\" else " ", text)
+    if "\\" in text:
+        text = _SPACING_COMMAND_RE.sub(lambda m: m.group() if m.group() == "\\\\" else " ", text)
     text = derivative_forms(text)[0]
     text = _DEGREE_RE.sub("", text)
     if not keep_percent:
@@ -447,8 +448,8 @@ def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None =
         words -= {"or"}  # "1 or 3" lists the values of a multiple answer
     if words:
         return AnswerForm(text, verdict="incorrect")  # rule disowning
-    variables = derivative_forms(str(answer))[2]
-    if variables and gold.derivative_variables and variables != gold.derivative_variables:
+    variables = derivative_forms(str(answer))[2] if gold.derivative_variables else frozenset()
+    if variables and variables != gold.derivative_variables:
         return AnswerForm(text, verdict="incorrect")  # rule derivatives: dx/ds is not dx/dt
     text = rename_parameter(text, gold.text)
     if gold.mode == "base":

@@ -31,6 +31,7 @@ _UNICODE_RE = re.compile("[" + "".join(_SUPERSCRIPTS) + "]+|[" + "".join(_SUBSCR
 _ROOT_RE = re.compile(r"([√∛∜])\s*(?:\{([^{}]{0,200})\}|\(([^()]{0,200})\)|(\\[A-Za-z]+)|(\d+(?:\.\d+)?|[A-Za-z]))?")
 # bare function names a model writes without a backslash (ln(Δ), sin x): not after a letter or \
 _BARE_FUNCTION_RE = re.compile(r"(?<![A-Za-z\\])(ln|log|sin|cos|tan|exp)(?=\s*[(\\{\d]|\s+[A-Za-z])")
+_BARE_HINT_RE = re.compile(r"ln|log|sin|cos|tan|exp")
 _HAS_UNICODE_RE = re.compile("[" + "".join(_SUPERSCRIPTS) + "".join(_SUBSCRIPTS) + "".join(_SYMBOLS)
                              + "".join(_ROOTS) + "]")
 
@@ -41,7 +42,7 @@ def unicode_math(text: str) -> str:
     if _HAS_UNICODE_RE.search(text):
         text = _UNICODE_RE.sub(_unicode_token, text)
         text = _ROOT_RE.sub(_root, text)
-    return _BARE_FUNCTION_RE.sub(r"\\\1 ", text)
+    return _BARE_FUNCTION_RE.sub(r"\\\1 ", text) if _BARE_HINT_RE.search(text) else text
 
 
 def _unicode_token(match: re.Match) -> str:
@@ -76,6 +77,8 @@ _LEIBNIZ_RE = re.compile(
 _PRIME_RE = re.compile(rf"(?<!\\)(?P<f>{_FUNC})\s*(?:(?P<m>'{{1,2}})|\^\s*\{{\s*(?P<b>(?:\\prime\s*){{1,2}}|'{{1,2}})\s*\}}"
                        r"|\^\s*\\prime(?![A-Za-z]))")
 _DOT_RE = re.compile(rf"\\(?P<d>dd?ot)\s*(?:\{{\s*(?P<f>{_FUNC})\s*\}}|(?P<g>[A-Za-z])(?![A-Za-z]))(?P<s>\s*_\s*(?:\{{[^{{}}]{{1,5}}\}}|[A-Za-z0-9]))?")
+# a cheap test before the three rewrites: most answers have no derivative
+_DERIVATIVE_HINT_RE = re.compile(rf"frac\s*\{{\s*{_D}|'|\\prime|\\d?dot")
 _SUB_RE = re.compile(r"\s*_\s*\{?\s*([A-Za-z0-9]{1,3})\s*\}?")
 
 
@@ -91,7 +94,7 @@ def derivative_forms(text: str) -> tuple[str, frozenset[str], frozenset[str]]:
     """Rule derivatives -> (text with every first / second derivative of a function written
     \\dot{x} / \\ddot{x}, the functions differentiated, the variables named in d/dt forms).
     ``x(t)`` of a differentiated function x becomes x (``kx(t)`` beside ``dx/dt`` is ``k x``)."""
-    if not ("d" in text or "'" in text or "prime" in text) or len(text) > 2000:
+    if len(text) > 2000 or not _DERIVATIVE_HINT_RE.search(text):
         return text, frozenset(), frozenset()
     functions: set[str] = set()
     variables: set[str] = set()
@@ -144,7 +147,7 @@ def family_parameters(text: str) -> frozenset[str]:
 def rename_parameter(answer: str, gold: str) -> str:
     """Rule family_parameters: the answer's one integer parameter takes the gold's name when each
     side has exactly one and the answer does not use the gold's name for anything else."""
-    if len(answer) > 2000:
+    if len(answer) > 2000 or "\\pi" not in answer or "\\pi" not in gold:
         return answer
     theirs, ours = family_parameters(answer), family_parameters(gold)
     if len(theirs) != 1 or len(ours) != 1 or theirs == ours:
