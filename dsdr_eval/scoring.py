@@ -20,6 +20,7 @@ from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
 from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.metrics import compute_metrics
+from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
 from dsdr_eval.rundir.samples import GradedSample, SamplesFile, graded_from_grader
 
 
@@ -57,7 +58,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     if not records:
         raise DsdrError(f"{samples_path}: no samples")
     started = time.perf_counter()
-    rows = grade_samples([sample.to_json() for sample in records], timeout_s=timeout_s, workers=workers,
+    rows, context = registry_context([sample.to_json() for sample in records])
+    rows = grade_samples(rows, timeout_s=timeout_s, workers=workers,
                          progress=progress, options=options, extraction=extraction)
     graded = [graded_from_grader(sample, row) for sample, row in zip(records, rows)]
     grading_wall_s = time.perf_counter() - started
@@ -68,6 +70,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     provenance = metrics["provenance"]
     provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction)
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
+    if context:
+        provenance["grading"]["registry_context"] = context
     provenance.update({
         "samples_file": str(samples_path.resolve()),
         "samples_sha256": samples.sha256,
@@ -94,6 +98,35 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         files[DISAGREEMENTS] = None
     return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
                                                    summary=metrics, files=files))
+
+
+def registry_context(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Rows of a registry benchmark (``benchmark`` a registered name, ``problem_id`` one of its ids) that
+    carry no problem text or answer metadata get the registry's, so the grading rules that read the
+    question (ordered lists, extremes) and the metadata apply to a user's own files too; only when the
+    row's gold is the registry's (another gold: another problem, left as it is). The rows given are
+    not changed -> (rows to grade, {benchmark: problems given context})."""
+    wanted = {str(row.get("benchmark")) for row in rows
+              if row.get("benchmark") in BENCHMARKS and (not row.get("problem") or row.get("answer_meta") is None)}
+    registry: dict[tuple[str, str], Problem] = {}
+    for name in sorted(wanted):
+        try:
+            registry.update(((name, p.id), p) for p in load_benchmark(name))
+        except DsdrError as exc:  # no local copy and no hub: graded without the registry's context
+            warn(f"score: benchmark {name}: problem texts not available for grading ({exc})")
+    if not registry:
+        return rows, {}
+    out, given = [], {}
+    for row in rows:
+        known = registry.get((str(row.get("benchmark")), str(row.get("problem_id"))))
+        if known is not None and str(row.get("gold", "")).strip() in (known.answer, known.extra.get("answer_original")):
+            filled = {"problem": row.get("problem") or known.problem,
+                      "answer_meta": row.get("answer_meta") if row.get("answer_meta") is not None else known.answer_meta}
+            if any(row.get(k) != v for k, v in filled.items()):
+                row = {**row, **filled}
+                given.setdefault(known.benchmark, set()).add(known.id)
+        out.append(row)
+    return out, {name: len(ids) for name, ids in given.items()}
 
 
 def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str, Any] | None:

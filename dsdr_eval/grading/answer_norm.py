@@ -8,9 +8,9 @@ follow run in the grading workers (``dsdr_eval.grading``), which receive the pre
     gold.mode == "ordered"; gold.items == ("-3", "0")
     prepare_answer(r"\\boxed-content 0, -3", gold).items == ("0", "-3")   # compared in order
 
-Every rule has a name (``RULES``) and the set is versioned by ``RULES_VERSION`` (recorded in the
-metrics provenance); docs/evaluate.md "Grading rules" documents each one. ``GradingOptions`` holds the
-conventions that are options (recorded too).
+Every rule has a name (``RULES``, in ``dsdr_eval.grading.rules``) and the set is versioned by
+``RULES_VERSION`` (recorded in the metrics provenance); docs/evaluate.md "Grading rules" documents
+each one. ``GradingOptions`` holds the conventions that are options (recorded too).
 """
 
 from __future__ import annotations
@@ -19,64 +19,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from dsdr_eval.grading.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, numeral_value,
-                                     relation_rule, relation_tokens, strip_ordinal)
-
-RULES_VERSION = "3"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
-# 3: grouped_number_gold, extremes in order (ordered_list)
-
-RULES: dict[str, str] = {
-    "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
-               "and its brace (\\text {red}), and a trailing period, comma or semicolon",
-    "e_notation": "a number in e-notation (4.5e33, 1e-5) becomes 4.5\\times10^{33} (math-verify reads e as Euler's e)",
-    "exponent_braces": "a power of ten written 10^-24 / 10^24 gets braces: 10^{-24}",
-    "times_sign": "the unicode signs × and · become \\times and \\cdot",
-    "digit_groups": "digit groups joined by \\, \\! {,} thin spaces (10\\,080, 1{,}000) lose the separator; "
-                    "a plain-comma grouped number (1,000) only when the gold is a single number",
-    "degrees": "degree marks (° ^\\circ ^{\\circ} \\degree, 'degrees') are dropped on both sides",
-    "percent": "a trailing % / \\% is dropped on both sides; with the percent_as_fraction option (default) x% also "
-               "equals x/100 (25\\% is \\frac{1}{4} and 25)",
-    "ordinals": "when the gold is a plain number, an ordinal suffix after the answer's number (12^{\\text{th}}, 3rd) "
-                "is dropped",
-    "relations": "a box that relates two values is not a value: between two plain numbers any relation or set "
-                 "operator (205 \\in 204, 205 = 204, 204 \\approx 205) is incorrect unless it is an equality of "
-                 "equal numbers; '=', ':=', \\approx, \\to ... after a name (x = 204, f(3) \\approx 204) give the "
-                 "value on their right, after a non-name it must be that value; for a plain-number gold any other "
-                 "relation or set operator the gold does not use (\\cup, \\in, <, \\mid ...) is incorrect",
-    "numeric_subscript": "when the gold is a plain number, a subscript on the answer's number (204_{205}, "
-                         "204^{+1}_{-0}) is incorrect, except base ten (204_{10})",
-    "units": "when the gold is a plain number, trailing units after a number are dropped "
-             "(\\text{..}, \\mathrm{..}, bare SI/astro units such as eV, km/s, M_\\odot); never when the gold "
-             "has letters (gold 6m keeps its m)",
-    "disowning": "a box that negates, disowns or hedges (\\neg, \\text{not}, never, wrong, incorrect, false, "
-                 "'3 or 4' for a single-valued gold) is incorrect, unless the gold itself uses the word",
-    "base_subscript": "a gold in base b (52_8): the answer must have the same ASCII digits (no Unicode case mapping: "
-                      "the ligature \ufb00 is not FF) and no or the same base",
-    "ordered_list": "OlympiadBench answer_type Tuple, or is_multiple_answer with the question naming the "
-                    "quantities in order ('values of $b$ and $c$'), or a two-item gold for a question asking for "
-                    "two extremes ('the smallest and largest value'): items compared in order; a parenthesised "
-                    "gold tuple is compared element by element against a parenthesised answer",
-    "grouped_number_gold": "a gold written with plain-comma digit groups (58,500) is one number, not a list "
-                           "(which would accept 500, 58), unless the metadata (is_multiple_answer) or the question "
-                           "('separated by commas', 'all values') asks for several answers",
-    "unordered_list": "other multiple answers: items matched as a multiset ('or'/'and'/';' separate items)",
-    "numeric_rel_tol": "two plain numbers are equal iff |a-b| <= rel_tol * max(|a|,|b|) (default 1e-8: "
-                       "the same number; a rounded answer only with the rounded-fraction option, 1e-4), replacing "
-                       "math-verify's rounding to 6 decimals (which calls 2.88e-19 and 5e-19 equal); two exact "
-                       "rationals (integers, written decimals, fractions: 204.000002, \\frac{204000001}{1000000}, "
-                       "204+10^{-8}) are equal only when they are the same number, unless the tolerance is the "
-                       "rounded-fraction option's",
-    "imaginary_unit": "when the gold uses i as the imaginary unit, the symbol i is sympy's I on both sides",
-    "astro_subscripts": "\\odot / \\oplus / \\sun in a subscript (M_\\odot) become the letters sun / earth "
-                        "(latex2sympy cannot parse them)",
-    "symbol_names": "a symbol of the answer with the name of a gold symbol is that symbol (latex2sympy gives "
-                    "'i' in '5 i' and '5i' different assumptions, so sympy called them unequal)",
-    "subscripted_constants": "E_{1}, e_0, I_{0} are variables, not Euler's e / the imaginary unit with a "
-                             "subscript (latex2sympy fails on E_{1} and reads 1/3 E_{1} as 1/3, I_{0} as i): "
-                             "written \\mathcal{E}_{1} on both sides",
-    "gold_fixes": "golds no parser reads as intended are replaced at load time from dsdr_eval/data/gold_fixes.jsonl",
-    "no_mv_units": "math-verify's own unit stripping is off (it drops variables such as m, h, s, t, c from golds)",
-}
+from dsdr_eval.grading.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, named_value,
+                                             numeral_value, relation_rule, relation_tokens, strip_ordinal)
+from dsdr_eval.grading.notation import derivative_forms, rename_parameter, unicode_math
+from dsdr_eval.grading.rules import RULES, RULES_VERSION
 
 DEFAULT_NUMERIC_REL_TOL = 1e-8  # equal to ~8 significant digits: roundings are not equal
 ROUNDED_FRACTION_REL_TOL = 1e-4  # Qwen2.5-Math grader's math_equal (isclose, rel_tol=1e-4)
@@ -114,6 +60,9 @@ class GoldForm:
     exempt_words: frozenset[str] = field(default_factory=frozenset)  # disowning words the gold itself uses
     percent: bool = False  # the gold ended in % (rule percent)
     relations: frozenset[str] = field(default_factory=frozenset)  # relation tokens the gold uses (rule relations)
+    derivative_variables: frozenset[str] = field(default_factory=frozenset)  # t of the gold's dx/dt (rule derivatives)
+    note: str | None = None  # how the gold was read when that differs from how it is written (extremes)
+    names: tuple[str, ...] = ()  # the quantities the question names, in its order ("values of $a$ and $b$")
 
 
 @dataclass(frozen=True)
@@ -137,10 +86,14 @@ _PLAIN_GROUPED_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _DEGREE_RE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree|\\text\{\s*°\s*\}"
                         r"|\\(?:text|mbox|mathrm)\{\s*degrees?\s*\}|(?<![A-Za-z])degrees?(?![A-Za-z])")
 _PERCENT_RE = re.compile(r"\s*\\?%\s*$")
-_COMMAND_SPACE_RE = re.compile(r"(\\[A-Za-z]+)\s+(?=\{)")  # "\text {red}" is "\text{red}"
+# "\text {red}" is "\text{red}"; "\gamma ^{2}" is "\gamma^{2}" (latex2sympy reads neither with the space)
+_COMMAND_SPACE_RE = re.compile(r"(\\[A-Za-z]+)\s+(?=[{^_])")
 _DISPLAY_RE = re.compile(r"\\displaystyle|\\textstyle|\\left(?![A-Za-z])|\\right(?![A-Za-z])")
 _SUBSCRIPTED_CONSTANT_RE = re.compile(r"(?<![A-Za-z\\])([EeI])\s*_")
+# \text{I} (a Roman numeral, a label) is matched whole and kept
+_CAPITAL_I_RE = re.compile(r"\\(?:text|mathrm|mbox|textrm|operatorname|mathcal)\s*\{[^{}]*\}|(?<![A-Za-z\\])I(?![A-Za-z])")
 _ASTRO_RE = re.compile(r"_\s*(?:\{\s*\\(?:odot|oplus|sun)\s*\}|\\(?:odot|oplus|sun)(?![A-Za-z]))")
+_SPACING_COMMAND_RE = re.compile(r"\\\\|\\[,;:! ]|\\thinspace(?![A-Za-z])")  # \\ (a matrix row) is kept whole
 _TRAILING_PUNCT_RE = re.compile(r"(?<!\.)(?<!\\)[.,;]\s*$|\\[.,;]\s*$")
 
 
@@ -153,16 +106,23 @@ def normalise(text: str, *, keep_percent: bool = False) -> str:
         if not match:
             break
         text = next(g for g in match.groups() if g is not None).strip()
+    text = unicode_math(text)
     text = _DISPLAY_RE.sub("", text).strip()
     text = _COMMAND_SPACE_RE.sub(r"\1", text)
     text = _strip_trailing_punct(text)
     text = _SUBSCRIPTED_CONSTANT_RE.sub(r"\\mathcal{\1}_", text)
+    if "I" in text:  # rule subscripted_constants: a bare I (I\dot{\omega} + 2B\omega = T, I(0)) is a variable
+        text = _CAPITAL_I_RE.sub(lambda m: m.group() if len(m.group()) > 1 else "\\mathcal{I}", text)
     text = _ASTRO_RE.sub(lambda m: "_{" + ("earth" if "oplus" in m.group() else "sun") + "}", text)
     text = re.sub(r"×\s*", r"\\times ", text)
     text = re.sub(r"·\s*", r"\\cdot ", text).replace("−", "-")
     text = _E_NOTATION_RE.sub(lambda m: f"{m.group(1).rstrip('.') or '0'}\\times10^{{{m.group(2)}}}", text)
     text = _EXP_TEN_RE.sub(lambda m: "10^{" + m.group(1).replace(" ", "") + "}", text)
     text = _DIGIT_GROUP_RE.sub(lambda m: _GROUP_SEP_RE.sub("", m.group()), text)
+    # rule spacing: the comma of "a = 1.68, \, b = 0.45" separates nothing
+    if "\\" in text:
+        text = _SPACING_COMMAND_RE.sub(lambda m: m.group() if m.group() == "\\\\" else " ", text)
+    text = derivative_forms(text)[0]
     text = _DEGREE_RE.sub("", text)
     if not keep_percent:
         text = _PERCENT_RE.sub("", text)
@@ -290,20 +250,55 @@ _LIST_REQUEST_RE = re.compile(r"(?i)separated\s+by\s+commas|comma[- ]separated|\
                               r"(?:real\s+|integer\s+|positive\s+)?(?:values|solutions|roots|numbers|integers|pairs)\b")
 
 
+# "How many of each did she buy?" (after "goats and ... helicopters"): the counts in the order named
+_OF_EACH_RE = re.compile(r"(?i)\bhow\s+many\s+(?:\w+\s+)?of\s+each\b")
+# "Solve the system of equations" / "all real solutions to the system": one solution, its unknowns in order
+_SYSTEM_RE = re.compile(r"(?i)\b(?:solve|solutions?\s+(?:to|of))\s+(?:the\s+|this\s+)?(?:following\s+)?"
+                        r"system\b")
+_MIN_FIRST_RE = re.compile(r"(?i)\b(?:smallest|least|minimum|minimal|lowest)\b")
+
+
 def list_mode(gold_items: list[str], meta: Mapping[str, Any] | None, problem: str | None) -> str:
-    """'ordered' | 'unordered' | 'single' for a gold with ``gold_items`` top-level items."""
+    """'ordered' | 'unordered' | 'single' for a gold with ``gold_items`` top-level items (rule
+    ordered_list): a question that names its quantities in an order is answered in that order; only
+    a question asking for a set (all values, all solutions) is answered by a set."""
     meta = meta or {}
     answer_type = str(meta.get("answer_type") or "")
     if answer_type == "Interval" or len(gold_items) < 2:
         return "single"
     if answer_type == "Tuple" and not meta.get("is_multiple_answer"):
         return "ordered"
-    if problem and answer_type != "Tuple" and len(gold_items) == 2 and _EXTREMES_RE.search(problem):
+    if not problem or answer_type == "Tuple" or any(unwrap_tuple(item) for item in gold_items):
+        return "unordered"  # a set of tuples: each tuple is ordered (task._tuples_equal), the set is not
+    if len(gold_items) == 2 and _EXTREMES_RE.search(problem):
         return "ordered"  # "the smallest and largest value": the answer lists them in that order
-    if meta.get("is_multiple_answer") and problem and answer_type != "Tuple":
-        if _NAMED_QUANTITIES_RE.search(problem):
-            return "ordered"
+    named = _NAMED_QUANTITIES_RE.search(problem)
+    if named and (meta.get("is_multiple_answer") or len(_named(named.group())) == len(gold_items)):
+        return "ordered"
+    if _OF_EACH_RE.search(problem) or (answer_type != "Expression" and _SYSTEM_RE.search(problem)):
+        return "ordered"
     return "unordered"
+
+
+def _named(question_part: str) -> list[str]:
+    """The quantities a question names in ``question_part`` ('$a, h$ and $k$' -> a, h, k)."""
+    return [name for math in re.findall(r"\$([^$]*)\$", question_part) for name in split_top_level(math) if name]
+
+
+def extremes_in_question_order(items: list[str], problem: str | None) -> tuple[list[str], str | None]:
+    """Rule ordered_list, extremes: a two-number gold of a question asking for 'the minimum and maximum'
+    follows the question's order; a gold listing them the other way (OlympiadBench 2268: 'minimum and
+    maximum', gold 5,1) is read in the question's order -> (items, note saying so, else None)."""
+    match = _EXTREMES_RE.search(problem or "") if len(items) == 2 else None
+    values = [numeral_value(item) for item in items]
+    if match is None or None in values or values[0] == values[1]:
+        return items, None
+    min_first = bool(_MIN_FIRST_RE.match(match.group()))
+    if (values[0] < values[1]) == min_first:
+        return items, None
+    note = (f"gold {','.join(items)} lists the extremes in the other order than the question "
+            f"('{match.group()}'); graded in the question's order: {items[1]},{items[0]}")
+    return items[::-1], note
 
 
 def grouped_number_gold(text: str, meta: Mapping[str, Any] | None, problem: str | None) -> bool:
@@ -338,6 +333,7 @@ _IMAGINARY_RE = re.compile(r"(?<![A-Za-z\\_{])i(?![A-Za-z])(?!\s*[=<>])")
 def prepare_gold(gold: str, meta: Mapping[str, Any] | None = None, problem: str | None = None) -> GoldForm:
     """Normalise a gold answer and choose its comparison mode from the benchmark's metadata."""
     text, percent = split_percent(normalise(str(gold), keep_percent=True))
+    variables = derivative_forms(str(gold))[2]
     exempt = frozenset(_disowning_words(text))
     relations = frozenset(name for _, _, name in relation_tokens(text)) if len(text) <= MAX_RELATION_TEXT else frozenset()
     base = _BASE_RE.match(text)
@@ -356,10 +352,17 @@ def prepare_gold(gold: str, meta: Mapping[str, Any] | None = None, problem: str 
         return GoldForm(text, mode="ordered", items=tuple(split_top_level(wrapped[1])), imaginary_unit=imaginary,
                         exempt_words=exempt, percent=percent, relations=relations)
     mode = list_mode(items, meta, problem)
+    note, names = None, ()
     if mode == "single":
         items = []
+    elif mode == "ordered":
+        items, note = extremes_in_question_order(items, problem)
+        named = _NAMED_QUANTITIES_RE.search(problem or "")
+        names = tuple(_name_key(name) for name in _named(named.group())) if named else ()
     return GoldForm(text, mode=mode, items=tuple(items), numeric=numeric, imaginary_unit=imaginary,
-                    base=None, exempt_words=exempt, percent=percent, relations=relations)
+                    base=None, exempt_words=exempt, percent=percent, relations=relations,
+                    derivative_variables=variables, note=note,
+                    names=names if len(names) == len(items) else ())
 
 
 def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None = None) -> AnswerForm:
@@ -371,8 +374,13 @@ def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None =
         words -= {"or"}  # "1 or 3" lists the values of a multiple answer
     if words:
         return AnswerForm(text, verdict="incorrect")  # rule disowning
+    variables = derivative_forms(str(answer))[2] if gold.derivative_variables else frozenset()
+    if variables and variables != gold.derivative_variables:
+        return AnswerForm(text, verdict="incorrect")  # rule derivatives: dx/ds is not dx/dt
+    text = rename_parameter(text, gold.text)
     if gold.mode == "base":
-        return _compare_base(text, gold)
+        pair = named_value(text)  # rule named_values: "n = 52_8"
+        return _compare_base(pair[1] if pair else text, gold)
     if gold.numeric:
         text = strip_units(strip_ordinal(text))
         if _PLAIN_GROUPED_RE.fullmatch(text):
@@ -396,10 +404,28 @@ def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None =
     if len(items) != len(gold.items) and "=" in text:  # "(b, c) = (-3, 0)": the right-hand side
         items = _answer_items(text.rsplit("=", 1)[1], ordered=gold.mode == "ordered")
     if len(items) == len(gold.items):
-        return AnswerForm(text, tuple(items))
+        return AnswerForm(text, _named_items(items, gold))
     if gold.mode == "unordered":  # "x \in \{1, 3\}": math-verify compares the whole answer as a set
         return AnswerForm(text)
     return AnswerForm(text, tuple(items), verdict="incorrect")  # rule ordered_list: wrong number of items
+
+
+def _name_key(name: str) -> str:
+    return re.sub(r"\s+|\\[,;:! ]", "", normalise(name))
+
+
+def _named_items(items: list[str], gold: GoldForm) -> tuple[str, ...]:
+    """Rule named_values: items written 'a = 1.68' are their values; in an ordered list whose
+    question names the quantities, named items are put in the question's order by their names
+    ('c = 0, b = -3' answers 'the values of $b$ and $c$' as -3, 0)."""
+    pairs = [named_value(item) for item in items]
+    if any(pair is None for pair in pairs) or any("=" in item for item in gold.items):  # the gold names them too
+        return tuple(items)
+    keys = [_name_key(name) for name, _ in pairs]
+    if gold.mode == "ordered" and gold.names and sorted(keys) == sorted(gold.names) and len(set(keys)) == len(keys):
+        by_name = dict(zip(keys, (value for _, value in pairs)))
+        return tuple(by_name[name] for name in gold.names)
+    return tuple(value for _, value in pairs)
 
 
 def _percent_as_fraction(text: str, answer_percent: bool, gold: GoldForm) -> str | None:

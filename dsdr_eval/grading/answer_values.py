@@ -105,8 +105,11 @@ def relation_rule(text: str, gold_relations: frozenset[str], *, mode: str, numer
              for start, stop in zip(bounds, [start for start, _, _ in tokens] + [len(text)])]
     for i, (_, _, name) in enumerate(tokens):  # between two plain numbers: only an equality of equal numbers
         left, right = numeral_value(sides[i]), numeral_value(sides[i + 1])
-        if left is not None and right is not None and not (name in _VALUE_RELATIONS and left == right):
-            return text, "incorrect"
+        if left is None or right is None or (name in _VALUE_RELATIONS and left == right):
+            continue
+        if name in _APPROXIMATIONS and len(tokens) == 1 and _rounds_to(left, sides[1]):
+            return sides[0], None  # rule companion_approximation: "\frac{5}{12} \approx 0.4167" is 5/12
+        return text, "incorrect"
     if mode != "single":
         return text, None  # lists: "b=-3, c=0" is split into items later
     names = {name for _, _, name in tokens}
@@ -130,7 +133,36 @@ def relation_rule(text: str, gold_relations: frozenset[str], *, mode: str, numer
     last = numeral_value(sides[-1])
     if last is not None and any(numeral_value(side) not in (None, last) for side in values):
         return text, "incorrect"  # "205 \approx x = 204"
+    if not values and mode == "single" and not numeric:  # "x = 6 - 5i": a name's value is the value
+        return sides[-1], None
     return " = ".join(values + sides[-1:]) if values else " = ".join(sides), None
+
+
+_APPROXIMATIONS = frozenset({"approx", "approxeq", "thickapprox", "simeq", "≈", "≃"})
+_DECIMAL_RE = re.compile(r"[-+]?\d*\.(\d{1,60})")
+
+
+def _rounds_to(exact: Fraction, written: str) -> bool:
+    """``written`` is a decimal that rounds (0.4167, 0.42) or truncates (0.4166) ``exact`` (5/12) to its
+    number of decimals -- not another number (0.5)."""
+    match = _DECIMAL_RE.fullmatch(written.strip())
+    if not match:
+        return False
+    value, scale = numeral_value(written), 10 ** len(match.group(1))
+    return value is not None and (abs(exact - value) * 2 <= Fraction(1, scale)
+                                  or value == Fraction(int(exact * scale), scale))
+
+
+def named_value(text: str) -> tuple[str, str] | None:
+    """Rule named_values: 'b = -3' -> ('b', '-3'): one '=' with a name on its left, else None."""
+    if len(text) > MAX_RELATION_TEXT:
+        return None
+    tokens = relation_tokens(text)
+    if len(tokens) != 1 or tokens[0][2] != "=":
+        return None
+    start, end, _ = tokens[0]
+    name, value = _EDGE_SPACING_RE.sub("", text[:start]), _EDGE_SPACING_RE.sub("", text[end:])
+    return (name, value) if value and _is_name(name) else None
 
 
 MAX_RELATION_TEXT = 400  # a boxed value with its name is short; longer text is left to math-verify

@@ -31,7 +31,8 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     Added: ``extracted`` (str | None, truncated to MAX_ANSWER_CHARS), ``extraction`` (method),
     ``status`` (one of STATUSES), ``correct`` (bool), ``answer_class`` (int index of the
     math-equivalence class of the answer within its problem, in order of first appearance;
-    None without an answer), ``grade_note`` (why a status is timeout/error/truncated, else None).
+    None without an answer), ``grade_note`` (why a status is timeout/error/truncated, or how the
+    gold was read when that differs from how it is written, else None).
     Rows are grouped into problems by (benchmark, problem_id). A row's optional ``answer_meta``
     (the benchmark's answer_type / is_multiple_answer / unit) and ``problem`` text choose the
     comparison mode (answer_norm: grading rules, ``options`` their conventions). ``extraction``: the
@@ -50,7 +51,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         key = (str(row.get("benchmark", DEFAULT_BENCHMARK)), str(row["problem_id"]))
         gold = str(row["gold"])
         problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [], "meta": row.get("answer_meta"),
-                                            "problem": row.get("problem")})
+                                            "problem": row.get("problem"), "gold_note": None})
         if problem["gold"] != gold:
             raise DsdrError(f"sample {index}: problem {key[1]!r} of benchmark {key[0]!r} has conflicting gold "
                             f"answers {problem['gold']!r} and {gold!r}")
@@ -81,6 +82,10 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     for problem in problems.values():
         job = next(job_iter) if problem["answers"] else None
         _finish_problem(problem["rows"], job, budget_s)
+        # rule ordered_list: a gold read otherwise than written (extremes put in the question's order)
+        # is said on every row of its problem that has no other note
+        for row in problem["rows"] if problem["gold_note"] else ():
+            row["grade_note"] = row["grade_note"] or problem["gold_note"]
     return graded
 
 
@@ -88,6 +93,7 @@ def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> Problem
     meta = problem["meta"] if isinstance(problem["meta"], dict) else None
     text = problem["problem"] if isinstance(problem["problem"], str) else None
     gold = answer_norm.prepare_gold(problem["gold"], meta, text)
+    problem["gold_note"] = gold.note
     answers = list(problem["answers"])
     forms = [answer_norm.wire_answer(answer_norm.prepare_answer(answer, gold, options)) for answer in answers]
     return ProblemJob(job_id, answer_norm.wire_gold(gold), answers, list(problem["answers"].values()), forms,

@@ -97,7 +97,31 @@ class Verifier:
             return False, False
         if equal is not None:
             return equal, False
+        if self._proportional_equations(gold, pred):
+            return True, False
         return self._verify_pairs(gold, pred)
+
+    def _proportional_equations(self, gold: list, pred: list) -> bool:
+        """Rule equations: two equations are the same when lhs - rhs of one is a nonzero real number
+        times that of the other (terms moved, both sides scaled: m\\dot{v} + bv = f and
+        2m\\dot{v} = 2f - 2bv); math-verify's own comparison of such equations can take seconds
+        (simplify on sin, cos). Under the answer's budget; an error or a timeout leaves the decision
+        to math-verify."""
+        if not (gold and pred and isinstance(gold[0], sympy.Equality) and isinstance(pred[0], sympy.Equality)):
+            return False
+        if any(_is_value_equation(x[0]) for x in (gold, pred)):
+            return False  # "x = 5" is a value: "2x = 10" does not give it
+        try:
+            with self.budget.limit():
+                a, b = (sympy.expand(x.lhs - x.rhs) for x in (gold[0], pred[0]))
+                if not (a.free_symbols and b.free_symbols):
+                    return False
+                ratio = sympy.cancel(a / b)
+                return not ratio.free_symbols and bool(ratio.is_real) and ratio.is_finite and ratio != 0
+        except TimeoutException:
+            return False
+        except Exception:  # noqa: BLE001 -- sympy failed on the rewrite: math-verify decides
+            return False
 
     def _verify_pairs(self, gold: list, pred: list) -> tuple[bool, bool]:
         # math-verify's verify(gold, pred) is any() over the pairs, each under its own alarm, a
@@ -130,6 +154,12 @@ class Verifier:
         except (TypeError, ValueError, OverflowError):
             return False
         return abs(x - y) > 1e-4 * max(1.0, abs(x), abs(y))
+
+
+def _is_value_equation(eq) -> bool:
+    """``x = 5`` / ``5 = x``: a symbol on one side, a plain number on the other."""
+    return any(isinstance(one, sympy.Symbol) and _plain_number(other)
+               for one, other in ((eq.lhs, eq.rhs), (eq.rhs, eq.lhs)))
 
 
 def _same_named_symbols(gold: list, pred: list) -> list:

@@ -2,7 +2,8 @@
 
 The generator (tests/helpers/grading_classes.py) writes equivalent forms and near-misses a model would
 box; a deterministic sample of every class is graded in ONE batched call through the real worker
-pool. Equivalent classes must be accepted >= 99 %, near-misses <= 0.5 %."""
+pool. Equivalent classes must be accepted >= 99.5 %, near-misses <= 0.3 % (with 25 answers a class:
+every equivalent form accepted, every near-miss rejected)."""
 
 from __future__ import annotations
 
@@ -42,13 +43,13 @@ def test_every_class_is_generated(class_results):
 @pytest.mark.parametrize("klass", list(gc.EQUIVALENT))
 def test_equivalent_class_accepted(class_results, klass):
     entry = class_results[1][klass]
-    assert entry["accepted"] / entry["n"] >= 0.99, (klass, entry["failures"][:5])
+    assert entry["accepted"] / entry["n"] >= 0.995, (klass, entry["failures"][:5])
 
 
 @pytest.mark.parametrize("klass", list(gc.NEAR_MISS))
 def test_near_miss_class_rejected(class_results, klass):
     entry = class_results[1][klass]
-    assert entry["accepted"] / entry["n"] <= 0.005, (klass, entry["failures"][:5])
+    assert entry["accepted"] / entry["n"] <= 0.003, (klass, entry["failures"][:5])
 
 
 def test_rounded_fraction_option_accepts_what_the_default_rejects(golds):

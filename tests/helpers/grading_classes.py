@@ -88,7 +88,32 @@ def _sci(answer: str) -> tuple[str, str] | None:
 
 def _ordered(gold: Gold) -> bool:
     from_meta = gold.meta or {}
-    return from_meta.get("answer_type") == "Tuple" or _names_quantities(gold) or _asks_extremes(gold)
+    return (from_meta.get("answer_type") == "Tuple" or _names_quantities(gold) or _asks_extremes(gold)
+            or _asks_each_or_one_solution(gold))
+
+
+def _asks_each_or_one_solution(gold: Gold) -> bool:
+    """'How many of each did she buy?' (goats, then helicopters); 'Solve the system of equations' with
+    one solution written as its unknowns' values (10^{3},10 for x, y): the values in the question's order."""
+    if not (gold.meta or {}).get("is_multiple_answer") or any(_reverse_tuple(i) for i in _split_top(gold.answer)):
+        return False
+    if re.search(r"(?i)how many (\w+ )?of each", gold.problem):
+        return True
+    return (gold.meta or {}).get("answer_type") == "Numerical" and bool(
+        re.search(r"(?i)(solve|solutions? (to|of)) (the |this )?(following )?system", gold.problem))
+
+
+def _question_order(gold: Gold) -> list[str]:
+    """The gold's items in the question's order: a gold listing 'the minimum and maximum' as
+    max, min (OlympiadBench 2268: 5,1) is put in the order the question asks for."""
+    items = _split_top(gold.answer)
+    match = re.search(r"(?i)(smallest|least|minimum|largest|greatest|maximum)\b[^.?]{0,60}\band (the )?"
+                      r"(largest|greatest|maximum|smallest|least|minimum)", gold.problem)
+    values = [_value(item) for item in items]
+    if not _asks_extremes(gold) or match is None or None in values:
+        return items
+    ascending = match.group(1).lower() in ("smallest", "least", "minimum")
+    return [item for _, item in sorted(zip(values, items), reverse=not ascending)]
 
 
 def _asks_extremes(gold: Gold) -> bool:
@@ -370,7 +395,7 @@ def n_reversed_ordered(g: Gold) -> Iterator[str]:
     named quantities ('values of $b$ and $c$') listed in reverse."""
     if not _ordered(g) or "=" in g.answer:
         return
-    items = _split_top(g.answer.strip())
+    items = _question_order(g)
     if all(_reverse_tuple(item) for item in items):
         reversed_items = [_reverse_tuple(item) for item in items]
         canon = lambda xs: sorted(re.sub(r"\s|\\left|\\right", "", x) for x in xs)  # noqa: E731
@@ -514,6 +539,176 @@ def n_rounded_fraction(g: Gold) -> Iterator[str]:
             yield rounded
 
 
+# --- notation real models write (issue 34) ----------------------------------------------------------
+
+_SUP = str.maketrans("0123456789-+", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺")
+_GREEK_UNICODE = {"\\pi": "π", "\\tau": "τ", "\\Delta": "Δ", "\\theta": "θ", "\\alpha": "α", "\\omega": "ω",
+                  "\\lambda": "λ", "\\mu": "μ", "\\sigma": "σ", "\\phi": "φ", "\\beta": "β", "\\gamma": "γ"}
+UNICODE_UNITS = ("m/s²", "kg·m/s", "J·s", "m⁻³", "s⁻¹", "W/m²", "kg·m²")
+
+
+def _to_unicode(text: str) -> str:
+    """LaTeX as a chat model types it: ^{-3} -> ⁻³, \\sqrt{3} -> √3 (√(x+1)), \\pi -> π, \\cdot -> ·,
+    \\times -> ×, \\ln -> ln."""
+    text = re.sub(r"\^(?:\{(-?\d{1,3})\}|(\d)(?!\d))", lambda m: (m.group(1) or m.group(2)).translate(_SUP), text)
+    text = re.sub(r"\\sqrt\{(\d+|[a-z])\}", r"√\1", text)
+    text = re.sub(r"\\sqrt\{([^{}]+)\}", r"√(\1)", text)
+    for command, char in _GREEK_UNICODE.items():
+        text = re.sub(re.escape(command) + r"(?![A-Za-z])\s*", char, text)
+    text = re.sub(r"\\cdot\s*", "·", text)
+    text = re.sub(r"\\times\s*", "× ", text)
+    return re.sub(r"\\ln\s*", "ln ", text)
+
+
+def g_unicode_math(g: Gold) -> Iterator[str]:
+    """Unicode math: 6 × 10⁻³ m/s² for 6e-3 (a unit on a numeric Minerva gold), 1 + i√3, -τ ln Δ."""
+    sci = _sci(g.answer)
+    if sci:
+        unit = UNICODE_UNITS[int(g.id) % len(UNICODE_UNITS)] if g.benchmark == "minerva" else ""
+        yield f"{sci[0]} × 10{str(int(sci[1])).translate(_SUP)} {unit}".strip()
+        yield f"{sci[0]}×10{str(int(sci[1])).translate(_SUP)}"
+    elif re.search(r"\\sqrt\{|\\pi|\\tau|\\Delta|\\theta|\\omega|\\lambda|\^\{?-?\d|\\cdot|\\ln", g.answer) \
+            and not re.search(r"\\sqrt\[|\\(?:d|t)?frac\{[^{}]*\\sqrt", g.answer):
+        unicode = _to_unicode(g.answer)
+        if unicode != g.answer:
+            yield unicode
+
+
+def n_unicode_math_off(g: Gold) -> Iterator[str]:
+    """Unicode math that is another number: the exponent one off, the root of another number, π dropped."""
+    sci = _sci(g.answer)
+    if sci:
+        yield f"{sci[0]} × 10{str(int(sci[1]) + 1).translate(_SUP)}"
+        yield f"{sci[0]} × 10{str(-int(sci[1])).translate(_SUP)}" if int(sci[1]) else f"{sci[0]} × 10¹"
+    match = re.search(r"\\sqrt\{(\d+)\}", g.answer)
+    if match and not re.search(r"\\sqrt\[|\\(?:d|t)?frac\{[^{}]*\\sqrt", g.answer):
+        yield _to_unicode(g.answer.replace(match.group(), "\\sqrt{" + str(int(match.group(1)) + 1) + "}", 1))
+
+
+_ODE_GOLD_RE = re.compile(r"\\frac\{d|\\dot|\\ddot|\^\{\\prime\}|'")
+
+
+def _ode_sides(g: Gold) -> tuple[str, str] | None:
+    """(lhs, rhs) of a differential-equation gold (one '=', a derivative written in it)."""
+    if g.answer.count("=") != 1 or not _ODE_GOLD_RE.search(g.answer) or "$" in g.answer:
+        return None
+    lhs, rhs = g.answer.split("=")
+    return lhs.strip(), rhs.strip()
+
+
+def _other_derivative_notation(text: str) -> str:
+    """\\frac{d x}{d t} -> x', x^{\\prime} -> \\frac{dx}{dt}, \\dot{x} -> x': the same derivative."""
+    text = re.sub(r"\\frac\{d\^\{2\}\s*([a-z](?:_\{\w\})?)\}\{d t\^\{2\}\}", r"\1''", text)
+    text = re.sub(r"\\frac\{d\s*(\\?[a-zA-Z]+(?:_\{\w\})?)\}\{d\s*t\}", r"\\dot{\1}", text)
+    text = re.sub(r"(?<![\\a-zA-Z])([a-z])\^\{\\prime\}", r"\\frac{d\1}{dt}", text)
+    text = re.sub(r"\\ddot\{(\\?[a-zA-Z]+)\}", r"\1''", text)
+    return text
+
+
+def _ode_rewritten(g: Gold) -> tuple[str, str] | None:
+    """(the gold ODE's left side in another derivative notation, its right side), or None."""
+    sides = _ode_sides(g)
+    return (_other_derivative_notation(sides[0]), sides[1]) if sides else None
+
+
+def g_equation_rearranged(g: Gold) -> Iterator[str]:
+    """A differential equation in another derivative notation, with its terms moved to one side,
+    or the whole equation scaled by a constant."""
+    rewritten = _ode_rewritten(g)
+    if rewritten is None:
+        return
+    other, rhs = rewritten
+    yield f"{other} - \\left({rhs}\\right) = 0"
+    yield f"{rhs} = {other}"
+    yield f"2\\left({other}\\right) = 2\\left({rhs}\\right)"
+
+
+def n_equation_changed(g: Gold) -> Iterator[str]:
+    """Another equation in another derivative notation: a constant added, a sign flipped."""
+    rewritten = _ode_rewritten(g)
+    if rewritten is None:
+        return
+    other, rhs = rewritten
+    yield f"{other} = {rhs} + 1"
+    yield f"{other} + \\left({rhs}\\right) = 0" if rhs.strip() != "0" else f"{other} = 1"
+    yield f"{other} = -\\left({rhs}\\right)" if rhs.strip() != "0" else f"2\\left({other}\\right) = 1"
+
+
+def _names(g: Gold) -> list[str]:
+    """The quantities the question names in order ('values of $a, h$ and $k$' -> a, h, k)."""
+    match = re.search(r"(?:values? of|[Dd]etermine|[Cc]ompute|[Ff]ind|What are)\s+(?:\w+\s+){0,3}"
+                      r"(\$[^$]+\$(?:\s*,\s*\$[^$]+\$)*\s*,?\s*and\s+\$[^$]+\$)", g.problem)
+    if not match:
+        return []
+    return [n.strip() for part in re.findall(r"\$([^$]+)\$", match.group(1)) for n in _split_top(part)]
+
+
+def g_named_values(g: Gold) -> Iterator[str]:
+    """Values boxed with their names: 'a = 1.68, \\, b = 0.45' (also in another order, the names
+    saying which is which); a single non-numeric value as 'z = 6 - 5i'."""
+    items, names = _question_order(g), _names(g)
+    if _ordered(g) and len(names) == len(items) > 1 and not any("=" in i for i in items):
+        yield ", \\, ".join(f"{n} = {v}" for n, v in zip(names, items))
+        yield ", ".join(f"{n}={v}" for n, v in reversed(list(zip(names, items))))
+    elif len(items) == 1 and _value(g.answer) is None and "=" not in g.answer and "\\text" not in g.answer \
+            and not g.answer.startswith(("(", "[")) and not re.search(r"(?<![a-z\\])z(?![a-z])", g.answer):
+        yield f"z = {g.answer}"
+
+
+def n_named_values_swapped(g: Gold) -> Iterator[str]:
+    """Named values with the names swapped: 'a = 0.45, b = 1.68' for a = 1.68, b = 0.45."""
+    items, names = _question_order(g), _names(g)
+    if _ordered(g) and len(names) == len(items) > 1 and len(set(items)) == len(items) and not any("=" in i for i in items):
+        yield ", ".join(f"{n} = {v}" for n, v in zip(names, reversed(items)))
+
+
+_FAMILY_RE = re.compile(r"(?<![A-Za-z\\])([kn])(?![A-Za-z])")
+
+
+def g_renamed_parameter(g: Gold) -> Iterator[str]:
+    """A solution family with its integer parameter renamed: '+ n\\pi' for '+ \\pi k'."""
+    if re.search(r"(?<![A-Za-z\\])[kn]\s*\\pi|\\pi\s*[kn](?![A-Za-z])", g.answer):
+        used = set(_FAMILY_RE.findall(g.answer))
+        if len(used) == 1:
+            new = "n" if used == {"k"} else "m"
+            yield _FAMILY_RE.sub(new, g.answer)
+
+
+def n_renamed_parameter_shifted(g: Gold) -> Iterator[str]:
+    """The family renamed but with another period (2n\\pi for k\\pi): another set of solutions."""
+    if re.search(r"(?<![A-Za-z\\])[kn]\s*\\pi|\\pi\s*[kn](?![A-Za-z])", g.answer):
+        used = set(_FAMILY_RE.findall(g.answer))
+        if len(used) == 1:
+            new = "n" if used == {"k"} else "m"
+            yield _FAMILY_RE.sub("2" + new, g.answer)
+
+
+def g_companion_approximation(g: Gold) -> Iterator[str]:
+    """An exact fraction with its decimal approximation: \\frac{5}{12} \\approx 0.4167."""
+    frac = _FRAC_RE.match(g.answer.strip())
+    if frac:
+        value = _value(g.answer)
+        yield f"{g.answer} \\approx {value:.4f}"
+        yield f"{g.answer}\\approx {value:.2f}"
+
+
+def n_companion_approximation(g: Gold) -> Iterator[str]:
+    """A wrong exact part beside the gold's approximation, or the exact gold beside a wrong decimal."""
+    frac = _FRAC_RE.match(g.answer.strip())
+    if frac:
+        value = _value(g.answer)
+        sign, p, q = frac.group(1), int(frac.group(2)), int(frac.group(3))
+        yield f"{sign}\\frac{{{p}}}{{{q + 1}}} \\approx {value:.4f}"
+        yield f"{g.answer} \\approx {value * 1.1 + 0.01:.4f}"
+
+
+def g_extremes_question_order(g: Gold) -> Iterator[str]:
+    """The extremes in the question's order where the gold lists them the other way (2268)."""
+    items = _question_order(g)
+    if items != _split_top(g.answer):
+        yield ", ".join(items)
+
+
 EQUIVALENT: dict[str, Callable[[Gold], Iterator[str]]] = {
     "identity": g_identity, "trailing_period": g_trailing_period, "dollar_wrap": g_dollar_wrap,
     "sci_notation": g_sci_notation, "thin_space_groups": g_thin_space, "comma_groups": g_comma_groups,
@@ -524,6 +719,9 @@ EQUIVALENT: dict[str, Callable[[Gold], Iterator[str]]] = {
     "choice_letter": g_choice_letter, "subscript_braces": g_subscript_braces,
     "ordinal_unit": g_ordinal_unit, "percent_of_fraction": g_percent_of_fraction,
     "variable_grouped": g_variable_grouped,
+    "unicode_math": g_unicode_math, "equation_rearranged": g_equation_rearranged, "named_values": g_named_values,
+    "renamed_parameter": g_renamed_parameter, "companion_approximation": g_companion_approximation,
+    "extremes_question_order": g_extremes_question_order,
 }
 NEAR_MISS: dict[str, Callable[[Gold], Iterator[str]]] = {
     "reversed_ordered": n_reversed_ordered, "grouped_gold_as_list": n_grouped_gold_as_list,
@@ -534,6 +732,9 @@ NEAR_MISS: dict[str, Callable[[Gold], Iterator[str]]] = {
     "number_times_symbol": n_number_times_symbol, "sign_flip": n_sign_flip,
     "interval_bracket_swap": n_interval_bracket_swap, "wrong_subscript": n_wrong_subscript,
     "relation_to_gold": n_relation_to_gold, "exact_rational_off": n_exact_rational_off,
+    "unicode_math_off": n_unicode_math_off, "equation_changed": n_equation_changed,
+    "named_values_swapped": n_named_values_swapped, "renamed_parameter_shifted": n_renamed_parameter_shifted,
+    "companion_approximation_off": n_companion_approximation,
 }
 
 
