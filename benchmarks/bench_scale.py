@@ -14,7 +14,7 @@ then runs each stage in a fresh subprocess and measures it:
   ``streamlit.testing.v1.AppTest``) on a runs directory holding this run
 
 For each stage: wall seconds, the peak RSS of the stage's own process (``ru_maxrss``, exact), and the
-peak of the sum over the process and its children (grading workers), polled every 20 ms. Then the
+peak of the sum over the process and its children (grading workers), polled every 100 ms. Then the
 ratio of every figure between consecutive sizes, next to the ratio of the input sizes: a stage whose
 memory ratio is near 1 is bounded, near the input ratio grows with the run.
 
@@ -209,7 +209,7 @@ def measure(stage: str, run_dir: Path, work: Path) -> dict:
     peak = 0
     while process.poll() is None:
         peak = max(peak, tree_rss(process.pid))
-        time.sleep(0.02)
+        time.sleep(0.1)
     out, err = process.communicate()
     wall = time.perf_counter() - started
     if process.returncode:

@@ -342,7 +342,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
         per_sample.seek(0)
         rundir.update_metrics(run_dir, rundir.DIVERSITY_SECTION, result, settings=to_json_safe(settings), files={
             rundir.DIVERSITY_PER_PROBLEM: jsonl_chunks(to_json_safe(r) for r in problem_records),
-            rundir.DIVERSITY_PER_SAMPLE: iter(lambda: per_sample.read(1 << 20), b"")})
+            rundir.DIVERSITY_PER_SAMPLE: iter(lambda: per_sample.read(1 << 16), b"")})
     return result
 
 

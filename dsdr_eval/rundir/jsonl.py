@@ -233,14 +233,17 @@ def _check_regular(fd: int, where: str, max_bytes: int | None) -> None:
 
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
                         on_warning: Callable[[str], None] = warn,
-                        exact_number_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+                        exact_number_fields: Iterable[str] = (),
+                        on_bytes: Callable[[bytes], None] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` per non-empty line; DsdrError naming file and line on a bad line.
 
     ``context`` prefixes error messages (e.g. ``"benchmark aime24: "``); ``on_warning`` receives the
     one-line warning about a skipped partial last line; a number in a top-level field named in
     ``exact_number_fields`` keeps its literal (``number_text``), even an integer over the conversion
     limit (an OversizeInt, refused anywhere else). The file is read one line at a time: memory holds
-    one line, whatever the file's size (a paper-scale graded.jsonl is gigabytes)."""
+    one line, whatever the file's size (a paper-scale graded.jsonl is gigabytes). ``on_bytes`` sees
+    every line's bytes as read, a skipped partial last line included (a hash of the whole file in the
+    same pass)."""
     where = f"{context}{path}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO never waits
@@ -251,7 +254,10 @@ def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = Fal
     except OSError as exc:
         raise DsdrError(f"{where}: cannot read ({exc.strerror or type(exc).__name__})") from None
     with handle:
-        yield from _iter_numbered(_read_lines(handle, where), path, tolerate_truncated_tail=tolerate_truncated_tail,
+        lines = _read_lines(handle, where)
+        if on_bytes is not None:
+            lines = _observed(lines, on_bytes)
+        yield from _iter_numbered(lines, path, tolerate_truncated_tail=tolerate_truncated_tail,
                                   context=context, on_warning=on_warning, exact_number_fields=exact_number_fields)
 
 
@@ -265,6 +271,12 @@ def _read_lines(handle: Any, where: str) -> Iterator[bytes]:
             raise DsdrError(f"{where}: cannot read ({exc.strerror or type(exc).__name__})") from None
         if not line:
             return
+        yield line
+
+
+def _observed(lines: Iterator[bytes], on_bytes: Callable[[bytes], None]) -> Iterator[bytes]:
+    for line in lines:
+        on_bytes(line)
         yield line
 
 
