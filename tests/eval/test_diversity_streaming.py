@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-import zlib
 from pathlib import Path
 
 import numpy as np
+from test_diversity_run import BagOfWordsEncoder  # deterministic and batch-independent
 
 from dsdr_eval.diversity_metrics.run import compute_run_diversity
 from dsdr_eval.rundir.jsonl import read_json, write_jsonl
 
 N_PROBLEMS = 6
 N_ROLLOUTS = 5
-
-
-class HashedWordsEncoder:
-    """Deterministic, batch-independent fake encoder: hashed word counts in 32 dimensions."""
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 32))
-        for i, text in enumerate(texts):
-            for word in text.split():
-                out[i, zlib.crc32(word.encode()) % 32] += 1.0
-        return out
 
 
 def rollout(problem: int, idx: int, words: int = 12) -> dict:
@@ -59,7 +48,7 @@ def interleaved_rows() -> list[dict]:
 
 
 def diversity_files(run_dir: Path) -> tuple[bytes, bytes, dict]:
-    compute_run_diversity(run_dir, encoder=HashedWordsEncoder(), progress=False)
+    compute_run_diversity(run_dir, encoder=BagOfWordsEncoder(), progress=False)
     metrics = read_json(run_dir / "metrics.json")
     return ((run_dir / "diversity_per_problem.jsonl").read_bytes(),
             (run_dir / "diversity_per_sample.jsonl").read_bytes(),
@@ -101,7 +90,7 @@ def test_in_memory_records_give_the_file_result(tmp_path):
     write_jsonl(from_records / "graded.jsonl", interleaved_rows())
     expected = diversity_files(from_file)
     records = read_graded(from_records / "graded.jsonl")
-    compute_run_diversity(from_records, encoder=HashedWordsEncoder(), progress=False, graded=records)
+    compute_run_diversity(from_records, encoder=BagOfWordsEncoder(), progress=False, graded=records)
     assert (from_records / "diversity_per_sample.jsonl").read_bytes() == expected[1]
     assert (from_records / "diversity_per_problem.jsonl").read_bytes() == expected[0]
 
@@ -109,7 +98,7 @@ def test_in_memory_records_give_the_file_result(tmp_path):
 def peak_allocation(run_dir: Path) -> int:
     tracemalloc.start()
     try:
-        compute_run_diversity(run_dir, encoder=HashedWordsEncoder(), progress=False)
+        compute_run_diversity(run_dir, encoder=BagOfWordsEncoder(), progress=False)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
