@@ -94,7 +94,7 @@ class ProblemIndex:
     path: Path
     groups: tuple[tuple[str, str], ...]  # (benchmark, problem_id) in order of first appearance
     sizes: tuple[int, ...]  # rollouts per group
-    lines: Mapping[int, tuple[int, int]]  # line number -> (group, resolved sample_idx)
+    lines: Mapping[int, tuple[int, int]]  # line number (position in ``records``) -> (group, sample_idx)
     records: Sequence[GradedSample] | None = None
 
     @classmethod
