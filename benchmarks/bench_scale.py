@@ -233,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,4000", help="samples per run, comma-separated (ascending)")
     parser.add_argument("--samples", type=int, default=64, help="rollouts per problem")
     parser.add_argument("--completion-bytes", type=int, default=8192, help="approximate bytes per completion")
-    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {','.join(STAGES)}")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help=f"comma-separated subset of {','.join(STAGES)}, run in the order given (every stage after "
+                             "score reads what score writes)")
     parser.add_argument("--work", default=None, help="where the run directories go (default: a temp directory)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
     parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
