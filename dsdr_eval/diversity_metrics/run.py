@@ -17,10 +17,11 @@ unweighted mean over problems where the value is defined; ``n_problems`` says ho
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -42,11 +43,11 @@ from dsdr_eval.diversity_metrics.semantic import Encoder, embed_texts, load_enco
 from dsdr_eval.diversity_metrics.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.equivalence import CachedEquivalence, Equivalence
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.rundir.jsonl import jsonl_chunks
+from dsdr_eval.rundir.jsonl import iter_jsonl_numbered, jsonl_chunks
 from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import SAMPLING as SAMPLING_PHASE
-from dsdr_eval.rundir.samples import GradedSample, iter_by_problem, read_graded
+from dsdr_eval.rundir.samples import GradedSample, iter_records, parse_graded
 SUBSETS = ("all", "correct")
 
 
@@ -69,19 +70,79 @@ class _Problem:
 # ----------------------------------------------------------------------------- reading
 
 def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = None) -> list[_Problem]:
-    """Group the "sampling" rollouts of graded.jsonl by (benchmark, problem_id) (the file is
-    validated by ``read_graded``: errors name FILE:LINE:FIELD). ``records``: that file's records,
-    already in memory in this process (``dsdr-eval run`` right after scoring); then it is not read."""
-    if records is None:
-        records = read_graded(graded_path)
-    rollouts = [r for r in records if r.key.phase == SAMPLING_PHASE]
-    # the single low-temperature "pass1" rollout is not part of a group
-    return [
-        _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
-                 tuple(_Rollout(r.key.sample_idx, r.sample.completion, r.correct, r.answer_class)
-                       for r in members))
-        for (benchmark, _, problem_id), members in iter_by_problem(rollouts)
-    ]
+    """Every problem of ``iter_problems`` in a list (small runs and tests; a run's diversity streams them)."""
+    return list(iter_problems(ProblemIndex.build(graded_path, records)))
+
+
+def _problem_of(benchmark: str, problem_id: str, members: Sequence[GradedSample]) -> _Problem:
+    """A problem's rollouts (``members``: its "sampling" records) sorted by sample_idx."""
+    members = sorted(members, key=lambda r: r.key.sample_idx)
+    return _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
+                    tuple(_Rollout(r.key.sample_idx, r.sample.completion, r.correct, r.answer_class)
+                          for r in members))
+
+
+@dataclass(frozen=True)
+class ProblemIndex:
+    """Where each problem's "sampling" rollouts are in graded.jsonl (the single low-temperature "pass1"
+    rollout is not part of a group), from one validating pass over the file (``iter_records(path, parse_graded)``:
+    errors name FILE:LINE:FIELD, before any metric is computed). It holds no completion text: a problem's
+    texts are read when its turn comes (``iter_problems``), so a run's diversity holds one problem's
+    texts at a time, not the whole file's. ``records``: the file's records already in memory in this
+    process (``dsdr-eval run`` right after scoring): then the file is not read."""
+
+    path: Path
+    groups: tuple[tuple[str, str], ...]  # (benchmark, problem_id) in order of first appearance
+    sizes: tuple[int, ...]  # rollouts per group
+    lines: Mapping[int, tuple[int, int]]  # line number (position in ``records``) -> (group, sample_idx)
+    records: Sequence[GradedSample] | None = None
+
+    @classmethod
+    def build(cls, path: Path, records: Sequence[GradedSample] | None = None) -> "ProblemIndex":
+        group_of: dict[tuple[str, str], int] = {}
+        sizes: list[int] = []
+        lines: dict[int, tuple[int, int]] = {}
+        for position, record in enumerate(records if records is not None else iter_records(path, parse_graded)):
+            if record.key.phase != SAMPLING_PHASE:
+                continue
+            group = group_of.setdefault((record.key.benchmark, record.key.problem_id), len(group_of))
+            if group == len(sizes):
+                sizes.append(0)
+            sizes[group] += 1
+            lines[position if records is not None else record.line] = (group, record.key.sample_idx)
+        return cls(path, tuple(group_of), tuple(sizes), lines, records)
+
+
+def iter_problems(index: ProblemIndex) -> Iterator[_Problem]:
+    """The problems of ``index`` in order of first appearance, each as soon as its last rollout is read.
+
+    graded.jsonl is read a second time, one line at a time; the rollouts of a problem whose lines
+    are interleaved with others' (concurrent engines append in the order requests finish) wait in
+    memory until the problem is complete, and a complete problem waits for the earlier ones, so the
+    memory held is that of the problems in flight, one when the file is grouped by problem."""
+    pending: dict[int, list[GradedSample]] = {}
+    complete: dict[int, _Problem] = {}
+    next_group = 0
+    if index.records is not None:
+        numbered: Iterator[tuple[int, GradedSample]] = iter(enumerate(index.records))
+    else:
+        numbered = ((lineno, parse_graded(row, f"{index.path}:{lineno}", sample_idx=index.lines[lineno][1],
+                                          line=lineno)[0])
+                    for lineno, row in iter_jsonl_numbered(index.path, tolerate_truncated_tail=True,
+                                                           on_warning=lambda _: None,
+                                                           exact_number_fields=("gold",))
+                    if lineno in index.lines)
+    for position, record in numbered:
+        if position not in index.lines:
+            continue
+        group = index.lines[position][0]
+        members = pending.setdefault(group, [])
+        members.append(record)
+        if len(members) == index.sizes[group]:
+            complete[group] = _problem_of(*index.groups[group], pending.pop(group))
+        while next_group in complete:
+            yield complete.pop(next_group)
+            next_group += 1
 
 
 # ----------------------------------------------------------------------------- one group
@@ -252,36 +313,36 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     holds them (not read again). Returns {benchmark: the "diversity" dict written into metrics.json}."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
     graded_path = rundir.run_path(run_dir, rundir.GRADED)
-    problems = load_problems(graded_path, graded)
-    if not problems:
+    index = ProblemIndex.build(graded_path, graded)
+    if not index.groups:
         raise DsdrError(f"{graded_path}: no rollouts of phase {SAMPLING_PHASE!r}")
     encoder = _resolve_encoder(encoder, chunked=chunked, device=device)
     equivalence = CachedEquivalence(EmbeddingThresholdEquivalence(encoder=encoder) if equivalence is None
                                     else equivalence)
-    max_group = max(len(p.rollouts) for p in problems)
-    coverage_ns = coverage_orders(max_group)
+    coverage_ns = coverage_orders(max(index.sizes))
     settings = _run_settings(encoder, equivalence, coverage_ns)
-
-    texts = [r.text for p in problems for r in p.rollouts]
     if log:
-        log(f"encoding {len(texts)} rollouts of {len(problems)} problems with {settings['encoder']['name']}")
-    embeddings = embed_texts(texts, encoder, progress=progress)
+        log(f"encoding {sum(index.sizes)} rollouts of {len(index.groups)} problems with {settings['encoder']['name']}")
 
-    problem_records, sample_records = _all_problems_diversity(problems, embeddings, equivalence, coverage_ns,
-                                                              progress=progress)
+    # The per-rollout lines go to an unnamed temp file as they are computed (a run's worth of them
+    # as dicts would be the largest thing held); the commit copies it into place.
+    with tempfile.TemporaryFile(dir=run_dir) as per_sample:
+        problem_records = _all_problems_diversity(iter_problems(index), len(index.groups), encoder, equivalence,
+                                                  coverage_ns, per_sample, progress=progress)
 
-    # Re-read after the loop: an equivalence that calls out (e.g. the LLM judge) counts its
-    # pair decisions while it runs, and those counts belong in the recorded settings.
-    settings["partition"] = equivalence.settings()
-    by_benchmark: dict[str, list[dict[str, Any]]] = {}
-    for record in problem_records:
-        by_benchmark.setdefault(record["benchmark"], []).append(record)
-    result = {name: to_json_safe(_benchmark_summary(records, settings)) for name, records in by_benchmark.items()}
+        # Re-read after the loop: an equivalence that calls out (e.g. the LLM judge) counts its
+        # pair decisions while it runs, and those counts belong in the recorded settings.
+        settings["partition"] = equivalence.settings()
+        by_benchmark: dict[str, list[dict[str, Any]]] = {}
+        for record in problem_records:
+            by_benchmark.setdefault(record["benchmark"], []).append(record)
+        result = {name: to_json_safe(_benchmark_summary(records, settings)) for name, records in by_benchmark.items()}
 
-    # the per-problem / per-sample files, metrics.json's blocks and config.json's settings in one commit
-    rundir.update_metrics(run_dir, rundir.DIVERSITY_SECTION, result, settings=to_json_safe(settings), files={
-        rundir.DIVERSITY_PER_PROBLEM: jsonl_chunks(to_json_safe(r) for r in problem_records),
-        rundir.DIVERSITY_PER_SAMPLE: jsonl_chunks(to_json_safe(r) for r in sample_records)})
+        # the per-problem / per-sample files, metrics.json's blocks and config.json's settings in one commit
+        per_sample.seek(0)
+        rundir.update_metrics(run_dir, rundir.DIVERSITY_SECTION, result, settings=to_json_safe(settings), files={
+            rundir.DIVERSITY_PER_PROBLEM: jsonl_chunks(to_json_safe(r) for r in problem_records),
+            rundir.DIVERSITY_PER_SAMPLE: iter(lambda: per_sample.read(1 << 16), b"")})
     return result
 
 
@@ -309,25 +370,23 @@ def _run_settings(encoder: Any, equivalence: Equivalence, coverage_ns: list[int]
     }
 
 
-def _all_problems_diversity(problems: list[_Problem], embeddings: np.ndarray, equivalence: CachedEquivalence,
-                            coverage_ns: Sequence[int], *,
-                            progress: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(per-problem records, per-rollout records); ``embeddings`` [N, D] row k is the k-th rollout of
-    ``problems`` in order."""
+def _all_problems_diversity(problems: Iterator[_Problem], n_problems: int, encoder: Any,
+                            equivalence: CachedEquivalence, coverage_ns: Sequence[int], per_sample: IO[bytes], *,
+                            progress: bool) -> list[dict[str, Any]]:
+    """The per-problem records; each problem's per-rollout records are appended to ``per_sample`` as
+    JSONL. One problem at a time: its texts are encoded, measured and dropped before the next is read."""
     problem_records: list[dict[str, Any]] = []
-    sample_records: list[dict[str, Any]] = []
-    offset = 0
-    with progress_bar(len(problems), "diversity", unit="problem", enabled=progress) as bar, single_threaded_blas():
+    with progress_bar(n_problems, "diversity", unit="problem", enabled=progress) as bar:
         for problem in problems:
-            size = len(problem.rollouts)
-            problem_record, samples = _problem_diversity(problem, embeddings[offset:offset + size],
-                                                         equivalence, coverage_ns)
+            embeddings = embed_texts([r.text for r in problem.rollouts], encoder)
+            with single_threaded_blas():
+                problem_record, samples = _problem_diversity(problem, embeddings, equivalence, coverage_ns)
             equivalence.clear()  # its memoised pairs serve only the two subsets of this problem
-            offset += size
             problem_records.append(problem_record)
-            sample_records.extend(samples)
+            for chunk in jsonl_chunks(to_json_safe(r) for r in samples):
+                per_sample.write(chunk)
             bar.advance()
-    return problem_records, sample_records
+    return problem_records
 
 
 def summary_rows(result: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:

@@ -10,8 +10,9 @@ splits a long response into consecutive windows of ``max_seq_length - 2`` tokens
 [CLS]/[SEP]), embeds every window, and uses the re-normalised *unweighted mean* of the window
 embeddings. The mode is recorded in ``Encoder.settings()``.
 
-Speed: a run's texts are encoded in ONE batched ``SentenceTransformer.encode`` call (it sorts by
-length internally), then grouped; the per-group work is a [G, D] x [D, G] product.
+Speed and memory: a run's texts are encoded one problem (group) at a time, each group in one
+batched ``SentenceTransformer.encode`` call (it sorts by length internally) of batches of at most
+``ENCODE_BATCH_TOKENS`` tokens; the per-group work is a [G, D] x [D, G] product.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.samples import clean_text
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+# Texts per forward pass are capped so that a batch holds at most this many tokens: the encoder's
+# activations (attention is [batch, heads, length, length]) grow with batch x length^2, so 64 texts
+# of MiniLM's 256 tokens peak ~540 MB above the model; 4,096 tokens (16 such texts) ~135 MB, at the
+# same speed per text on CPU. Long completions all reach max_seq_length, so the cap is what binds.
+ENCODE_BATCH_TOKENS = 4096
 _DEFAULT_ALIASES = {DEFAULT_ENCODER.lower(), "sentence-transformers/all-minilm-l6-v2", "minilm"}
 
 
@@ -64,11 +70,17 @@ class Encoder:
             "truncation": "chunk-mean" if self.chunked else "encoder-truncation",
             "chunk_tokens": self._chunk_tokens() if self.chunked else None,
             "batch_size": self.batch_size,
+            "batch_tokens": ENCODE_BATCH_TOKENS,
             "device": self.device,
         }
 
     def _chunk_tokens(self) -> int:
         return max(1, (self.max_seq_length or 512) - 2)  # room for [CLS] and [SEP]
+
+    def texts_per_batch(self) -> int:
+        """``batch_size``, lowered so that a batch of texts at max_seq_length holds at most
+        ``ENCODE_BATCH_TOKENS`` tokens (the peak memory of a forward pass is bounded by that)."""
+        return max(1, min(self.batch_size, ENCODE_BATCH_TOKENS // max(self.max_seq_length or 512, 1)))
 
     def _encode_raw(self, texts: list[str], progress: bool) -> np.ndarray:
         if not texts:
@@ -83,7 +95,7 @@ class Encoder:
             if override:
                 self.model.max_seq_length = self.max_seq_length
             try:
-                out = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=progress,
+                out = self.model.encode(texts, batch_size=self.texts_per_batch(), show_progress_bar=progress,
                                         convert_to_numpy=True, normalize_embeddings=True)
             finally:
                 if override:

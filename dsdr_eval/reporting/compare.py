@@ -33,7 +33,7 @@ import numpy as np
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.rundir.samples import PASS1, SAMPLING, iter_by_problem, read_graded
+from dsdr_eval.rundir.samples import PASS1, SAMPLING, iter_records, parse_graded
 from dsdr_eval.metrics import pass_at_k, stratified_bootstrap_means
 from dsdr_eval.rundir.results import AVERAGE, RunResults, order_benchmarks
 
@@ -58,10 +58,17 @@ def load_outcomes(run_dir: str | Path) -> dict[tuple[str, str], ProblemOutcomes]
     if not path.exists():
         raise MissingGrades(f"{path}: file not found (a paired comparison needs the per-problem grades; "
                         f"run `dsdr-eval score {run_dir}`)")
-    per_problem: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(dict)
-    for (benchmark, phase, problem_id), records in iter_by_problem(read_graded(path)):
-        per_problem[(benchmark, problem_id)][phase] = [r.correct for r in records]  # by sample_idx
-    return {key: ProblemOutcomes(phases.get(PASS1, []), phases.get(SAMPLING, [])) for key, phases in per_problem.items()}
+    # one record at a time, keeping only its verdict: the completions of a large run are never all held
+    per_problem: dict[tuple[str, str], dict[str, list[tuple[int, bool]]]] = defaultdict(lambda: defaultdict(list))
+    for record in iter_records(path, parse_graded):
+        key = record.key
+        per_problem[(key.benchmark, key.problem_id)][key.phase].append((key.sample_idx, record.correct))
+
+    def by_index(outcomes: list[tuple[int, bool]]) -> list[bool]:
+        return [correct for _, correct in sorted(outcomes)]  # sample_idx is unique within a phase
+
+    return {key: ProblemOutcomes(by_index(phases[PASS1]), by_index(phases[SAMPLING]))
+            for key, phases in per_problem.items()}
 
 
 def problem_score(outcomes: ProblemOutcomes, metric: str) -> float | None:

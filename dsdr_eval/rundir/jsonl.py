@@ -18,6 +18,7 @@ escapes, which read back to the same string).
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -232,32 +233,74 @@ def _check_regular(fd: int, where: str, max_bytes: int | None) -> None:
 
 def iter_jsonl_numbered(path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
                         on_warning: Callable[[str], None] = warn,
-                        exact_number_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+                        exact_number_fields: Iterable[str] = (),
+                        on_bytes: Callable[[bytes], None] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` per non-empty line; DsdrError naming file and line on a bad line.
 
     ``context`` prefixes error messages (e.g. ``"benchmark aime24: "``); ``on_warning`` receives the
     one-line warning about a skipped partial last line; a number in a top-level field named in
     ``exact_number_fields`` keeps its literal (``number_text``), even an integer over the conversion
-    limit (an OversizeInt, refused anywhere else)."""
-    raw = read_bytes(path, context=context)
-    yield from iter_jsonl_bytes(raw, path, tolerate_truncated_tail=tolerate_truncated_tail, context=context,
-                                on_warning=on_warning, exact_number_fields=exact_number_fields)
+    limit (an OversizeInt, refused anywhere else). The file is read one line at a time: memory holds
+    one line, whatever the file's size (a paper-scale graded.jsonl is gigabytes). ``on_bytes`` sees
+    every line's bytes as read, a skipped partial last line included (a hash of the whole file in the
+    same pass)."""
+    where = f"{context}{path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO never waits
+        _check_regular(fd, where, None)
+        handle = os.fdopen(fd, "rb")
+    except FileNotFoundError:
+        raise DsdrError(f"{where}: file not found") from None
+    except OSError as exc:
+        raise DsdrError(f"{where}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    with handle:
+        lines = _read_lines(handle, where)
+        if on_bytes is not None:
+            lines = _observed(lines, on_bytes)
+        yield from _iter_numbered(lines, path, tolerate_truncated_tail=tolerate_truncated_tail,
+                                  context=context, on_warning=on_warning, exact_number_fields=exact_number_fields)
+
+
+def _read_lines(handle: Any, where: str) -> Iterator[bytes]:
+    """The lines of an open binary file, each with its ``\n`` when it has one; an OS error while
+    reading is a one-line DsdrError."""
+    while True:
+        try:
+            line = handle.readline()
+        except OSError as exc:
+            raise DsdrError(f"{where}: cannot read ({exc.strerror or type(exc).__name__})") from None
+        if not line:
+            return
+        yield line
+
+
+def _observed(lines: Iterator[bytes], on_bytes: Callable[[bytes], None]) -> Iterator[bytes]:
+    for line in lines:
+        on_bytes(line)
+        yield line
 
 
 def iter_jsonl_bytes(raw: bytes, path: str | Path, *, tolerate_truncated_tail: bool = False, context: str = "",
                      on_warning: Callable[[str], None] = warn,
                      exact_number_fields: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
     """``iter_jsonl_numbered`` over the bytes of ``path`` already in memory (read once, e.g. to hash them)."""
-    if raw.startswith(BOM):
-        raw = raw[len(BOM):]
-    ends_with_newline = raw.endswith(b"\n")
-    lines = raw.split(b"\n")
+    return _iter_numbered(io.BytesIO(raw), path, tolerate_truncated_tail=tolerate_truncated_tail, context=context,
+                          on_warning=on_warning, exact_number_fields=exact_number_fields)
+
+
+def _iter_numbered(lines: Iterable[bytes], path: str | Path, *, tolerate_truncated_tail: bool, context: str,
+                   on_warning: Callable[[str], None],
+                   exact_number_fields: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of ``lines`` (a file's lines, each with its ``\n`` but the last possibly without)."""
     decoder = _Decoder(exact_number_fields)
     for lineno, line in enumerate(lines, start=1):
+        if lineno == 1 and line.startswith(BOM):
+            line = line[len(BOM):]
+        is_last = not line.endswith(b"\n")  # only the file's last line can lack its newline
+        line = line if is_last else line[:-1]
         if not line.strip():
             continue
         where = f"{context}{path}:{lineno}"
-        is_last = lineno == len(lines) and not ends_with_newline
         if tolerate_truncated_tail and is_last and looks_truncated(line):
             on_warning(f"{where}: skipped a partial last line ({len(line)} bytes, no newline: an interrupted "
                        "append); it is not counted")

@@ -29,7 +29,7 @@ from dsdr_eval.rundir import result_fields as fields
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.rundir.jsonl import read_json
-from dsdr_eval.rundir.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample, read_graded
+from dsdr_eval.rundir.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample
 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
 # the metric@k families metrics.json holds per k (dsdr_eval/metrics.py): unbiased pass@k, majority vote, Avg@k
@@ -319,7 +319,7 @@ def protocol_from_graded(graded_path: Path) -> Protocol:
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     max_tokens: set = set()
     seeds: set = set()
-    for record in read_graded(graded_path):
+    for record in iter_graded(graded_path):  # one at a time: only the protocol's fields are kept
         sample = record.sample
         per_phase[sample.phase]["temperature"].add(sample.temperature)
         per_phase[sample.phase]["top_p"].add(sample.top_p)

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.rundir.jsonl import append_bytes, encode_jsonl, field_label, iter_jsonl_bytes, read_bytes, repair_truncated_tail
+from dsdr_eval.rundir.jsonl import append_bytes, encode_jsonl, field_label, iter_jsonl_numbered, repair_truncated_tail
 from dsdr_eval.rundir.json_values import OversizeInt, is_finite_number, is_non_finite_constant, json_type, number_text
 
 PASS1 = "pass1"  # the single low-temperature rollout of the paper's Pass@1
@@ -355,16 +355,6 @@ def _parse_rows(numbered: Iterable[tuple[int, Mapping[str, Any]]], source: str |
     return list(_iter_parsed(numbered, checks, parse, on_warning)), checks
 
 
-def _numbered_lines(raw: bytes, path: Path, on_partial_tail: Callable[[str], None]) -> Iterator[tuple[int, Any]]:
-    return iter_jsonl_bytes(raw, path, tolerate_truncated_tail=True, on_warning=on_partial_tail,
-                            exact_number_fields=("gold",))
-
-
-def _parse_file(raw: bytes, path: Path, parse: Callable[..., tuple[Any, list[str]]],
-                on_warning: Callable[[str], None]) -> tuple[list[Any], _FileChecks]:
-    return _parse_rows(_numbered_lines(raw, path, on_warning), path, parse, on_warning)
-
-
 def as_graded(rows: Iterable[GradedSample | Mapping[str, Any]], *, source: str = "graded row",
               on_warning: Callable[[str], None] = warn) -> list[GradedSample]:
     """Graded records of in-memory rows: records pass through, dicts are checked as ``read_graded``
@@ -388,7 +378,8 @@ def iter_records(path: str | Path, parse: Callable[..., tuple[Any, list[str]]] =
     path = Path(path)
     if not path.is_file():
         raise DsdrError(f"{path}: file not found")
-    numbered = _numbered_lines(read_bytes(path), path, on_partial_tail or on_warning)
+    numbered = iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_partial_tail or on_warning,
+                                   exact_number_fields=("gold",))  # one line at a time
     yield from _iter_parsed(numbered, _FileChecks(path), parse, on_warning)
 
 
@@ -410,12 +401,12 @@ class SamplesFile:
     Files stay the contract between separate commands; this object only saves re-reading the file
     within one (``dsdr-eval run``: resume -> generate -> score)."""
 
-    def __init__(self, path: Path, samples: list[Sample], raw: bytes, checks: _FileChecks) -> None:
+    def __init__(self, path: Path, samples: list[Sample], digest: Any, n_lines: int, checks: _FileChecks) -> None:
         self.path = path
         self.samples = samples
         self._checks = checks
-        self._digest = hashlib.sha256(raw)
-        self.n_lines = raw.count(b"\n")  # the next append starts on line n_lines + 1
+        self._digest = digest  # sha256 of the file's bytes so far
+        self.n_lines = n_lines  # the next append starts on line n_lines + 1
 
     @classmethod
     def open(cls, path: str | Path, *, repair: bool = False, missing_ok: bool = False,
@@ -424,14 +415,24 @@ class SamplesFile:
         appends start on a fresh line. ``missing_ok``: a missing file is an empty one."""
         path = Path(path)
         if missing_ok and not path.exists():
-            return cls(path, [], b"", _FileChecks(path))
+            return cls(path, [], hashlib.sha256(), 0, _FileChecks(path))
         if not path.is_file():
             raise DsdrError(f"{path}: samples file not found")
         if repair:
             repair_truncated_tail(path, on_warning=on_warning)
-        raw = read_bytes(path)
-        samples, checks = _parse_file(raw, path, parse_sample, on_warning)
-        return cls(path, samples, raw, checks)
+        # hashed and parsed in one pass, a line at a time: the file's bytes are never all in memory
+        digest = hashlib.sha256()
+        n_lines = 0
+
+        def read(line: bytes) -> None:
+            nonlocal n_lines
+            digest.update(line)
+            n_lines += line.endswith(b"\n")
+
+        numbered = iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_warning,
+                                       exact_number_fields=("gold",), on_bytes=read)
+        samples, checks = _parse_rows(numbered, path, parse_sample, on_warning)
+        return cls(path, samples, digest, n_lines, checks)
 
     @property
     def keys(self) -> set[SampleKey]:

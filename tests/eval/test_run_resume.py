@@ -214,7 +214,7 @@ def test_force_config_into_a_run_without_samples_starts_it_afresh(tmp_path, data
 # ------------------------------------------------- one process, one read of samples.jsonl (issue 11, item 3)
 class _SamplesFileAccess:
     """Counts, during one ``dsdr-eval run``, the reads of RUN_DIR/samples.jsonl (opens for reading),
-    its parses (decodes of its first line) and its hashes (sha256 over bytes that start like it)."""
+    its parses (decodes of its first line) and its hashes (sha256 fed bytes that start like it)."""
 
     def __init__(self, monkeypatch, path: Path) -> None:
         import builtins
@@ -243,9 +243,27 @@ class _SamplesFileAccess:
             self.parses += where == f"{self.path}:1"
             return real_decode(decoder, line, where)
 
-        def counting_sha(data=b"", *args, **kwargs):
-            self.hashes += bytes(data[:200]) == self.head
-            return real_sha(data, *args, **kwargs)
+        access = self
+
+        class CountingSha:
+            """A sha256 that counts itself as a hash of the file when the first bytes it is given (at
+            once, or line by line through update) are the file's first bytes."""
+
+            def __init__(self, data=b"", *args, **kwargs):
+                self.inner, self.fresh = real_sha(*args, **kwargs), True
+                self.update(data)
+
+            def update(self, data) -> None:
+                head = bytes(data[:200])
+                if self.fresh and head:
+                    access.hashes += head == access.head[:len(head)]
+                    self.fresh = False
+                self.inner.update(data)
+
+            def __getattr__(self, name):
+                return getattr(self.inner, name)
+
+        counting_sha = CountingSha
 
         monkeypatch.setattr(builtins, "open", counting_open)
         monkeypatch.setattr(pathlib.Path, "open", counting_path_open)
