@@ -48,7 +48,14 @@ def _word(rng: random.Random) -> Item:
                 a + b * c)
 
 
-# Two worked examples per design; each answer is two equations then the boxed result.
+def _add(rng: random.Random) -> Item:
+    # a + b: one step. The easy design (study design 2): SmolLM2-135M solves it often enough at T = 1.0 that
+    # groups of 8 are sometimes all correct, which DSDR's global term needs (docs/ablation_study.md).
+    a, b = rng.randint(2, 50), rng.randint(2, 9)
+    return Item((a, b), f"Compute ${a} + {b}$.", a + b)
+
+
+# Two worked examples per design; each answer is its equations then the boxed result.
 FEW_SHOT = {
     "linear": ("Q: Solve $3x + 4 = 19$.\nA: $3x = 19 - 4 = 15$, so $x = 15 / 3 = 5$. \\boxed{5}\n"
                "Q: Solve $2x + 7 = 13$.\nA: $2x = 13 - 7 = 6$, so $x = 6 / 2 = 3$. \\boxed{3}\n"),
@@ -58,8 +65,11 @@ FEW_SHOT = {
              "A: $3 \\times 5 = 15$, then $4 + 15 = 19$. \\boxed{19}\n"
              "Q: Sam has 7 apples and buys 2 bags of 6 apples. How many apples does Sam have?\n"
              "A: $2 \\times 6 = 12$, then $7 + 12 = 19$. \\boxed{19}\n"),
+    "add": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
+            "Q: Compute $23 + 8$.\nA: $23 + 8 = 31$. \\boxed{31}\n"),
 }
-DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word}
+DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word,
+                                                        "add": _add}
 
 
 def make(design: str, seed: int, n_train: int, n_heldout: int) -> tuple[list[dict], list[dict]]:
