@@ -49,9 +49,19 @@ def _word(rng: random.Random) -> Item:
 
 
 def _add(rng: random.Random) -> Item:
-    # a + b: one step. The easy design (study design 2): SmolLM2-135M solves it often enough at T = 1.0 that
-    # groups of 8 are sometimes all correct, which DSDR's global term needs (docs/ablation_study.md).
+    # a + b: one step. Measured for study design 2 and not chosen (docs/ablation_study.md): the base model
+    # carries wrongly into the tens digit (10 + 3 = 43), 28 % correct at T = 1.0.
     a, b = rng.randint(2, 50), rng.randint(2, 9)
+    return Item((a, b), f"Compute ${a} + {b}$.", a + b)
+
+
+def _add_nc(rng: random.Random) -> Item:
+    # a + b without a carry (the tens digit of a is the answer's): study design 2, easy enough at T = 1.0 that
+    # groups of 8 are all correct from the first steps, which DSDR's global term needs (docs/ablation_study.md).
+    a = rng.randint(10, 98)
+    if a % 10 == 9:
+        a -= 1  # a units digit of 9 leaves no b without a carry
+    b = rng.randint(1, 9 - a % 10)
     return Item((a, b), f"Compute ${a} + {b}$.", a + b)
 
 
@@ -67,9 +77,11 @@ FEW_SHOT = {
              "A: $2 \\times 6 = 12$, then $7 + 12 = 19$. \\boxed{19}\n"),
     "add": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
             "Q: Compute $23 + 8$.\nA: $23 + 8 = 31$. \\boxed{31}\n"),
+    "add_nc": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
+               "Q: Compute $32 + 6$.\nA: $32 + 6 = 38$. \\boxed{38}\n"),
 }
 DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word,
-                                                        "add": _add}
+                                                        "add": _add, "add_nc": _add_nc}
 
 
 def make(design: str, seed: int, n_train: int, n_heldout: int) -> tuple[list[dict], list[dict]]:
