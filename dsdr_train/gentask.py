@@ -56,12 +56,19 @@ def _add(rng: random.Random) -> Item:
 
 
 def _add_nc(rng: random.Random) -> Item:
-    # a + b without a carry (the tens digit of a is the answer's): study design 2, easy enough at T = 1.0 that
-    # groups of 8 are all correct from the first steps, which DSDR's global term needs (docs/ablation_study.md).
+    # a + b without a carry (the tens digit of a is the answer's). Measured for study design 2 and not chosen
+    # (docs/ablation_study.md): the base model adds 10 to the tens digit (72 + 2 = 84), 3 % correct at T = 1.0.
     a = rng.randint(10, 98)
     if a % 10 == 9:
         a -= 1  # a units digit of 9 leaves no b without a carry
     b = rng.randint(1, 9 - a % 10)
+    return Item((a, b), f"Compute ${a} + {b}$.", a + b)
+
+
+def _add1(rng: random.Random) -> Item:
+    # a + b, one digit each: study design 2's task (docs/ablation_study.md), easy enough for SmolLM2-135M that
+    # groups of 8 are all correct from the first steps, which DSDR's global term needs. 81 problems in all.
+    a, b = rng.randint(1, 9), rng.randint(1, 9)
     return Item((a, b), f"Compute ${a} + {b}$.", a + b)
 
 
@@ -77,11 +84,14 @@ FEW_SHOT = {
              "A: $2 \\times 6 = 12$, then $7 + 12 = 19$. \\boxed{19}\n"),
     "add": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
             "Q: Compute $23 + 8$.\nA: $23 + 8 = 31$. \\boxed{31}\n"),
+    "add1": ("Q: Compute $3 + 4$.\nA: $3 + 4 = 7$. \\boxed{7}\n"
+             "Q: Compute $5 + 8$.\nA: $5 + 8 = 13$. \\boxed{13}\n"),
     "add_nc": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
                "Q: Compute $32 + 6$.\nA: $32 + 6 = 38$. \\boxed{38}\n"),
 }
 DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word,
-                                                        "add": _add, "add_nc": _add_nc}
+                                                        "add": _add, "add_nc": _add_nc,
+                                                        "add1": _add1}
 
 
 def make(design: str, seed: int, n_train: int, n_heldout: int) -> tuple[list[dict], list[dict]]:

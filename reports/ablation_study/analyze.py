@@ -75,7 +75,9 @@ def paired_bootstrap(d: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[
 def claim_interval(seed_means) -> tuple[float, float, float, float]:
     """(mean, lo, hi, p) of the seed means m_s of a paired difference: the 95 % Student t interval
     mean +- t_{S-1, 0.975} sd(m)/sqrt(S) and the two-sided p of the t test of mean 0. NaN interval and p
-    for one seed (no spread to estimate); a zero spread gives the point interval and p = 0 (1 if mean 0)."""
+    for one seed and for identical seed means (no spread to estimate: with 0/1 outcomes on few problems,
+    equal nonzero seed means happen under the null, and a p of 0 would make them verdicts; coverage.py);
+    all-zero seed means (inert arms) give [0, 0] and p = 1."""
     m = np.asarray(seed_means, dtype=float)
     if m.ndim != 1 or m.size == 0:
         raise ValueError("seed_means must be a non-empty vector")
@@ -84,7 +86,7 @@ def claim_interval(seed_means) -> tuple[float, float, float, float]:
         return mean, math.nan, math.nan, math.nan
     se = float(m.std(ddof=1)) / math.sqrt(n)
     if se <= 1e-12 * max(1.0, abs(mean)):  # identical seed means (deterministic or inert arms)
-        return mean, mean, mean, (1.0 if abs(mean) <= 1e-12 else 0.0)
+        return (0.0, 0.0, 0.0, 1.0) if abs(mean) <= 1e-12 else (mean, math.nan, math.nan, math.nan)
     q = float(stats.t.ppf(1 - ALPHA / 2, n - 1))
     p = float(2 * stats.t.sf(abs(mean) / se, n - 1))
     return mean, mean - q * se, mean + q * se, p
@@ -325,6 +327,8 @@ def claims(data) -> list[dict]:
         r["verdict"] = verdict(r["diff"], p_adj)
         if r["seeds"] < 2:
             r["verdict"] += " (1 seed: no interval)"
+        elif math.isnan(r["p"]):
+            r["verdict"] += " (identical seed means: no interval)"
     return rows
 
 
@@ -484,7 +488,7 @@ def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, f
              "problems, its 95 % Student t interval over the seed means (the seed, a training run, is the unit "
              "that varies most), the t test's p and its Holm correction over all the claims below; verdict "
              "holds / does not hold when the Holm-corrected p < 0.05, else inconclusive (analyze.py docstring; "
-             "coverage at 3-5 seeds: coverage.md). No resampling: no verdict depends on an RNG seed. "
+             "coverage at 3-5 seeds: reports/ablation_study/coverage/coverage.md). No resampling: no verdict depends on an RNG seed. "
              "'problems' = min-max per seed (metrics among correct rollouts need >= 2 correct ones in both arms).", "",
              "| claim | A - B | metric | seeds | problems | diff | 95 % CI | p | p (Holm) | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|"]

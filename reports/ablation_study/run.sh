@@ -10,7 +10,8 @@
 # design's defaults for the knobs below, written as `: "${KNOB:=value}"` so the environment still wins.
 #   STUDY=reports/ablation_study/design2 JOBS=1 nohup bash reports/ablation_study/run.sh > reports/ablation_study/design2/run.log 2>&1 &
 # Knobs (environment): RUNS (default STUDY/runs, smoke: STUDY/runs_smoke), DESIGN (gentask design, default
-# linear), ARMS, MAIN_ARMS (arms run with SEEDS_MAIN seeds, default "grpo dsdr"), SEEDS_MAIN (default 5),
+# linear), N_TRAIN / N_HELDOUT (its split sizes, default 256 / 64), EVAL_TOP_P (top-p of the T=1.0 evaluation
+# rollouts, default 1.0), ARMS, MAIN_ARMS (arms run with SEEDS_MAIN seeds, default "grpo dsdr"), SEEDS_MAIN (default 5),
 # SEEDS_ABL (the other arms, default 3), N (T=1.0 rollouts, default 32), LIMIT (held-out problems, default
 # 8), JOBS (arm/seed units run side by side, default 2 = the cores), KEEP_WEIGHTS=1 (keep checkpoints after
 # their sweep). Each unit's output goes to RUNS/<arm>/s<seed>/*.log.
@@ -20,7 +21,8 @@ STUDY=${STUDY:-$HERE}
 [ -f "$STUDY/study.yaml" ] || { echo "run.sh: $STUDY/study.yaml not found (STUDY is a design directory)" >&2; exit 2; }
 # shellcheck source=/dev/null
 [ -f "$STUDY/study.env" ] && . "$STUDY/study.env"
-DESIGN=${DESIGN:-linear}; MAIN_ARMS=${MAIN_ARMS:-"grpo dsdr"}
+DESIGN=${DESIGN:-linear}; MAIN_ARMS=${MAIN_ARMS:-"grpo dsdr"}; N_TRAIN=${N_TRAIN:-256}; N_HELDOUT=${N_HELDOUT:-64}
+EVAL_TOP_P=${EVAL_TOP_P:-1.0}
 SMOKE=0
 for a in "$@"; do
   case "$a" in
@@ -67,9 +69,9 @@ stop_units() { local j; for j in "${UNIT_PIDS[@]}"; do kill -- -"$j" 2> /dev/nul
 trap 'stop_units; log_time interrupted' EXIT
 trap 'exit 143' TERM INT
 # The task: deterministic, so a rerun rewrites the same files; the disjointness check runs every time.
-$PY -m dsdr_train.gentask --design "$DESIGN" --seed 0 --n-train 256 --n-heldout 64 --out "$RUNS/data"
+$PY -m dsdr_train.gentask --design "$DESIGN" --seed 0 --n-train "$N_TRAIN" --n-heldout "$N_HELDOUT" --out "$RUNS/data"
 $PY -m dsdr_train.gentask --check "$RUNS/data"
-EVAL=(--benchmarks "$RUNS/data/heldout.jsonl" --limit "$LIMIT" --protocol quick --n "$N" --temperature 1.0 --top-p 1.0
+EVAL=(--benchmarks "$RUNS/data/heldout.jsonl" --limit "$LIMIT" --protocol quick --n "$N" --temperature 1.0 --top-p "$EVAL_TOP_P"
       --pass1-temperature 0.1 --pass1-top-p 0.9 --max-tokens "$MAXTOK" --template plain --prompt-mode raw
       --backend hf --seed 0 --no-progress)
 # One arm/seed: train (or resume), sweep its checkpoints, delete the weights. Each unit writes only its own

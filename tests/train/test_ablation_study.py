@@ -35,9 +35,10 @@ _cov_spec.loader.exec_module(coverage)
 
 @pytest.mark.parametrize("design", sorted(gentask.DESIGNS))
 def test_gentask_deterministic_disjoint_and_gradable(design):
-    train, held = gentask.make(design, 3, 100, 40)
-    assert (train, held) == gentask.make(design, 3, 100, 40)
-    assert gentask.make(design, 4, 100, 40) != (train, held)
+    sizes = (40, 16) if design == "add1" else (100, 40)  # add1 has 81 problems in all
+    train, held = gentask.make(design, 3, *sizes)
+    assert (train, held) == gentask.make(design, 3, *sizes)
+    assert gentask.make(design, 4, *sizes) != (train, held)
     assert not {tuple(r["key"]) for r in train} & {tuple(r["key"]) for r in held}
     for r in train + held:
         # two worked examples, each with its $...$ equations before the boxed answer
@@ -47,9 +48,15 @@ def test_gentask_deterministic_disjoint_and_gradable(design):
     if design == "linear":
         a, x, b = train[0]["key"]
         assert f"${a}x + {b} = {a * x + b}$" in train[0]["problem"].rsplit("Q:", 1)[1] and train[0]["answer"] == str(x)
-    if design == "add":
+    if design.startswith("add"):
         a, b = held[0]["key"]
         assert held[0]["problem"].endswith(f"Q: Compute ${a} + {b}$.\nA:") and held[0]["answer"] == str(a + b)
+    if design == "add_nc":  # no carry: the answer keeps a's tens digit
+        assert all(r["key"][0] // 10 == int(r["answer"]) // 10 for r in train + held)
+    if design == "add1":
+        assert all(1 <= x <= 9 for r in train + held for x in r["key"])
+        with pytest.raises(ValueError, match="too few distinct problems"):
+            gentask.make("add1", 0, 70, 12)
 
 
 def test_check_disjoint_catches_overlap(tmp_path):
@@ -109,7 +116,9 @@ def test_claim_interval_matches_scipy_t_test():
         assert mean == pytest.approx(m.mean()) and p == pytest.approx(ref.pvalue, rel=1e-9)
         assert (lo, hi) == pytest.approx((ci.low, ci.high), rel=1e-9)
     assert all(np.isnan(x) for x in analyze.claim_interval([0.3])[1:])  # one seed: no spread, no interval
-    assert analyze.claim_interval([0.2, 0.2, 0.2]) == pytest.approx((0.2, 0.2, 0.2, 0.0))
+    # identical nonzero seed means: no spread to estimate, no verdict (coverage.py: they occur under the null)
+    assert analyze.claim_interval([0.2, 0.2, 0.2])[0] == pytest.approx(0.2)
+    assert all(np.isnan(x) for x in analyze.claim_interval([0.2, 0.2, 0.2])[1:])
     assert analyze.claim_interval([0.0, 0.0]) == pytest.approx((0.0, 0.0, 0.0, 1.0))
 
 
@@ -240,15 +249,16 @@ def _cell(pass1, n_c, step=10):
                         dict(zip(ids, [0.0] * len(ids))), step)
 
 
-def test_pairing_by_problem_narrows_the_ci():
-    # Problems differ a lot (0..1), DSDR is GRPO + 1/8 on every problem: paired, the difference is exact.
+def test_seed_means_are_paired_differences_and_the_interval_is_t_over_them():
+    # Problems differ a lot (0..1); at seed s DSDR is GRPO + (s + 1)/8 on every problem.
+    from scipy.stats import ttest_1samp
     n_c_grpo = [(8, c) for c in range(8)] * 5
-    n_c_dsdr = [(8, c + 1) for c in range(8)] * 5
-    data = {"grpo": {0: [_cell([0.0] * 40, n_c_grpo)], 1: [_cell([0.0] * 40, n_c_grpo)]},
-            "dsdr": {0: [_cell([0.0] * 40, n_c_dsdr)], 1: [_cell([0.0] * 40, n_c_dsdr)]}}
+    data = {"grpo": {s: [_cell([0.0] * 40, n_c_grpo)] for s in range(3)},
+            "dsdr": {s: [_cell([0.0] * 40, [(8, c + s + 1) for c in range(8)] * 5)] for s in range(3)}}
     r = analyze.compare(data, "dsdr", "grpo", "avg@n")
-    assert r["diff"] == pytest.approx(1 / 8) and r["ci95"] == pytest.approx([1 / 8, 1 / 8])
-    assert r["p"] == 0.0 and analyze.verdict(r["diff"], r["p"]) == "holds"
+    assert r["seed_diffs"] == pytest.approx({"0": 1 / 8, "1": 2 / 8, "2": 3 / 8}) and r["diff"] == pytest.approx(0.25)
+    ci = ttest_1samp([1 / 8, 2 / 8, 3 / 8], 0.0).confidence_interval(0.95)
+    assert r["ci95"] == pytest.approx([ci.low, ci.high])
 
 
 def test_gap_growth_known_value():
@@ -259,7 +269,7 @@ def test_gap_growth_known_value():
     r = analyze.gap_growth({"grpo": {0: grpo}, "dsdr": {0: dsdr}}, "dsdr", "grpo", 8)
     assert r["diff"] == pytest.approx(0.75) and r["seeds"] == 1 and np.isnan(r["ci95"][0])  # one seed: no interval
     r = analyze.gap_growth({"grpo": {0: grpo, 1: grpo}, "dsdr": {0: dsdr, 1: dsdr}}, "dsdr", "grpo", 8)
-    assert r["diff"] == pytest.approx(0.75) and r["ci95"] == pytest.approx([0.75, 0.75]) and r["p"] == 0.0
+    assert r["diff"] == pytest.approx(0.75) and r["seed_diffs"] == pytest.approx({"0": 0.75, "1": 0.75})
 
 
 def test_bad_graded_line_is_one_line_error_with_file_line_field(tmp_path):
