@@ -415,9 +415,11 @@ def plots(data, out: Path, base: Cell | None = None,
 
 
 TRAIN_KEYS = ("reward/mean", "entropy/mean", "bonus/mean", "loss/local", "coupling/max", "coupling/entropy",
-              "diversity/semantic", "diversity/formula", "time/total_s")
-DYNAMICS_PLOT = ("reward/mean", "entropy/mean", "bonus/mean", "coupling/entropy")
-TABLE_METRICS = ("pass1", "avg@n", "pass@K", "d_emb", "d_eq", "d_emb_correct", "answer_classes", "vendi")
+              "groups/all_correct_frac", "diversity/semantic", "diversity/formula", "time/total_s")
+# all-correct groups are where the global term acts (design 2 exists for them)
+DYNAMICS_PLOT = ("reward/mean", "entropy/mean", "bonus/mean", "coupling/entropy", "groups/all_correct_frac")
+TABLE_METRICS = ("pass1", "avg@n", "pass@K", "d_emb", "d_eq", "d_emb_correct", "d_eq_correct", "classes_correct",
+                 "answer_classes", "vendi")
 
 
 def arm_table(data, base: Cell | None) -> list[dict]:
