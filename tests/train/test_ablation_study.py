@@ -360,3 +360,38 @@ def test_arm_curve_on_a_seed_subset_matches_plain_pass_at_k(tmp_path):
         assert m_sub == pytest.approx(plain([0, 3], k), rel=1e-12) and lo <= m_sub <= hi
         assert m_all == pytest.approx(plain([0, 1, 3, 4], k), rel=1e-12)
     assert sub[0][0] != pytest.approx(every[0][0])  # the subset is not the whole
+
+
+def test_matched_accuracy_removes_what_the_accuracy_gap_predicts():
+    """D at matched accuracy: per seed (D_A - D_B) - beta (acc_A - acc_B), beta = the least-squares slope of
+    D on avg@n over every checkpoint of both arms (scipy's linregress here). A diversity gap that is all
+    accuracy (D = 0.5 - 0.4 acc exactly, arms differ in accuracy only) is 0 at matched accuracy."""
+    from scipy.stats import linregress
+    rng = np.random.default_rng(6)
+
+    def cell(acc_c: int, d: float, step: int) -> "analyze.Cell":
+        ids = [f"p{i}" for i in range(4)]
+        return analyze.Cell({i: 0.0 for i in ids}, {i: (8, acc_c) for i in ids}, {i: d for i in ids},
+                            {i: d / 2 for i in ids}, step)
+    data: dict = {"grpo": {}, "dsdr": {}}
+    for arm, shift in (("grpo", 0), ("dsdr", 2)):
+        for s in range(3):
+            cs = [int(rng.integers(0, 5)) + shift + k for k in (0, 1)]
+            data[arm][s] = [cell(c, 0.5 - 0.4 * c / 8 + (0.03 * rng.normal() if arm == "dsdr" else 0), st)
+                            for c, st in zip(cs, (5, 10))]
+    pts = [(c.n_c["p0"][1] / 8, c.d_emb["p0"]) for arm in data.values() for cells in arm.values() for c in cells]
+    beta = linregress(*zip(*pts)).slope
+    r = analyze.matched(data, "dsdr", "grpo", "d_emb")
+    assert r["beta"] == pytest.approx(beta, rel=1e-9)
+    for s in range(3):
+        a, b = data["dsdr"][s][-1], data["grpo"][s][-1]
+        ref = (a.d_emb["p0"] - b.d_emb["p0"]) - beta * (a.n_c["p0"][1] - b.n_c["p0"][1]) / 8
+        assert r["seed_diffs"][str(s)] == pytest.approx(ref, rel=1e-9, abs=1e-12)
+    # no noise: diversity is a function of accuracy alone, so the matched difference is 0 at every seed
+    for arm in data.values():
+        for cells in arm.values():
+            for i, c in enumerate(cells):
+                cells[i] = cell(c.n_c["p0"][1], 0.5 - 0.4 * c.n_c["p0"][1] / 8, c.step)
+    r = analyze.matched(data, "dsdr", "grpo", "d_emb")
+    assert r["beta"] == pytest.approx(-0.4) and all(abs(v) < 1e-12 for v in r["seed_diffs"].values())
+    assert analyze.compare(data, "dsdr", "grpo", "d_emb")["diff"] < -0.05  # unconditionally DSDR looks less diverse
