@@ -48,7 +48,31 @@ def _word(rng: random.Random) -> Item:
                 a + b * c)
 
 
-# Two worked examples per design; each answer is two equations then the boxed result.
+def _add(rng: random.Random) -> Item:
+    # a + b: one step. Measured for study design 2 and not chosen (docs/ablation_study.md): the base model
+    # carries wrongly into the tens digit (10 + 3 = 43), 28 % correct at T = 1.0.
+    a, b = rng.randint(2, 50), rng.randint(2, 9)
+    return Item((a, b), f"Compute ${a} + {b}$.", a + b)
+
+
+def _add_nc(rng: random.Random) -> Item:
+    # a + b without a carry (the tens digit of a is the answer's). Measured for study design 2 and not chosen
+    # (docs/ablation_study.md): the base model adds 10 to the tens digit (72 + 2 = 84), 3 % correct at T = 1.0.
+    a = rng.randint(10, 98)
+    if a % 10 == 9:
+        a -= 1  # a units digit of 9 leaves no b without a carry
+    b = rng.randint(1, 9 - a % 10)
+    return Item((a, b), f"Compute ${a} + {b}$.", a + b)
+
+
+def _add1(rng: random.Random) -> Item:
+    # a + b, one digit each: study design 2's task (docs/ablation_study.md), easy enough for SmolLM2-135M that
+    # groups of 8 are all correct from the first steps, which DSDR's global term needs. 81 problems in all.
+    a, b = rng.randint(1, 9), rng.randint(1, 9)
+    return Item((a, b), f"Compute ${a} + {b}$.", a + b)
+
+
+# Two worked examples per design; each answer is its equations then the boxed result.
 FEW_SHOT = {
     "linear": ("Q: Solve $3x + 4 = 19$.\nA: $3x = 19 - 4 = 15$, so $x = 15 / 3 = 5$. \\boxed{5}\n"
                "Q: Solve $2x + 7 = 13$.\nA: $2x = 13 - 7 = 6$, so $x = 6 / 2 = 3$. \\boxed{3}\n"),
@@ -58,8 +82,16 @@ FEW_SHOT = {
              "A: $3 \\times 5 = 15$, then $4 + 15 = 19$. \\boxed{19}\n"
              "Q: Sam has 7 apples and buys 2 bags of 6 apples. How many apples does Sam have?\n"
              "A: $2 \\times 6 = 12$, then $7 + 12 = 19$. \\boxed{19}\n"),
+    "add": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
+            "Q: Compute $23 + 8$.\nA: $23 + 8 = 31$. \\boxed{31}\n"),
+    "add1": ("Q: Compute $3 + 4$.\nA: $3 + 4 = 7$. \\boxed{7}\n"
+             "Q: Compute $5 + 8$.\nA: $5 + 8 = 13$. \\boxed{13}\n"),
+    "add_nc": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
+               "Q: Compute $32 + 6$.\nA: $32 + 6 = 38$. \\boxed{38}\n"),
 }
-DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word}
+DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word,
+                                                        "add": _add, "add_nc": _add_nc,
+                                                        "add1": _add1}
 
 
 def make(design: str, seed: int, n_train: int, n_heldout: int) -> tuple[list[dict], list[dict]]:

@@ -1,6 +1,6 @@
 """`make demo`: the product in about three minutes on 2 CPU cores.
 
-    python examples/demo.py --data-dir DIR --examples reports/ablation_study/runs --out runs/demo
+    python examples/demo.py --data-dir DIR --examples reports/ablation_study/runs reports/ablation_study/design2/runs --out runs/demo
 
 1. ``dsdr-eval run``: SmolLM2-135M-Instruct on a few MATH500 problems (protocol ``quick``, short
    max tokens so it fits the time; ``--backend auto`` picks the engine and says why), which
@@ -9,12 +9,13 @@
    runs the same analysis (``score``, ``diversity``, ``report``) on real outputs that are not
    degenerate: the repo's multi-seed ablation study (reports/ablation_study, docs/ablation_study.md:
    SmolLM2 trained on CPU with GRPO, DAPO, DSDR, DSDR w/o GD, DSDR w/o GC and DARLING on a generated
-   linear-equation task). The base model's and each arm's seed-0 final checkpoint's samples.jsonl are
-   copied into the demo directory and re-scored from them.
-3. Copies every training log of the study (config.json and metrics.jsonl of each arm and seed, one
-   line per step), so the dashboard's "Training dynamics" page has real curves to overlay.
-4. Prints the study's precomputed claims table (paired bootstrap over seeds x problems) and copies its
-   report page and plots (pass@k with CI bands, metric vs step, training dynamics).
+   linear-equation task: design 1). The base model's and each arm's seed-0 final checkpoint's
+   samples.jsonl are copied into the demo directory and re-scored from them.
+3. Copies every training log of both study designs (config.json and metrics.jsonl of each arm and
+   seed, one line per step; design 2 = the easy addition task where DSDR's global term acts), so the
+   dashboard's "Training dynamics" page has real curves to overlay.
+4. Prints each design's precomputed claims table (t intervals over seeds, Holm-corrected) and copies
+   its report page and plots (pass@k with CI bands, metric vs step, training dynamics).
 5. Prints where the tables and plots are and the exact ``dsdr-dashboard`` commands to browse it all.
 
 Every step is a real ``dsdr-eval`` command, printed before it runs, so each can be copied.
@@ -100,8 +101,11 @@ def copy_training_logs(study: Path, out: Path) -> list[Path]:
 def study_claims(study: Path) -> list[str]:
     """The study's precomputed verdicts (report/analysis.json, written by analyze.py), one line each."""
     rows = json.loads((study / "report" / "analysis.json").read_text())["claims"]
-    return [f"  {r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f}, 95% CI [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}], "
-                                                 f"{r['seeds']} seeds x {r['problems']} problems)" if "diff" in r else "")
+
+    def ci(r: dict) -> str:  # one seed: no interval (null in the JSON)
+        lo, hi = r["ci95"]
+        return "no interval" if lo is None else f"95% CI [{lo:+.3f}, {hi:+.3f}]"
+    return [f"  {r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f}, {ci(r)}, {r['seeds']} seeds)" if "diff" in r else "")
             for r in rows]
 
 
@@ -166,10 +170,13 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="runs/demo", help="demo directory (default runs/demo; rerunning resumes)")
     parser.add_argument("--data-dir", default=None, help="benchmarks directory (default $DSDR_DATA_DIR)")
-    parser.add_argument("--examples", default="reports/ablation_study/runs",
-                        help="the ablation study's runs directory (base/, <arm>/s<seed>/{train,sweep}, report/)")
+    parser.add_argument("--examples", nargs="+", default=["reports/ablation_study/runs",
+                                                          "reports/ablation_study/design2/runs"],
+                        help="the ablation study's runs directories, one per design (base/, <arm>/s<seed>/{train,sweep}, "
+                             "report/); the first one's evaluations are re-scored when the demo run is degenerate")
     args = parser.parse_args(argv)
-    out, study, t0 = Path(args.out), Path(args.examples), time.perf_counter()
+    out, studies, t0 = Path(args.out), [Path(e) for e in args.examples], time.perf_counter()
+    study = studies[0]
     use_one_thread_when_busy()
     run_dir, degenerate = smollm2_run(out, args.data_dir)
     reports = [out / "report-smollm2"]
@@ -179,23 +186,34 @@ def main(argv: list[str] | None = None) -> int:
               f"analysis on real outputs that are not degenerate: the repo's ablation study ({study}: SmolLM2 "
               "trained on CPU with six objectives, several seeds each, on a generated linear-equation task).")
         reports.append(example_analysis(out, study))
-    logs = copy_training_logs(study, out / "ablation_study")
-    print(f"\ntraining logs of the ablation study ({len(logs)} runs, one metrics.jsonl line per step): "
-          f"{out / 'ablation_study'}/<arm>_s<seed>_train/")
-    study_report = out / "ablation-study-analysis"
-    shutil.copytree(study / "report", study_report, dirs_exist_ok=True)
-    print("\nThe study's claims (precomputed by reports/ablation_study/analyze.py; paired differences on the final "
-          "checkpoint):")
-    print("\n".join(study_claims(study)))
+    study_reports = []
+    for i, design in enumerate(studies, start=1):
+        # design 1 keeps the directory names of one design (the dashboard tests and docs name them)
+        suffix = "" if i == 1 else f"-design{i}"
+        logs_dir = out / f"ablation_study{suffix.replace('-', '_')}"
+        logs = copy_training_logs(design, logs_dir)
+        print(f"\ntraining logs of the ablation study, design {i} ({design}; {len(logs)} runs, one metrics.jsonl "
+              f"line per step): {logs_dir}/<arm>_s<seed>_train/")
+        if not (design / "report" / "analysis.json").exists():
+            print(f"design {i}: no analysis yet ({design}/report/analysis.json)")
+            continue
+        study_report = out / f"ablation-study-analysis{suffix}"
+        shutil.copytree(design / "report", study_report, dirs_exist_ok=True)
+        study_reports.append(study_report)
+        print(f"\nDesign {i}'s claims (precomputed by reports/ablation_study/analyze.py; paired differences on the "
+              "final checkpoint):")
+        print("\n".join(study_claims(design)))
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f}s")
     print(f"run: {run_dir}/ (config.json: every setting, backend.auto: why this backend; samples, graded, metrics, "
           "diversity)")
     for report in reports:
         print(f"report: {report_summary(report)}")
-    print(f"study: {study_report}/analysis.md (claims, per-arm table, training dynamics) and its plots "
-          f"{', '.join(sorted(p.name for p in study_report.glob('*.png')))}")
+    for study_report in study_reports:
+        print(f"study: {study_report}/analysis.md (claims, per-arm table, training dynamics) and its plots "
+              f"{', '.join(sorted(p.name for p in study_report.glob('*.png')))}")
     print(f"browse it all:  dsdr-dashboard --runs {out}    (in the venv: . .venv/bin/activate)")
-    print(f"every seed and checkpoint of the study:  dsdr-dashboard --runs {study}")
+    for i, design in enumerate(studies, start=1):
+        print(f"every seed and checkpoint of design {i}:  dsdr-dashboard --runs {design}")
     return 0
 
 

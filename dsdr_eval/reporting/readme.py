@@ -259,19 +259,23 @@ def _comparison_section(c: ReportContent) -> list[str]:
         lines += [f"Each run minus the baseline **{md(c.baseline.label)}**, on the same problems (matched on "
                   f"benchmark and problem id). Difference in percentage points; 95% CI and two-sided p-value "
                   f"from a paired bootstrap over problems ({c.bootstrap} resamples, seed {c.seed}; "
-                  "the Average row resamples within each benchmark).", ""]
+                  "the Average row resamples within each benchmark), or, where a benchmark has fewer than "
+                  f"{compare.FEW_PROBLEMS} problems (Interval = t), from the paired t interval and t test over "
+                  "problems: a percentile bootstrap over so few is too narrow. Each run is one evaluation of one "
+                  "model: a training seed's variation is not in these intervals.", ""]
         recs = [{"Run": x.run, "Benchmark": "Average" if x.benchmark == AVERAGE else benchmark_title(x.benchmark),
                  "Metric": tables.metric_title(x.metric), "Problems": x.n_problems,
                  "Baseline": _fmt_pct(x.baseline_value, digits), "Run value": _fmt_pct(x.run_value, digits),
                  "Diff (pp)": f"{100 * x.diff:+.{digits}f}",
                  "95% CI": f"[{100 * x.ci95_lo:+.{digits}f}, {100 * x.ci95_hi:+.{digits}f}]",
-                 "p": "<0.001" if x.p_value < 0.001 else f"{x.p_value:.3f}"} for x in c.comparisons]
+                 "p": "<0.001" if x.p_value < 0.001 else f"{x.p_value:.3f}", "Interval": x.interval}
+                for x in c.comparisons]
         lines += [tables.records_to_markdown(recs, list(recs[0])), "Data: [comparison.csv](comparison.csv).", ""]
-        small = sorted({x.benchmark for x in c.comparisons if x.n_problems < 30 and x.benchmark != AVERAGE})
+        small = sorted({x.benchmark for x in c.comparisons if x.interval == "t" and x.benchmark != AVERAGE})
         if small:
-            lines += [f"- Fewer than 30 problems in {', '.join(md(benchmark_title(b)) for b in small)}: a bootstrap over "
-                      "so few problems gives intervals that are too narrow and p-values that are too small; "
-                      "read these as descriptive.", ""]
+            lines += [f"- Fewer than {compare.FEW_PROBLEMS} problems in "
+                      f"{', '.join(md(benchmark_title(b)) for b in small)}: t interval over problems (coverage at 8 "
+                      "problems measured by tests/eval/test_compare_few.py).", ""]
     else:
         lines += [f"Skipped: {c.comparison_skipped or 'no metric could be compared'}.", ""]
     lines += [f"- {md(w)}" for w in c.comparison_warnings]

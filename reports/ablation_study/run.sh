@@ -5,12 +5,24 @@
 # last evaluated checkpoint. From the repo root:
 #   nohup bash reports/ablation_study/run.sh > reports/ablation_study/run.log 2>&1 &     # the full study
 #   bash reports/ablation_study/run.sh --smoke                                           # 2 steps, 1 seed
-# Knobs (environment): RUNS (default reports/ablation_study/runs, smoke: .../runs_smoke), ARMS, SEEDS_MAIN
-# (seeds of grpo and dsdr, default 5), SEEDS_ABL (other arms, default 3), N (T=1.0 rollouts, default 32),
-# LIMIT (held-out problems, default 8), JOBS (arm/seed units run side by side, default 2 = the cores),
-# KEEP_WEIGHTS=1 (keep checkpoints after their sweep). Each unit's output goes to RUNS/<arm>/s<seed>/*.log.
+# A design is a directory STUDY (default reports/ablation_study: design 1) with its study.yaml (the trainer's
+# config; max_response_length is also the evaluation's --max-tokens) and, optionally, study.env: the
+# design's defaults for the knobs below, written as `: "${KNOB:=value}"` so the environment still wins.
+#   STUDY=reports/ablation_study/design2 JOBS=1 nohup bash reports/ablation_study/run.sh > reports/ablation_study/design2/run.log 2>&1 &
+# Knobs (environment): RUNS (default STUDY/runs, smoke: STUDY/runs_smoke), DESIGN (gentask design, default
+# linear), N_TRAIN / N_HELDOUT (its split sizes, default 256 / 64), EVAL_TOP_P (top-p of the T=1.0 evaluation
+# rollouts, default 1.0), ARMS, MAIN_ARMS (arms run with SEEDS_MAIN seeds, default "grpo dsdr"), SEEDS_MAIN (default 5),
+# SEEDS_ABL (the other arms, default 3), N (T=1.0 rollouts, default 32), LIMIT (held-out problems, default
+# 8), JOBS (arm/seed units run side by side, default 2 = the cores), KEEP_WEIGHTS=1 (keep checkpoints after
+# their sweep). Each unit's output goes to RUNS/<arm>/s<seed>/*.log.
 set -euo pipefail
 HERE=reports/ablation_study
+STUDY=${STUDY:-$HERE}
+[ -f "$STUDY/study.yaml" ] || { echo "run.sh: $STUDY/study.yaml not found (STUDY is a design directory)" >&2; exit 2; }
+# shellcheck source=/dev/null
+[ -f "$STUDY/study.env" ] && . "$STUDY/study.env"
+DESIGN=${DESIGN:-linear}; MAIN_ARMS=${MAIN_ARMS:-"grpo dsdr"}; N_TRAIN=${N_TRAIN:-256}; N_HELDOUT=${N_HELDOUT:-64}
+EVAL_TOP_P=${EVAL_TOP_P:-1.0}
 SMOKE=0
 for a in "$@"; do
   case "$a" in
@@ -22,14 +34,17 @@ done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PY=${PYTHON:-python}
 if [ "$SMOKE" = 1 ]; then
-  RUNS=${RUNS:-$HERE/runs_smoke}; ARMS=${ARMS:-"grpo dsdr"}; SEEDS_MAIN=${SEEDS_MAIN:-1}; SEEDS_ABL=${SEEDS_ABL:-1}
+  RUNS=${RUNS:-$STUDY/runs_smoke}; ARMS=${ARMS:-"grpo dsdr"}; SEEDS_MAIN=${SEEDS_MAIN:-1}; SEEDS_ABL=${SEEDS_ABL:-1}
   N=${N:-4}; LIMIT=${LIMIT:-4}; JOBS=${JOBS:-2}
   TRAIN_OVERRIDES=(total_steps=2 save_every=1 group_size=4 prompts_per_step=1 mini_batch_prompts=1 max_response_length=24)
   MAXTOK=24
 else
-  RUNS=${RUNS:-$HERE/runs}; ARMS=${ARMS:-"grpo dsdr dapo dsdr_wo_gd dsdr_wo_gc darling"}; SEEDS_MAIN=${SEEDS_MAIN:-5}
+  RUNS=${RUNS:-$STUDY/runs}; ARMS=${ARMS:-"grpo dsdr dapo dsdr_wo_gd dsdr_wo_gc darling"}; SEEDS_MAIN=${SEEDS_MAIN:-5}
   SEEDS_ABL=${SEEDS_ABL:-3}; N=${N:-32}; LIMIT=${LIMIT:-8}; JOBS=${JOBS:-2}
-  TRAIN_OVERRIDES=(); MAXTOK=48   # = study.yaml max_response_length
+  TRAIN_OVERRIDES=()
+  # the evaluation generates as many tokens as training did
+  MAXTOK=$(awk -F'[:#]' '$1 == "max_response_length" { gsub(/ /, "", $2); print $2 }' "$STUDY/study.yaml")
+  [ -n "$MAXTOK" ] || { echo "run.sh: $STUDY/study.yaml sets no max_response_length" >&2; exit 2; }
 fi
 mkdir -p "$RUNS"
 T0=$(date +%s)
@@ -54,9 +69,9 @@ stop_units() { local j; for j in "${UNIT_PIDS[@]}"; do kill -- -"$j" 2> /dev/nul
 trap 'stop_units; log_time interrupted' EXIT
 trap 'exit 143' TERM INT
 # The task: deterministic, so a rerun rewrites the same files; the disjointness check runs every time.
-$PY -m dsdr_train.gentask --design linear --seed 0 --n-train 256 --n-heldout 64 --out "$RUNS/data"
+$PY -m dsdr_train.gentask --design "$DESIGN" --seed 0 --n-train "$N_TRAIN" --n-heldout "$N_HELDOUT" --out "$RUNS/data"
 $PY -m dsdr_train.gentask --check "$RUNS/data"
-EVAL=(--benchmarks "$RUNS/data/heldout.jsonl" --limit "$LIMIT" --protocol quick --n "$N" --temperature 1.0 --top-p 1.0
+EVAL=(--benchmarks "$RUNS/data/heldout.jsonl" --limit "$LIMIT" --protocol quick --n "$N" --temperature 1.0 --top-p "$EVAL_TOP_P"
       --pass1-temperature 0.1 --pass1-top-p 0.9 --max-tokens "$MAXTOK" --template plain --prompt-mode raw
       --backend hf --seed 0 --no-progress)
 # One arm/seed: train (or resume), sweep its checkpoints, delete the weights. Each unit writes only its own
@@ -71,7 +86,7 @@ unit() {
       dsdr-train --resume --out "$d/train" > "$d/train.log" 2>&1
     else
       rm -rf "$d/train"   # killed before its first checkpoint: nothing to keep, start again
-      dsdr-train --algo "$arm" --config $HERE/study.yaml --train-data "$RUNS/data/train.jsonl" --out "$d/train" \
+      dsdr-train --algo "$arm" --config "$STUDY/study.yaml" --train-data "$RUNS/data/train.jsonl" --out "$d/train" \
         seed="$seed" "${TRAIN_OVERRIDES[@]}" > "$d/train.log" 2>&1
     fi
   fi
@@ -90,7 +105,7 @@ base() {
 UNITS=()
 for ((seed = 0; seed < (SEEDS_MAIN > SEEDS_ABL ? SEEDS_MAIN : SEEDS_ABL); seed++)); do
   for arm in $ARMS; do
-    case "$arm" in grpo|dsdr) nseeds=$SEEDS_MAIN ;; *) nseeds=$SEEDS_ABL ;; esac
+    case " $MAIN_ARMS " in *" $arm "*) nseeds=$SEEDS_MAIN ;; *) nseeds=$SEEDS_ABL ;; esac
     [ "$seed" -lt "$nseeds" ] && UNITS+=("$arm $seed")
   done
 done

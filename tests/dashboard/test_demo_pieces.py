@@ -82,3 +82,19 @@ def test_the_demo_ships_every_training_log_of_the_study_and_its_claims(tmp_path)
     verdicts = json.loads((EXAMPLES / "report" / "analysis.json").read_text())["claims"]
     assert len(claims) == len(verdicts) and all(line.rstrip().endswith(")") or "not run" in line for line in claims)
     assert all(v["verdict"] in line for v, line in zip(verdicts, claims))
+
+
+def test_study_claims_print_each_claim_and_say_when_there_is_no_interval(tmp_path):
+    """Both designs' claims are printed; a claim with one seed (or identical seed means) has no interval:
+    analyze.py writes null, the demo says so instead of failing."""
+    (tmp_path / "report").mkdir()
+    claims = [{"claim": "A", "verdict": "inconclusive", "diff": 0.1, "ci95": [-0.2, 0.4], "seeds": 5},
+              {"claim": "B", "verdict": "inconclusive (1 seed: no interval)", "diff": 0.25, "ci95": [None, None],
+               "seeds": 1},
+              {"claim": "C", "verdict": "not run"}]
+    (tmp_path / "report" / "analysis.json").write_text(json.dumps({"claims": claims}))
+    assert demo.study_claims(tmp_path) == [
+        "  A: inconclusive (+0.100, 95% CI [-0.200, +0.400], 5 seeds)",
+        "  B: inconclusive (1 seed: no interval) (+0.250, no interval, 1 seeds)",
+        "  C: not run"]
+    assert demo.study_claims(EXAMPLES)  # design 1's committed analysis reads

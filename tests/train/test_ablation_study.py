@@ -1,7 +1,8 @@
 """The ablation study's task generator, statistics and scripts (reports/ablation_study/, docs/ablation_study.md).
 
 Fast tests check the statistics against independent references on synthetic data (brute-force pass@k,
-scipy's bootstrap, a known effect / no effect); the slow test runs `run.sh --smoke` end to end.
+scipy's bootstrap and t test, Holm's step-down rule, a known effect / no effect), and the coverage of
+the claims' interval at 3 seeds by simulation; the slow test runs `run.sh --smoke` end to end.
 """
 
 from __future__ import annotations
@@ -25,24 +26,37 @@ _spec = importlib.util.spec_from_file_location("ablation_analyze", ROOT / "repor
 analyze = importlib.util.module_from_spec(_spec)
 sys.modules["ablation_analyze"] = analyze  # dataclasses look their module up
 _spec.loader.exec_module(analyze)
+_cov_spec = importlib.util.spec_from_file_location("ablation_coverage", ROOT / "reports/ablation_study/coverage.py")
+coverage = importlib.util.module_from_spec(_cov_spec)
+_cov_spec.loader.exec_module(coverage)
 
 
 # ---- task generator ----
 
 @pytest.mark.parametrize("design", sorted(gentask.DESIGNS))
 def test_gentask_deterministic_disjoint_and_gradable(design):
-    train, held = gentask.make(design, 3, 100, 40)
-    assert (train, held) == gentask.make(design, 3, 100, 40)
-    assert gentask.make(design, 4, 100, 40) != (train, held)
+    sizes = (40, 16) if design == "add1" else (100, 40)  # add1 has 81 problems in all
+    train, held = gentask.make(design, 3, *sizes)
+    assert (train, held) == gentask.make(design, 3, *sizes)
+    assert gentask.make(design, 4, *sizes) != (train, held)
     assert not {tuple(r["key"]) for r in train} & {tuple(r["key"]) for r in held}
     for r in train + held:
-        # the worked examples carry two $...$ equations before the boxed answer
+        # two worked examples, each with its $...$ equations before the boxed answer
         assert r["problem"].count("\\boxed{") == 2 and r["problem"].endswith("\nA:")
         assert int(r["answer"]) == int(r["answer"])
     # the answer is the arithmetic truth of the operands
     if design == "linear":
         a, x, b = train[0]["key"]
         assert f"${a}x + {b} = {a * x + b}$" in train[0]["problem"].rsplit("Q:", 1)[1] and train[0]["answer"] == str(x)
+    if design.startswith("add"):
+        a, b = held[0]["key"]
+        assert held[0]["problem"].endswith(f"Q: Compute ${a} + {b}$.\nA:") and held[0]["answer"] == str(a + b)
+    if design == "add_nc":  # no carry: the answer keeps a's tens digit
+        assert all(r["key"][0] // 10 == int(r["answer"]) // 10 for r in train + held)
+    if design == "add1":
+        assert all(1 <= x <= 9 for r in train + held for x in r["key"])
+        with pytest.raises(ValueError, match="too few distinct problems"):
+            gentask.make("add1", 0, 70, 12)
 
 
 def test_check_disjoint_catches_overlap(tmp_path):
@@ -91,6 +105,54 @@ def test_bootstrap_two_way_width_matches_normal_theory():
     assert (hi - lo) == pytest.approx(2 * 1.96 * sd, rel=0.15)
 
 
+def test_claim_interval_matches_scipy_t_test():
+    from scipy.stats import ttest_1samp
+    rng = np.random.default_rng(4)
+    for n in (2, 3, 5, 9):
+        m = rng.normal(0.1, 0.3, n)
+        mean, lo, hi, p = analyze.claim_interval(m)
+        ref = ttest_1samp(m, 0.0)
+        ci = ref.confidence_interval(0.95)
+        assert mean == pytest.approx(m.mean()) and p == pytest.approx(ref.pvalue, rel=1e-9)
+        assert (lo, hi) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert all(np.isnan(x) for x in analyze.claim_interval([0.3])[1:])  # one seed: no spread, no interval
+    # identical nonzero seed means: no spread to estimate, no verdict (coverage.py: they occur under the null)
+    assert analyze.claim_interval([0.2, 0.2, 0.2])[0] == pytest.approx(0.2)
+    assert all(np.isnan(x) for x in analyze.claim_interval([0.2, 0.2, 0.2])[1:])
+    assert analyze.claim_interval([0.0, 0.0]) == pytest.approx((0.0, 0.0, 0.0, 1.0))
+
+
+def test_holm_matches_step_down_rejections():
+    # Holm (1979): order the p-values; reject H_(1..j) while p_(i) <= alpha / (m - i + 1), stop at the first
+    # that is not. An adjusted p_i <= alpha must reject exactly that set, for every alpha.
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        ps = list(rng.uniform(0, 0.2, 7) ** 2)
+        adj = analyze.holm(ps)
+        order = sorted(range(7), key=lambda i: ps[i])
+        for alpha in (0.001, 0.01, 0.05, 0.1):
+            rejected = set()
+            for rank, i in enumerate(order):
+                if ps[i] > alpha / (7 - rank):
+                    break
+                rejected.add(i)
+            assert {i for i in range(7) if adj[i] <= alpha} == rejected
+    assert analyze.holm([0.01, float("nan"), 0.04]) == pytest.approx([0.02, float("nan"), 0.04], nan_ok=True)
+
+
+def test_interval_coverage_holds_at_three_seeds_where_the_percentile_bootstrap_fails():
+    """Null: both arms are the same process (seed effect sd 1, cell sd 1, 8 problems). The claims'
+    interval (analyze.claim_interval, via coverage.t_over_seeds) must give a verdict <= 5 % of the time
+    (+2 Monte Carlo s.e.); the two-way percentile bootstrap used before gives one far more often."""
+    reps = 1000
+    tol = 2 * (0.05 * 0.95 / reps) ** 0.5
+    for seeds in (3, 5):
+        assert coverage.false_verdict_rate(coverage.t_over_seeds, seeds, 8, "gaussian", reps, seed=1) <= 0.05 + tol
+    assert coverage.false_verdict_rate(coverage.percentile_bootstrap, 3, 8, "gaussian", 300, seed=1) >= 0.10
+    # the claims run through the same interval: a null with a verdict at 3 seeds is not reported as one
+    assert coverage.familywise_rate(3, 8, "gaussian", 300, seed=1) <= 0.05 + 2 * (0.05 * 0.95 / 300) ** 0.5
+
+
 # ---- claims on synthetic run directories ----
 
 def _fake_sweep(root: Path, arm: str, seed: int, p_correct: float, d_emb: float, rng, n=8, problems=40, steps=(5, 10)):
@@ -112,12 +174,12 @@ def _fake_sweep(root: Path, arm: str, seed: int, p_correct: float, d_emb: float,
     (sweep / "sweep.json").write_text(json.dumps({"kind": "sweep", "checkpoints": cks}))
 
 
-def _verdicts(tmp_path, dsdr_p, grpo_p, dsdr_div=0.2, grpo_div=0.2, seeds=3):
+def _verdicts(tmp_path, dsdr_p, grpo_p, dsdr_div=0.2, grpo_div=0.2, seeds=5):
     rng = np.random.default_rng(0)
     for s in range(seeds):
         _fake_sweep(tmp_path, "grpo", s, grpo_p, grpo_div, rng)
         _fake_sweep(tmp_path, "dsdr", s, dsdr_p, dsdr_div, rng)
-    rows = analyze.claims(analyze.load_runs(tmp_path), 1000, 0)
+    rows = analyze.claims(analyze.load_runs(tmp_path))
     return {r["claim"]: r for r in rows}
 
 
@@ -144,7 +206,7 @@ def test_no_effect_inconclusive(tmp_path):
 def test_analyze_cli_writes_report_and_refuses_empty(tmp_path):
     _verdicts(tmp_path / "runs", 0.6, 0.2)
     out = tmp_path / "rep"
-    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "200"]) == 0
+    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out)]) == 0
     assert {"analysis.md", "analysis.json", "passk.png", "steps.png", "div_vs_acc.png"} <= {f.name for f in out.iterdir()}
     assert "| holds |" in (out / "analysis.md").read_text()
     # training dynamics: last quarter (steps 4..4 of 1..4 -> the last one) of each seed, then mean over seeds
@@ -152,7 +214,7 @@ def test_analyze_cli_writes_report_and_refuses_empty(tmp_path):
         m = tmp_path / "runs/dsdr" / f"s{s}" / "train/metrics.jsonl"
         m.parent.mkdir(parents=True, exist_ok=True)
         m.write_text("".join(json.dumps({"step": i + 1, "entropy/mean": e}) + "\n" for i, e in enumerate(ent)))
-    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "200", "--no-plots"]) == 0
+    assert analyze.main(["--runs", str(tmp_path / "runs"), "--out", str(out), "--no-plots"]) == 0
     dyn = json.loads((out / "analysis.json").read_text())["train_dynamics"]
     assert dyn == {"dsdr": {"entropy/mean": pytest.approx(0.4)}}
     p = subprocess.run([sys.executable, str(ROOT / "reports/ablation_study/analyze.py"), "--runs", str(tmp_path / "none"),
@@ -187,15 +249,16 @@ def _cell(pass1, n_c, step=10):
                         dict(zip(ids, [0.0] * len(ids))), step)
 
 
-def test_pairing_by_problem_narrows_the_ci():
-    # Problems differ a lot (0..1), DSDR is GRPO + 1/8 on every problem: paired, the difference is exact.
+def test_seed_means_are_paired_differences_and_the_interval_is_t_over_them():
+    # Problems differ a lot (0..1); at seed s DSDR is GRPO + (s + 1)/8 on every problem.
+    from scipy.stats import ttest_1samp
     n_c_grpo = [(8, c) for c in range(8)] * 5
-    n_c_dsdr = [(8, c + 1) for c in range(8)] * 5
-    data = {"grpo": {0: [_cell([0.0] * 40, n_c_grpo)], 1: [_cell([0.0] * 40, n_c_grpo)]},
-            "dsdr": {0: [_cell([0.0] * 40, n_c_dsdr)], 1: [_cell([0.0] * 40, n_c_dsdr)]}}
-    r = analyze.compare(data, "dsdr", "grpo", "avg@n", 1000, 0)
-    assert r["diff"] == pytest.approx(1 / 8) and r["ci95"] == pytest.approx([1 / 8, 1 / 8])
-    assert r["verdict"] == "holds"
+    data = {"grpo": {s: [_cell([0.0] * 40, n_c_grpo)] for s in range(3)},
+            "dsdr": {s: [_cell([0.0] * 40, [(8, c + s + 1) for c in range(8)] * 5)] for s in range(3)}}
+    r = analyze.compare(data, "dsdr", "grpo", "avg@n")
+    assert r["seed_diffs"] == pytest.approx({"0": 1 / 8, "1": 2 / 8, "2": 3 / 8}) and r["diff"] == pytest.approx(0.25)
+    ci = ttest_1samp([1 / 8, 2 / 8, 3 / 8], 0.0).confidence_interval(0.95)
+    assert r["ci95"] == pytest.approx([ci.low, ci.high])
 
 
 def test_gap_growth_known_value():
@@ -203,8 +266,10 @@ def test_gap_growth_known_value():
     # DSDR: every problem 2 of 8 right -> pass@1 = 0.25, pass@8 = 1. Gap(8) - gap(1) = 0.5 + 0.25 = 0.75.
     grpo = [_cell([1.0] * 10 + [0.0] * 10, [(8, 8)] * 10 + [(8, 0)] * 10)]
     dsdr = [_cell([0.0] * 20, [(8, 2)] * 20)]
-    r = analyze.gap_growth({"grpo": {0: grpo}, "dsdr": {0: dsdr}}, "dsdr", "grpo", 8, 500, 0)
-    assert r["diff"] == pytest.approx(0.75) and r["verdict"] == "holds"
+    r = analyze.gap_growth({"grpo": {0: grpo}, "dsdr": {0: dsdr}}, "dsdr", "grpo", 8)
+    assert r["diff"] == pytest.approx(0.75) and r["seeds"] == 1 and np.isnan(r["ci95"][0])  # one seed: no interval
+    r = analyze.gap_growth({"grpo": {0: grpo, 1: grpo}, "dsdr": {0: dsdr, 1: dsdr}}, "dsdr", "grpo", 8)
+    assert r["diff"] == pytest.approx(0.75) and r["seed_diffs"] == pytest.approx({"0": 0.75, "1": 0.75})
 
 
 def test_bad_graded_line_is_one_line_error_with_file_line_field(tmp_path):
@@ -289,9 +354,44 @@ def test_arm_curve_on_a_seed_subset_matches_plain_pass_at_k(tmp_path):
         return sum(vals) / len(vals)
 
     ks = [1, 2, 4, 8]
-    sub = analyze.arm_curve(data, "grpo", ks, 200, 0, seeds=[0, 3])
-    every = analyze.arm_curve(data, "grpo", ks, 200, 0)
+    sub = analyze.arm_curve(data, "grpo", ks, seeds=[0, 3])
+    every = analyze.arm_curve(data, "grpo", ks)
     for k, (m_sub, lo, hi), (m_all, _, _) in zip(ks, sub, every):
         assert m_sub == pytest.approx(plain([0, 3], k), rel=1e-12) and lo <= m_sub <= hi
         assert m_all == pytest.approx(plain([0, 1, 3, 4], k), rel=1e-12)
     assert sub[0][0] != pytest.approx(every[0][0])  # the subset is not the whole
+
+
+def test_matched_accuracy_removes_what_the_accuracy_gap_predicts():
+    """D at matched accuracy: per seed (D_A - D_B) - beta (acc_A - acc_B), beta = the least-squares slope of
+    D on avg@n over every checkpoint of both arms (scipy's linregress here). A diversity gap that is all
+    accuracy (D = 0.5 - 0.4 acc exactly, arms differ in accuracy only) is 0 at matched accuracy."""
+    from scipy.stats import linregress
+    rng = np.random.default_rng(6)
+
+    def cell(acc_c: int, d: float, step: int) -> "analyze.Cell":
+        ids = [f"p{i}" for i in range(4)]
+        return analyze.Cell({i: 0.0 for i in ids}, {i: (8, acc_c) for i in ids}, {i: d for i in ids},
+                            {i: d / 2 for i in ids}, step)
+    data: dict = {"grpo": {}, "dsdr": {}}
+    for arm, shift in (("grpo", 0), ("dsdr", 2)):
+        for s in range(3):
+            cs = [int(rng.integers(0, 5)) + shift + k for k in (0, 1)]
+            data[arm][s] = [cell(c, 0.5 - 0.4 * c / 8 + (0.03 * rng.normal() if arm == "dsdr" else 0), st)
+                            for c, st in zip(cs, (5, 10))]
+    pts = [(c.n_c["p0"][1] / 8, c.d_emb["p0"]) for arm in data.values() for cells in arm.values() for c in cells]
+    beta = linregress(*zip(*pts)).slope
+    r = analyze.matched(data, "dsdr", "grpo", "d_emb")
+    assert r["beta"] == pytest.approx(beta, rel=1e-9)
+    for s in range(3):
+        a, b = data["dsdr"][s][-1], data["grpo"][s][-1]
+        ref = (a.d_emb["p0"] - b.d_emb["p0"]) - beta * (a.n_c["p0"][1] - b.n_c["p0"][1]) / 8
+        assert r["seed_diffs"][str(s)] == pytest.approx(ref, rel=1e-9, abs=1e-12)
+    # no noise: diversity is a function of accuracy alone, so the matched difference is 0 at every seed
+    for arm in data.values():
+        for cells in arm.values():
+            for i, c in enumerate(cells):
+                cells[i] = cell(c.n_c["p0"][1], 0.5 - 0.4 * c.n_c["p0"][1] / 8, c.step)
+    r = analyze.matched(data, "dsdr", "grpo", "d_emb")
+    assert r["beta"] == pytest.approx(-0.4) and all(abs(v) < 1e-12 for v in r["seed_diffs"].values())
+    assert analyze.compare(data, "dsdr", "grpo", "d_emb")["diff"] < -0.05  # unconditionally DSDR looks less diverse
