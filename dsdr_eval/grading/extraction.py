@@ -119,7 +119,7 @@ def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "
         if final_only and name in GUESS_EXTRACTORS:
             continue
         found = EXTRACTORS[name](text)
-        if found is not None and found.answer:
+        if found is not None and found.answer and not _is_placeholder(found.answer):
             return found
     return Extraction(None, None)
 

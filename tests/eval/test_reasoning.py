@@ -1,0 +1,164 @@
+"""Thinking models (issue 33): a completion's reasoning and answer split, grading on the answer part
+only, the truncated status under every extraction profile, linear time on hostile traces, and the
+figures metrics.json reports."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading import grade_samples
+from dsdr_eval.grading.extraction import EXTRACTION_PROFILES, extract_answer_with_method
+from dsdr_eval.grading.reasoning import parse_reasoning_format, split_completion
+from dsdr_eval.metrics import compute_metrics
+
+SKY = ("<|begin_of_thought|>\n\nTry 5? no, \\boxed{5} is wrong.\n\n<|end_of_thought|>\n\n"
+       "<|begin_of_solution|>\n\nThe answer is \\boxed{7}.\n\n<|end_of_solution|>")
+
+
+@pytest.mark.parametrize("text, kwargs, answer, state, reasoning", [
+    ("<think>r</think>ans", {}, "ans", "closed", "r"),
+    ("\n<think>\nr\n</think>\n\nans", {"fmt": "think"}, "\n\nans", "closed", "\nr\n"),
+    # the template opened <think> (R1 distills, QwQ): the completion holds only the close
+    ("r</think>ans", {}, "ans", "closed", "r"),
+    ("no close at all", {"prompt": "<|im_start|>assistant\n<think>\n"}, "", "unclosed", "no close at all"),
+    ("no tags", {}, "no tags", "none", ""),
+    ("no tags", {"fmt": "think"}, "", "unclosed", "no tags"),  # a named format says every completion reasons
+    ("no tags", {"prompt": "Use <think> tags to think, then answer."}, "no tags", "none", ""),  # not at the end
+    ("<think>r", {}, "", "unclosed", "r"),
+    ("Sure. <think>r", {}, "Sure. ", "unclosed", "r"),
+    # nested: the outer close ends the reasoning
+    ("<think>a<think>b</think>c</think>d", {}, "d", "closed", "a<think>b</think>c"),
+    # re-opened after the first block: the last block's close decides
+    ("<think>a</think>b<think>c</think>d", {}, "d", "closed", "a</think>b<think>c"),
+    ("<think>a</think>b<think>c", {}, "", "unclosed", "a</think>b<think>c"),
+    # a </think> at depth 0 after the reasoning is answer text
+    ("<think>a</think>b </think> c", {}, "b </think> c", "closed", "a"),
+    (SKY, {}, "\n\nThe answer is \\boxed{7}.\n\n", "closed", "\n\nTry 5? no, \\boxed{5} is wrong.\n\n"),
+    ("<|begin_of_thought|>t", {}, "", "unclosed", "t"),
+    ("a ### b", {"fmt": "end:###"}, " b", "closed", "a "),
+    ("a b", {"fmt": "end:###"}, "", "unclosed", "a b"),
+    # a server's reasoning parser: the completion is the answer
+    ("ans", {"reasoning": "r"}, "ans", "closed", "r"),
+    ("", {"reasoning": "r"}, "", "unclosed", "r"),
+    ("<think>r</think>ans", {"fmt": "none"}, "<think>r</think>ans", "none", ""),
+])
+def test_split(text, kwargs, answer, state, reasoning):
+    split = split_completion(text, **kwargs)
+    assert (split.answer(text), split.state, split.reasoning) == (answer, state, reasoning)
+
+
+@pytest.mark.parametrize("spec", ["", "thinking", "end:", "end:  ", None])
+def test_bad_reasoning_format_is_one_error(spec):
+    with pytest.raises(DsdrError, match="reasoning format"):
+        parse_reasoning_format(spec)
+
+
+def test_format_spec_round_trips():
+    for spec in ("auto", "none", "think", "skythought", "end:</reasoning>"):
+        assert parse_reasoning_format(spec).spec == spec
+
+
+@pytest.mark.parametrize("text", [
+    "<think>" + "x" * 2_000_000,                          # a 2 MB unclosed trace
+    "<think>" * 100_000 + "</think>" * 100_000,           # deep nesting
+    "<think></think>" * 100_000,                          # 10^5 repeated blocks
+    "</think>" * 200_000,                                 # closes at depth 0
+    "<|begin_of_thought|>" * 100_000 + "<|end_of_thought|>",
+])
+def test_split_is_linear_on_hostile_traces(text):
+    started = time.perf_counter()
+    split_completion(text)
+    split_completion(text, "think")
+    assert time.perf_counter() - started < 2.0
+
+
+def _row(completion, gold="70", **fields):
+    return {"problem_id": fields.pop("problem_id", "p"), "gold": gold, "completion": completion, **fields}
+
+
+TRUNCATED_GUESS = "<think>\nLet me try. Maybe \\boxed{70}? Then 5*14 = 70, so the answer is 70 and we need"
+
+
+@pytest.mark.parametrize("profile", list(EXTRACTION_PROFILES))
+def test_unclosed_reasoning_is_truncated_under_every_profile(profile):
+    """Mutant 'grade the whole completion' / 'unclosed reasoning graded': \\boxed{70} in an unclosed
+    trace would be correct."""
+    rows = [_row(TRUNCATED_GUESS, finish_reason="length"), _row(TRUNCATED_GUESS[len("<think>"):], problem_id="q",
+                                                                 prompt="<｜Assistant｜><think>\n", finish_reason="stop")]
+    graded = grade_samples(rows, workers=1, progress=False, extraction=profile)
+    assert [(r["status"], r["correct"], r["reasoning_state"]) for r in graded] == [("truncated", False, "unclosed")] * 2
+    assert all(r["extracted"] is None for r in graded)
+
+
+@pytest.mark.parametrize("profile", list(EXTRACTION_PROFILES))
+def test_length_limit_never_guesses_the_last_number(profile):
+    """Mutant 'last-number fallback on a truncated response': 12 would be correct under gsm8k/flexible."""
+    cut = "We compute step by step. First 3*4 = 12 and then we subtract"
+    graded = grade_samples([_row(cut, gold="12", finish_reason="length"),
+                            _row(cut + "\n```output\n12\n```", gold="12", problem_id="q", finish_reason="length")],
+                           workers=1, progress=False, extraction=profile)
+    assert [(r["status"], r["correct"]) for r in graded] == [("truncated", False)] * 2
+
+
+def test_length_limit_keeps_a_final_answer():
+    graded = grade_samples([_row("so \\boxed{12}. Let me double check: 3*4 = 12, yes 12 and", gold="12",
+                                 finish_reason="length")], workers=1, progress=False, extraction="flexible")
+    assert (graded[0]["status"], graded[0]["extraction"], graded[0]["changed_by"]) == ("correct", "boxed", [])
+
+
+def test_a_box_in_the_reasoning_is_not_the_answer():
+    """Mutant 'grade the whole completion': the reasoning's \\boxed{70} would be correct."""
+    rows = [_row("<think>maybe \\boxed{70}</think>I could not finish.", finish_reason="stop"),
+            _row("<think>maybe \\boxed{70}</think>The answer is \\boxed{71}.", problem_id="q"),
+            _row(SKY.replace("7}", "70}", 1), problem_id="s")]
+    graded = grade_samples(rows, workers=1, progress=False)
+    assert [(r["status"], r["extracted"]) for r in graded] == [("no_answer", None), ("incorrect", "71"),
+                                                              ("correct", "70")]
+    assert [r["changed_by"] for r in graded] == [["answer_part"], [], []]
+
+
+def test_think_close_inside_the_answer():
+    text = "<think>guess \\boxed{3}</think>The tag </think> ends thinking; the answer is \\boxed{70}."
+    [row] = grade_samples([_row(text)], workers=1, progress=False)
+    assert (row["status"], row["extracted"], row["reasoning_state"]) == ("correct", "70", "closed")
+    assert text[row["answer_span"][0]:row["answer_span"][1]].startswith("The tag")
+
+
+def test_reasoning_field_is_kept_apart():
+    """A server's reasoning_content: its box is not read, the completion is the answer."""
+    rows = [_row("The answer is 7.", reasoning="perhaps \\boxed{70}"),
+            _row("", problem_id="q", reasoning="perhaps \\boxed{70}", finish_reason="length")]
+    graded = grade_samples(rows, workers=1, progress=False)
+    assert [(r["status"], r["extracted"], r["reasoning_state"]) for r in graded] == [
+        ("incorrect", "7", "closed"), ("truncated", None, "unclosed")]
+
+
+@pytest.mark.parametrize("text", ["The answer is within \\boxed{}.", "Final Answer: $\\boxed{ }$",
+                                  "The final answer is \\fbox{}. I hope it is correct."])
+def test_an_empty_box_in_an_answer_line_is_no_answer(text):
+    """Mutant 'no placeholder rule': 'within \\boxed{}' is read as the answer."""
+    for profile in EXTRACTION_PROFILES:
+        if profile not in ("gsm8k", "program-output"):
+            assert extract_answer_with_method(text, profile).answer is None, profile
+
+
+def test_metrics_report_the_reasoning_figures():
+    rows = [_row("<think>r</think>\\boxed{70}", finish_reason="stop", n_completion_tokens=10, n_reasoning_tokens=6),
+            _row("<think>\\boxed{70}", problem_id="q", finish_reason="length", n_completion_tokens=20,
+                 n_reasoning_tokens=20),
+            _row("12 and 70", problem_id="r", finish_reason="length", n_completion_tokens=5),
+            _row("\\boxed{70}", problem_id="s", finish_reason="stop", n_completion_tokens=3)]
+    graded = grade_samples(rows, workers=1, progress=False, extraction="flexible")
+    assert [r["status"] for r in graded] == ["correct", "truncated", "truncated", "correct"]
+    entry = compute_metrics(graded, bootstrap=0)["benchmarks"]["default"]
+    assert entry["unclosed_reasoning_fraction"] == pytest.approx(1 / 4)
+    assert entry["truncated_fraction"] == pytest.approx(2 / 4)
+    # reasoning tokens: 6 and 20 recorded; 0 for the two completions without reasoning
+    assert entry["mean_reasoning_tokens"] == pytest.approx((6 + 20 + 0 + 0) / 4)
+    assert entry["mean_answer_tokens"] == pytest.approx((4 + 0 + 5 + 3) / 4)
+    assert entry["answers_changed_by_rule"] == {"answer_part": 0, "reasoning_unclosed": 1,
+                                                "length_no_final_answer": 1}
+    assert entry["status_counts"]["truncated"] == 2
