@@ -38,6 +38,8 @@ class Completion:
     n_prompt_tokens: int | None
     n_completion_tokens: int | None
     seed: int | None = None  # the seed the engine actually used for this rollout
+    reasoning: str | None = None  # a server's separate reasoning (reasoning_content); None: inline or none
+    n_reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ class OpenAIBackend(Backend):
 
     def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
                  on_results: OnResults) -> None:
-        from dsdr_eval.openai_api.client import response_finish_reason, response_text, response_usage
+        from dsdr_eval.openai_api.client import (response_finish_reason, response_reasoning, response_text,
+                                                 response_usage)
 
         order = [i for batch in batches for i in batch]
         for i in order:
@@ -129,7 +130,8 @@ class OpenAIBackend(Backend):
             completion = Completion(text=text, finish_reason=response_finish_reason(result.response),
                                     n_prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
                                     n_completion_tokens=_int_or_none(usage.get("completion_tokens")),
-                                    seed=requests[index].seed)
+                                    seed=requests[index].seed, reasoning=response_reasoning(result.response),
+                                    n_reasoning_tokens=_int_or_none(usage.get("reasoning_tokens")))
             on_results([(index, RequestResult((completion,), None, result.attempts, result.base_url))])
 
         many = self.client.chat_many if self.api == "chat" else self.client.complete_many

@@ -162,3 +162,35 @@ def test_metrics_report_the_reasoning_figures():
     assert entry["answers_changed_by_rule"] == {"answer_part": 0, "reasoning_unclosed": 1,
                                                 "length_no_final_answer": 1}
     assert entry["status_counts"]["truncated"] == 2
+
+
+def test_openai_server_reasoning_content_is_stored_apart_and_not_graded(tmp_path, data_dir):
+    """A scripted OpenAI-compatible server answering as vLLM's reasoning parser does: the reasoning
+    (holding the only box) in ``reasoning_content``, the answer in ``content``. Mutant 'the reasoning
+    joined to the completion': the box would be extracted."""
+    from helpers.fault_server import FaultServer
+
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions
+    from dsdr_eval.rundir.jsonl import read_jsonl
+
+    def reasoning(body):  # the sample's seed decides: even seeds end their answer, odd ones hit the limit
+        return ("so maybe \\boxed{42} but wait", "stop" if body["seed"] % 2 == 0 else "length")
+
+    def reply(body):
+        return "I could not decide." if body["seed"] % 2 == 0 else ""
+
+    out = tmp_path / "run"
+    with FaultServer(reply=reply, reasoning=reasoning) as server:
+        outcome = run_evaluation(RunOptions(model=server.model, backend="openai", benchmarks=["math500"], limit=2,
+                                            protocol="quick", n=2, max_tokens=16, data_dir=str(data_dir),
+                                            out=str(out), no_diversity=True, no_progress=True,
+                                            base_url=[server.base_url]), command=["test_reasoning"])
+    assert outcome.exit_code == 0
+    samples = read_jsonl(out / "samples.jsonl")
+    assert samples and all(s["reasoning"] == "so maybe \\boxed{42} but wait" and s["n_reasoning_tokens"] == 5
+                           for s in samples)
+    graded = read_jsonl(out / "graded.jsonl")
+    expected = [("no_answer", "closed") if s["seed"] % 2 == 0 else ("truncated", "unclosed") for s in samples]
+    assert len(set(expected)) == 2 and [(g["status"], g["reasoning_state"]) for g in graded] == expected
+    assert all(g["extracted"] is None for g in graded)
