@@ -194,3 +194,34 @@ def test_openai_server_reasoning_content_is_stored_apart_and_not_graded(tmp_path
     expected = [("no_answer", "closed") if s["seed"] % 2 == 0 else ("truncated", "unclosed") for s in samples]
     assert len(set(expected)) == 2 and [(g["status"], g["reasoning_state"]) for g in graded] == expected
     assert all(g["extracted"] is None for g in graded)
+
+
+def test_openai_batch_import_keeps_reasoning_content(tmp_path, data_dir):
+    """A batch answered by a reasoning model: reasoning_content, finish_reason and the reasoning token
+    count are kept; the gold in an unfinished reasoning is not graded. Mutant 'importer drops
+    reasoning_content/finish_reason': fields missing."""
+    import json
+
+    from helpers import import_sources as src
+
+    from dsdr_eval.cli import main
+    from dsdr_eval.rundir.jsonl import read_jsonl
+    from dsdr_eval.rundir.samples import read_samples
+
+    inputs, outputs = src.write_openai_batch(tmp_path / "batch", data_dir)
+    lines = [json.loads(line) for line in outputs.read_text(encoding="utf-8").splitlines()]
+    gold = src.math500(data_dir)[0]["answer"]
+    body = lines[0]["response"]["body"]
+    body["choices"] = [{"index": 0, "finish_reason": "length", "message": {
+        "role": "assistant", "content": None, "reasoning_content": f"so it is \\boxed{{{gold}}}? check"}}]
+    body["usage"]["completion_tokens_details"] = {"reasoning_tokens": 40}
+    outputs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(["import", "--from", "openai-batch", str(outputs), "--batch-input", str(inputs), "--benchmark",
+                 "math500", "--data-dir", str(data_dir), "--out", str(run)]) == 0
+    first = read_samples(run / "samples.jsonl")[0]
+    assert (first.completion, first.reasoning, first.finish_reason, first.n_reasoning_tokens) == (
+        "", f"so it is \\boxed{{{gold}}}? check", "length", 40)
+    assert main(["score", str(run), "--bootstrap", "0", "--workers", "1", "--no-progress"]) == 0
+    graded = read_jsonl(run / "graded.jsonl")[0]
+    assert (graded["status"], graded["reasoning_state"], graded["correct"]) == ("truncated", "unclosed", False)
