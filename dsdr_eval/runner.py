@@ -169,7 +169,9 @@ def new_sample(planned: PlannedRequest, j: int, completion: Any) -> Sample:
         prompt=clean_text(r.prompt), completion=clean_text(completion.text),
         finish_reason=completion.finish_reason, n_prompt_tokens=completion.n_prompt_tokens,
         n_completion_tokens=completion.n_completion_tokens, temperature=r.temperature, top_p=r.top_p,
-        max_tokens=r.max_tokens, seed=completion.seed if completion.seed is not None else r.seed)
+        max_tokens=r.max_tokens, seed=completion.seed if completion.seed is not None else r.seed,
+        reasoning=None if completion.reasoning is None else clean_text(completion.reasoning),
+        n_reasoning_tokens=completion.n_reasoning_tokens)
 
 
 def generate_missing(run_dir: Path, plan: Sequence[PlannedRequest], backend: Backend, *,

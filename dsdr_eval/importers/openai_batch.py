@@ -4,7 +4,8 @@ Output line: ``custom_id``, ``response`` (``status_code``, ``request_id``, ``bod
 with ``choices[].message.content`` or a completion with ``choices[].text``, ``finish_reason``,
 ``usage``, ``model``) and ``error``. A reasoning model's server also sends ``message.reasoning_content``
 (or ``reasoning``) and ``usage.completion_tokens_details.reasoning_tokens``: kept as the samples'
-``reasoning`` / ``n_reasoning_tokens``, with each choice's ``finish_reason``. Input line (``--batch-input``): ``custom_id``, ``method``, ``url``,
+``reasoning`` / ``n_reasoning_tokens``, with each choice's ``finish_reason``.
+Input line (``--batch-input``): ``custom_id``, ``method``, ``url``,
 ``body`` (``messages`` or ``prompt`` and the sampling settings: temperature, top_p, max_tokens /
 max_completion_tokens, seed, n). Neither carries a gold answer, so the problems come from a
 benchmark (``--benchmark`` registered or a benchmark JSONL): a request is the problem whose text

@@ -288,6 +288,10 @@ def _source_fields(record: SourceRecord, j: int) -> dict[str, Any]:
         out["source_correct"] = record.source_correct[j]
     if j < len(record.source_extracted) and record.source_extracted[j] is not None:
         out["source_extracted"] = record.source_extracted[j]
+    for name, values in (("reasoning", record.reasoning), ("finish_reason", record.finish_reasons),
+                         ("n_reasoning_tokens", record.n_reasoning_tokens)):
+        if j < len(values) and values[j] is not None:
+            out[name] = values[j]
     return out
 
 

@@ -225,3 +225,26 @@ def test_openai_batch_import_keeps_reasoning_content(tmp_path, data_dir):
     assert main(["score", str(run), "--bootstrap", "0", "--workers", "1", "--no-progress"]) == 0
     graded = read_jsonl(run / "graded.jsonl")[0]
     assert (graded["status"], graded["reasoning_state"], graded["correct"]) == ("truncated", "unclosed", False)
+
+
+def test_diversity_and_judge_read_the_answer_part_by_default():
+    """Mutant 'diversity reads the whole completion': the reasoning text would be measured."""
+    from dsdr_eval.diversity_metrics.run import load_problems
+    from dsdr_eval.llm_judge.run import answer_part
+    from dsdr_eval.rundir.samples import as_graded, parse_sample
+
+    rows = [_row("<think>long reasoning A</think>answer one", sample_idx=0, phase="sampling"),
+            _row("answer two", sample_idx=1, phase="sampling", reasoning="reasoning B"),
+            _row("<think>never closed", sample_idx=2, phase="sampling")]
+    records = as_graded(grade_samples(rows, workers=1, progress=False))
+    [problem] = load_problems(None, records)
+    assert [r.text for r in problem.rollouts] == ["answer one", "answer two", ""]
+    [problem] = load_problems(None, records, "reasoning")
+    assert [r.text for r in problem.rollouts] == ["<think>long reasoning A</think>", "reasoning B",
+                                                  "<think>never closed"]
+    [problem] = load_problems(None, records, "whole")
+    assert [r.text for r in problem.rollouts] == [rows[0]["completion"], "reasoning B\nanswer two",
+                                                  rows[2]["completion"]]
+    assert [answer_part(r) for r in records] == ["answer one", "answer two", ""]
+    ungraded, _ = parse_sample(rows[0], "x:1")
+    assert answer_part(ungraded) == "answer one"
