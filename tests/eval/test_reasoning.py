@@ -248,3 +248,33 @@ def test_diversity_and_judge_read_the_answer_part_by_default():
     assert [answer_part(r) for r in records] == ["answer one", "answer two", ""]
     ungraded, _ = parse_sample(rows[0], "x:1")
     assert answer_part(ungraded) == "answer one"
+
+
+def test_score_table_metrics_and_report_show_the_reasoning_figures(tmp_path, capsys):
+    """`score` prints, metrics.json holds, load_run reads and the report writes the figures.
+    Mutants: the report's reasoning lines dropped; results.py not reading unclosed_reasoning_fraction."""
+    import json
+
+    from dsdr_eval.cli import main
+    from dsdr_eval.reporting.readme import _provenance_lines, reasoning_lines
+    from dsdr_eval.rundir.results import load_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [_row("<think>r</think>\\boxed{70}", problem_id="a", n_completion_tokens=8, n_reasoning_tokens=5),
+            _row("<think>maybe \\boxed{70}", problem_id="b", finish_reason="length", n_completion_tokens=9,
+                 n_reasoning_tokens=9),
+            _row("\\boxed{70}", problem_id="c", finish_reason="stop", n_completion_tokens=4)]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["score", str(run), "--bootstrap", "0", "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "unclosed reasoning" in out and "reasoning_unclosed 1" in out
+    entry = load_run(run).benchmarks["default"]
+    assert entry.unclosed_reasoning_fraction == pytest.approx(1 / 3)
+    assert entry.truncated_fraction == pytest.approx(1 / 2)  # finish_reason of 2 samples recorded, 1 is length
+    assert entry.mean_reasoning_tokens == pytest.approx((5 + 9 + 0) / 3)
+    assert entry.mean_answer_tokens == pytest.approx((3 + 0 + 4) / 3)
+    assert entry.status_counts["truncated"] == 1
+    [line] = reasoning_lines([load_run(run)])
+    assert "unclosed reasoning 33.3%" in line and "reasoning\\_unclosed 1" in line  # Markdown-escaped
+    assert "reasoning format auto" in _provenance_lines([load_run(run)])[0]
