@@ -256,7 +256,7 @@ def test_score_table_metrics_and_report_show_the_reasoning_figures(tmp_path, cap
     import json
 
     from dsdr_eval.cli import main
-    from dsdr_eval.reporting.readme import _provenance_lines, reasoning_lines
+    from dsdr_eval.reporting.readme import ReportContent, reasoning_lines, render_readme
     from dsdr_eval.rundir.results import load_run
 
     run = tmp_path / "run"
@@ -277,4 +277,5 @@ def test_score_table_metrics_and_report_show_the_reasoning_figures(tmp_path, cap
     assert entry.status_counts["truncated"] == 1
     [line] = reasoning_lines([load_run(run)])
     assert "unclosed reasoning 33.3%" in line and "reasoning\\_unclosed 1" in line  # Markdown-escaped
-    assert "reasoning format auto" in _provenance_lines([load_run(run)])[0]
+    readme = render_readme(ReportContent("t", (), ".", 1, 0, 0, runs=[load_run(run)]))
+    assert line in readme and "reasoning format auto" in readme
