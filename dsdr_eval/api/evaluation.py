@@ -138,6 +138,7 @@ def _run_locked(options: RunOptions, argv: list[str] | None, engine: EngineFacto
     benchmarks = runner.load_benchmarks(options.benchmarks, data_dir=options.data_dir, limit=options.limit,
                                         subset_seed=options.subset_seed)
     from dsdr_eval.grading.extraction import choose_extraction
+    from dsdr_eval.grading.reasoning import parse_reasoning_format
     from dsdr_eval.tasks import benchmark_extraction
 
     extraction = choose_extraction(options.extraction, protocol.extraction,
@@ -159,6 +160,9 @@ def _run_locked(options: RunOptions, argv: list[str] | None, engine: EngineFacto
         "subset": {"limit": options.limit, "subset_seed": options.subset_seed},
         "grading": {"timeout_s": options.grading_timeout, "workers": options.grading_workers},
         "extraction": extraction,  # the answer convention `score` reads back (not part of the run identity)
+        # how `score` splits a thinking model's reasoning from its answer (absent: auto; not identity either)
+        **({"reasoning_format": parse_reasoning_format(options.reasoning_format).spec}
+           if options.reasoning_format is not None else {}),
         "diversity": {"enabled": not options.no_diversity},
     }
     # Refuse a mismatched RUN_DIR before paying for an engine start.
@@ -294,7 +298,8 @@ def _finish(out: Path, options: RunOptions, protocol: Any, config: dict[str, Any
 
     t0 = time.perf_counter()
     graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
-                                        progress=progress, samples=samples, extraction=extraction)
+                                        progress=progress, samples=samples, extraction=extraction,
+                                        reasoning_format=options.reasoning_format)
     timings["score_s"] = time.perf_counter() - t0
     if not options.no_diversity:
         t0 = time.perf_counter()

@@ -37,6 +37,7 @@ class RunOptions:
     max_tokens: int | None = None
     seed: int | None = None
     extraction: str | None = None
+    reasoning_format: str | None = None
     template: str | None = None
     prompt_mode: str = "auto"
     backend: str = "auto"

@@ -46,7 +46,8 @@ def evaluate(model: Any, *, benchmarks: list[str] | str, out: str | Path, revisi
              label: str | None = None, protocol: str = "dsdr-paper", n: int | None = None,
              temperature: float | None = None, top_p: float | None = None, pass1_temperature: float | None = None,
              pass1_top_p: float | None = None, phases: list[str] | None = None, max_tokens: int | None = None,
-             seed: int | None = None, extraction: str | None = None, template: str | None = None,
+             seed: int | None = None, extraction: str | None = None, reasoning_format: str | None = None,
+             template: str | None = None,
              prompt_mode: str = "auto", backend: str = "auto", dtype: str = "auto", device: str = "auto",
              batch_size: int | None = None, tensor_parallel_size: int = 1, data_parallel_size: int = 1,
              gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, chunk_size: int = 256,
@@ -88,7 +89,7 @@ def _call_record(name: str, options: Any) -> list[str]:
 
 def score(path: str | Path, *, out: str | Path | None = None, timeout: float = 5.0, workers: int | None = None,
           bootstrap: int = 1000, seed: int = 0, no_progress: bool = False, rounded_fraction_tolerance: bool = False,
-          extraction: str | None = None) -> RunResults:
+          extraction: str | None = None, reasoning_format: str | None = None) -> RunResults:
     """``dsdr-eval score``: grade a samples JSONL (``out`` required) or a run directory (in place, or
     into ``out``) and compute Pass@k / Avg@k / maj@k with bootstrap CIs. Returns ``load_run(out)``."""
     written, _ = run_score(ScoreOptions(**_options("score", "score", locals())))
@@ -97,7 +98,8 @@ def score(path: str | Path, *, out: str | Path | None = None, timeout: float = 5
 
 def import_results(path: str | Path, *, out: str | Path, tool: str = "auto", benchmark: str | None = None,
                    data_dir: str | None = None, label: str | None = None, strict: bool = False,
-                   extraction: str | None = None, lm_eval_filter: str | None = None, step: int | None = None,
+                   extraction: str | None = None, reasoning_format: str | None = None,
+                   lm_eval_filter: str | None = None, step: int | None = None,
                    batch_input: str | None = None, id_field: str = "id", gold_field: str = "answer",
                    completion_field: str = "completion", problem_field: str = "problem",
                    prompt_field: str | None = None, correct_field: str | None = None,
@@ -185,7 +187,8 @@ def sweep(train_run: str | Path, *, out: str | Path, benchmarks: list[str] | str
           protocol: str = "dsdr-paper", n: int | None = None, temperature: float | None = None,
           top_p: float | None = None, pass1_temperature: float | None = None, pass1_top_p: float | None = None,
           phases: list[str] | None = None, max_tokens: int | None = None, seed: int | None = None,
-          extraction: str | None = None, template: str | None = None, prompt_mode: str = "auto",
+          extraction: str | None = None, reasoning_format: str | None = None, template: str | None = None,
+          prompt_mode: str = "auto",
           backend: str = "auto", dtype: str = "auto", device: str = "auto", batch_size: int | None = None,
           tensor_parallel_size: int = 1, data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
           max_model_len: int | None = None, chunk_size: int = 256, enforce_eager: bool = False, api: str = "chat",

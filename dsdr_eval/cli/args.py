@@ -14,6 +14,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, NoReturn
 
+from dsdr_eval.errors import DsdrError
+
 
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``PROG: error: MESSAGE (see PROG --help)``)
@@ -107,6 +109,25 @@ def add_extraction_argument(parser: argparse.ArgumentParser | Any, default_help:
     parser.add_argument("--extraction", choices=list(EXTRACTION_PROFILES), default=None, metavar="PROFILE",
                         help=f"how the final answer is read from a completion ({default_help}). "
                              f"Profiles: {listed}".replace("%", "%%"))
+
+
+def reasoning_format(text: str) -> str:
+    """A ``--reasoning-format`` value (dsdr_eval.grading.reasoning), checked when parsed; its spec."""
+    from dsdr_eval.grading.reasoning import parse_reasoning_format
+
+    try:
+        return parse_reasoning_format(text).spec
+    except DsdrError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_reasoning_format_argument(parser: argparse.ArgumentParser | Any, default_help: str) -> None:
+    """``--reasoning-format SPEC``: how completions mark a thinking model's reasoning; default None,
+    resolved by the command (``default_help`` says how)."""
+    parser.add_argument("--reasoning-format", type=reasoning_format, default=None, metavar="SPEC",
+                        help="how completions mark their reasoning, which is never graded: auto (SkyThought markers, "
+                             "<think>...</think>, a server's reasoning_content), none (grade the whole completion), "
+                             f"think, skythought, or end:MARKER ({default_help})")
 
 
 def nonempty(text: str) -> str:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dsdr_eval.cli.args import integer, nonempty, output_dir
+from dsdr_eval.cli.args import add_reasoning_format_argument, integer, nonempty, output_dir
 from dsdr_eval.errors import warn
 
 FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "openai-batch", "jsonl")  # dsdr_eval.importers.IMPORTERS (not imported for --help)
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "answer (default: skip such records with one warning, listed in config.json)")
     parser.add_argument("--extraction", type=nonempty, metavar="PROFILE", help="the answer extraction profile to "
                         "grade with (default: the one the source tool used for the task, recorded in config.json)")
+    add_reasoning_format_argument(parser, "default auto; recorded in config.json for `score`")
     parser.add_argument("--lm-eval-filter", metavar="NAME", help="lm-eval: the filter whose lines to import "
                         "(default: the first in the file)")
     parser.add_argument("--step", type=integer(0), help="verl with a directory: the step to import (default: the last)")

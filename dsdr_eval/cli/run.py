@@ -15,7 +15,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from dsdr_eval.cli.args import MODEL_ENDPOINT, add_extraction_argument, add_openai_arguments, integer, number, output_dir
+from dsdr_eval.cli.args import (MODEL_ENDPOINT, add_extraction_argument, add_openai_arguments, add_reasoning_format_argument,
+                                integer, number, output_dir)
 from dsdr_eval.protocols import PROTOCOLS
 
 if TYPE_CHECKING:  # the library loads when the subcommand runs, not for --help
@@ -57,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     proto.add_argument("--seed", type=integer(0), default=None, help="run seed; per-request seeds derive from it")
     add_extraction_argument(proto, "default: the one the benchmarks name, else the protocol's (built-in: boxed); "
                                    "recorded in config.json")
+    add_reasoning_format_argument(proto, "default auto; recorded in config.json")
 
     prompt = parser.add_argument_group("prompting")
     prompt.add_argument("--template", default=None,

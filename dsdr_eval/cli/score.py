@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.cli.args import add_extraction_argument, integer, number, output_dir
+from dsdr_eval.cli.args import add_extraction_argument, add_reasoning_format_argument, integer, number, output_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="accept numbers within rel. tol 1e-4 (Qwen2.5-Math convention, e.g. 266.6667 for "
                         "800/3); default: rel. tol 1e-8")
     add_extraction_argument(parser, "default: the run directory's config.json 'extraction', else boxed")
+    add_reasoning_format_argument(parser, "default: the run directory's config.json 'reasoning_format', else auto")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -185,8 +185,12 @@ def test_openai_server_reasoning_content_is_stored_apart_and_not_graded(tmp_path
         outcome = run_evaluation(RunOptions(model=server.model, backend="openai", benchmarks=["math500"], limit=2,
                                             protocol="quick", n=2, max_tokens=16, data_dir=str(data_dir),
                                             out=str(out), no_diversity=True, no_progress=True,
-                                            base_url=[server.base_url]), command=["test_reasoning"])
+                                            base_url=[server.base_url], reasoning_format="think"),
+                                 command=["test_reasoning"])
     assert outcome.exit_code == 0
+    from dsdr_eval.rundir.jsonl import read_json
+    assert read_json(out / "config.json")["reasoning_format"] == "think"
+    assert read_json(out / "metrics.json")["provenance"]["grading"]["reasoning"]["reasoning_format"] == "think"
     samples = read_jsonl(out / "samples.jsonl")
     assert samples and all(s["reasoning"] == "so maybe \\boxed{42} but wait" and s["n_reasoning_tokens"] == 5
                            for s in samples)
@@ -279,3 +283,36 @@ def test_score_table_metrics_and_report_show_the_reasoning_figures(tmp_path, cap
     assert "unclosed reasoning 33.3%" in line and "reasoning\\_unclosed 1" in line  # Markdown-escaped
     readme = render_readme(ReportContent("t", (), ".", 1, 0, 0, runs=[load_run(run)]))
     assert line in readme and "reasoning format auto" in readme
+
+
+def test_reasoning_format_option_on_score_and_import_is_recorded(tmp_path, data_dir, capsys):
+    """--reasoning-format: `none` grades the whole completion (recorded in the provenance);
+    `import --reasoning-format think` writes config.json, which `score` then reads; a bad spec is
+    one line and exit 2."""
+    import json
+
+    from dsdr_eval.cli import main
+    from dsdr_eval.rundir.jsonl import read_json, read_jsonl
+
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps(_row("<think>\\boxed{70}</think>done", finish_reason="stop")) + "\n"
+                       + json.dumps(_row("plain \\boxed{70}", problem_id="q", finish_reason="stop")) + "\n",
+                       encoding="utf-8")
+    for spec, statuses in (("none", ["correct", "correct"]), ("auto", ["no_answer", "correct"]),
+                           ("think", ["no_answer", "truncated"])):
+        assert main(["score", str(samples), "--out", str(tmp_path / spec), "--bootstrap", "0", "--workers", "1",
+                     "--no-progress", "--reasoning-format", spec]) == 0
+        assert [r["status"] for r in read_jsonl(tmp_path / spec / "graded.jsonl")] == statuses, spec
+        assert read_json(tmp_path / spec / "metrics.json")["provenance"]["grading"]["reasoning"][
+            "reasoning_format"] == spec
+    capsys.readouterr()
+    assert main(["score", str(samples), "--out", str(tmp_path / "bad"), "--reasoning-format", "end:"]) == 2
+    assert "end marker" in capsys.readouterr().err
+
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(samples.read_text(encoding="utf-8"), encoding="utf-8")
+    run = tmp_path / "imported"
+    assert main(["import", "--from", "jsonl", "--id-field", "problem_id", "--gold-field", "gold", str(plain), "--out", str(run), "--reasoning-format", "think"]) == 0
+    assert read_json(run / "config.json")["reasoning_format"] == "think"
+    assert main(["score", str(run), "--bootstrap", "0", "--workers", "1", "--no-progress"]) == 0
+    assert [r["status"] for r in read_jsonl(run / "graded.jsonl")] == ["no_answer", "truncated"]
