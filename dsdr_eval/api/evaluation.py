@@ -56,7 +56,8 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
         from dsdr_eval.backends.hf import HFBackend
 
         return HFBackend(model.path, device=options.device, dtype=options.dtype, batch_size=options.batch_size,
-                         prompt_mode=options.prompt_mode, revision=model.revision)
+                         prompt_mode=options.prompt_mode, revision=model.revision,
+                         chat_template_kwargs=chat_template_kwargs(options))
     if name == "vllm":
         from dsdr_eval.backends.vllm import VLLMBackend
 
@@ -64,15 +65,30 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
                            data_parallel_size=options.data_parallel_size,
                            gpu_memory_utilization=options.gpu_memory_utilization, max_model_len=options.max_model_len,
                            chunk_size=options.chunk_size, prompt_mode=options.prompt_mode, revision=model.revision,
-                           enforce_eager=options.enforce_eager, seed=protocol_seed)
+                           enforce_eager=options.enforce_eager, seed=protocol_seed,
+                           chat_template_kwargs=chat_template_kwargs(options))
     if name == "openai":
         from dsdr_eval.backends.openai import OpenAIBackend
 
         endpoint, extra = openai_options
         tokenizer = options.tokenizer or (model.path if model.is_local else None)
         return OpenAIBackend(endpoint, api=options.api, tokenizer_path=tokenizer, prompt_mode=options.prompt_mode,
-                             extra_body=extra)
+                             extra_body=extra, chat_template_kwargs=chat_template_kwargs(options))
     raise DsdrError(f"--backend {name}: unknown")
+
+
+def chat_template_kwargs(options: RunOptions) -> dict[str, Any]:
+    """``--chat-template-kwargs JSON``: extra variables of the chat template (e.g. ``{"enable_thinking":
+    false}``), checked: a JSON object; {} when not given."""
+    if options.chat_template_kwargs is None:
+        return {}
+    try:
+        value = json.loads(options.chat_template_kwargs)
+    except json.JSONDecodeError as exc:
+        raise DsdrError(f"--chat-template-kwargs: invalid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DsdrError("--chat-template-kwargs: expected a JSON object, e.g. '{\"enable_thinking\": false}'")
+    return value
 
 
 def _openai_options(options: RunOptions) -> tuple[Any, dict[str, Any] | None]:
@@ -155,7 +171,10 @@ def _run_locked(options: RunOptions, argv: list[str] | None, engine: EngineFacto
         # a file protocol: where its definition came from (the run identity is `protocol` itself)
         **({} if options.protocol in PROTOCOLS else {"protocol_file": protocol_file_record(Path(options.protocol))}),
         "template": {"name": template.name, "text": template.text, "raw_text": template.raw_text,
-                     "mode": options.prompt_mode, "chat": None},
+                     "mode": options.prompt_mode, "chat": None,
+                     # part of the run identity (they change the prompt); absent when not given
+                     **({"chat_template_kwargs": chat_template_kwargs(options)}
+                        if options.chat_template_kwargs is not None else {})},
         "benchmarks": [b.to_config() for b in benchmarks],
         "subset": {"limit": options.limit, "subset_seed": options.subset_seed},
         "grading": {"timeout_s": options.grading_timeout, "workers": options.grading_workers},

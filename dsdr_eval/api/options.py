@@ -53,6 +53,7 @@ class RunOptions:
     api: str = "chat"
     tokenizer: str | None = None
     extra_body: str | None = None
+    chat_template_kwargs: str | None = None
     base_url: list[str] | None = None
     api_key_env: str | None = None
     max_concurrency: int | None = None

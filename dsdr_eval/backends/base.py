@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 from dsdr_eval.prompts import PromptTemplate, render_prompt
 
@@ -112,10 +113,12 @@ class LocalTokenizerBackend(Backend):
 
     tokenizer: Any
     _chat: bool
+    chat_template_kwargs: Mapping[str, Any] = MappingProxyType({})  # set by subclasses that take them
 
     @property
     def chat(self) -> bool:
         return self._chat
 
     def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:
-        return render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat), template.user_message(problem)
+        return (render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat,
+                              template_kwargs=self.chat_template_kwargs), template.user_message(problem))

@@ -12,7 +12,8 @@ the same random stream; the seed actually used is recorded in every sample line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
 from dsdr_eval.backends.sampling import SamplingSpec, chosen_eos_ids, hf_effective_sampling, hf_generate, hf_generation_config
@@ -140,7 +141,9 @@ class HFBackend(LocalTokenizerBackend):
     name = "hf"
 
     def __init__(self, model_path: str, *, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
-                 prompt_mode: str = "auto", revision: str | None = None, prefill_once: bool = True) -> None:
+                 prompt_mode: str = "auto", revision: str | None = None, prefill_once: bool = True,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.chat_template_kwargs = MappingProxyType(dict(chat_template_kwargs or {}))
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -66,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prompt.add_argument("--prompt-mode", default="auto", choices=("auto", "chat", "raw"),
                         help="chat = the model's chat template; raw = plain completion (base models); "
                              "auto = chat when the tokenizer has a template")
+    prompt.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
+                        help="extra chat-template variables, e.g. '{\"enable_thinking\": false}' (Qwen3): applied by "
+                             "the hf and vllm backends, sent as chat_template_kwargs to OpenAI-compatible servers; "
+                             "recorded in config.json's template")
 
     be = parser.add_argument_group("backend")
     be.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf", "openai"),

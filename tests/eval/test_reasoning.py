@@ -316,3 +316,68 @@ def test_reasoning_format_option_on_score_and_import_is_recorded(tmp_path, data_
     assert read_json(run / "config.json")["reasoning_format"] == "think"
     assert main(["score", str(run), "--bootstrap", "0", "--workers", "1", "--no-progress"]) == 0
     assert [r["status"] for r in read_jsonl(run / "graded.jsonl")] == ["no_answer", "truncated"]
+
+
+class _JinjaTokenizer:
+    """A tokenizer's chat template, rendered as transformers renders one (Jinja, the kwargs as variables):
+    a Qwen3-style template that writes an empty think block when enable_thinking is false, and an
+    R1-style opening when it is true."""
+
+    chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                     "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}"
+                     "<think>\n\n</think>\n\n{% else %}<think>\n{% endif %}")
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False, **kwargs):
+        import jinja2
+
+        return jinja2.Template(self.chat_template).render(messages=messages, **kwargs)
+
+
+def test_chat_template_kwargs_reach_the_template_and_the_server(tmp_path, data_dir):
+    """--chat-template-kwargs: rendered into the prompt by a local tokenizer, sent as the body's
+    chat_template_kwargs to a server, recorded in config.json. Mutant 'kwargs dropped': the prompt
+    keeps the opened <think> (and the prompt-opened split applies), the body lacks them."""
+    from helpers.fault_server import FaultServer
+
+    from dsdr_eval.api.evaluation import run_evaluation
+    from dsdr_eval.api.options import RunOptions
+    from dsdr_eval.backends.base import LocalTokenizerBackend
+    from dsdr_eval.prompts import BUILTIN_TEMPLATES, DEFAULT_TEMPLATE
+    from dsdr_eval.rundir.jsonl import read_json
+
+    class Local(LocalTokenizerBackend):  # only the rendering of the hf / vllm backends
+        name = "local"
+        tokenizer, _chat = _JinjaTokenizer(), True
+
+        def __init__(self, kwargs):
+            self.chat_template_kwargs = kwargs
+
+        def generate(self, requests, batches, on_results):
+            raise NotImplementedError
+
+        def batch_capacity(self):
+            return 1
+
+        def config(self):
+            return {}
+
+    template = BUILTIN_TEMPLATES[DEFAULT_TEMPLATE]
+    thinking, _ = Local({}).render(template, "1+1?")
+    plain, _ = Local({"enable_thinking": False}).render(template, "1+1?")
+    assert thinking.endswith("<think>\n") and plain.endswith("<think>\n\n</think>\n\n")
+    assert split_completion("2", prompt=thinking).state == "unclosed"
+    assert split_completion("The answer is \\boxed{2}", prompt=plain).state == "none"
+
+    out = tmp_path / "run"
+    with FaultServer(reply="The answer is \\boxed{42}.") as server:
+        run_evaluation(RunOptions(model=server.model, backend="openai", benchmarks=["math500"], limit=1,
+                                  protocol="quick", n=1, max_tokens=16, data_dir=str(data_dir), out=str(out),
+                                  no_diversity=True, no_progress=True, base_url=[server.base_url],
+                                  chat_template_kwargs='{"enable_thinking": false}'), command=["t"])
+        bodies = [r.body for r in server.completion_requests()]
+    assert bodies and all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in bodies)
+    assert read_json(out / "config.json")["template"]["chat_template_kwargs"] == {"enable_thinking": False}
+    with pytest.raises(DsdrError, match="chat-template-kwargs: expected a JSON object"):
+        run_evaluation(RunOptions(model=server.model, backend="openai", benchmarks=["math500"], limit=1,
+                                  protocol="quick", n=1, data_dir=str(data_dir), out=str(tmp_path / "bad"),
+                                  base_url=["http://127.0.0.1:9/v1"], chat_template_kwargs="[1]"), command=["t"])
