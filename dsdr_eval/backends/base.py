@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
+from dsdr_eval.backends.sampling import SamplingSpec
 from dsdr_eval.prompts import PromptTemplate, render_prompt
 
 
@@ -30,6 +31,13 @@ class GenerationRequest:
     top_p: float
     max_tokens: int
     seed: int
+    top_k: int = 0  # 0 = off
+    min_p: float = 0.0  # 0 = off
+
+    def sampling_spec(self, eos_token_ids: tuple[int, ...]) -> SamplingSpec:
+        """The sampling settings every backend builds its engine object from (backends.sampling)."""
+        return SamplingSpec(self.temperature, self.top_p, self.max_tokens, eos_token_ids,
+                            top_k=self.top_k, min_p=self.min_p)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import importlib.metadata
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Backend, Completion, GenerationRequest, OnResults, RequestResult
-from dsdr_eval.backends.sampling import SERVER_NEUTRAL_FIELDS, SamplingSpec, openai_sampling_body
+from dsdr_eval.backends.sampling import openai_sampling_body, server_sampling_fields
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import PromptTemplate, render_prompt, resolve_chat_mode
 
@@ -92,10 +92,13 @@ class OpenAIBackend(Backend):
                 "seeding": "per rollout (request `seed`; honoured by vLLM servers)"}
 
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
-        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, ())
+        spec = request.sampling_spec(())
         body: dict[str, Any] = {**openai_sampling_body(spec), "seed": request.seed, "n": 1}
         # the user's --extra-body wins over the neutral server fields (and is recorded as given)
-        extra = {**(SERVER_NEUTRAL_FIELDS if self.server_sampling_fields else {}),
+        if spec.filters() and not self.server_sampling_fields:
+            raise DsdrError(f"the protocol's {' and '.join(spec.filters())} cannot be sent to OpenAI's own API "
+                            "(it has no such field); use a protocol without them")
+        extra = {**(server_sampling_fields(spec) if self.server_sampling_fields else {}),
                  **({"chat_template_kwargs": self.chat_template_kwargs}
                     if self.chat_template_kwargs and self.api == "chat" else {}),
                  **self.extra_body}

@@ -172,7 +172,7 @@ class VLLMBackend(LocalTokenizerBackend):
                 "eos_token_ids": list(self.eos_ids), "seeding": "per request (SamplingParams.seed)"}
 
     def _sampling_params(self, request: GenerationRequest) -> Any:
-        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, self.eos_ids)
+        spec = request.sampling_spec(tuple(self.eos_ids))
         return vllm_sampling_params(self.vllm.SamplingParams, spec, n=request.n, seed=request.seed)
 
     def effective_sampling(self, request: GenerationRequest) -> dict[str, Any]:
