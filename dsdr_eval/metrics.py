@@ -268,8 +268,9 @@ def reasoning_summary(rows: list[GradedSample]) -> dict[str, Any]:
     """Thinking-model figures of one benchmark (issue 33): the share of samples whose reasoning never
     closed (over the samples graded with a reasoning state), the mean reasoning and answer tokens
     (reasoning: ``n_reasoning_tokens``, 0 for a sample with no reasoning; answer: the completion's
-    tokens less those; null where not recorded), and how many extracted answers each grading rule
-    changed from the whole completion's (``changed_by``)."""
+    tokens less those; null unless known for every sample: a mean over the samples that happen to
+    have counts -- e.g. only those without reasoning -- would be biased), and how many extracted
+    answers each grading rule changed from the whole completion's (``changed_by``)."""
     states = [r.reasoning_state for r in rows if r.reasoning_state is not None]
     reasoning_tokens = [r.sample.n_reasoning_tokens if r.sample.n_reasoning_tokens is not None
                         else 0 if r.reasoning_state == NO_REASONING else None for r in rows]
@@ -277,8 +278,13 @@ def reasoning_summary(rows: list[GradedSample]) -> dict[str, Any]:
                      for r, n in zip(rows, reasoning_tokens)]
     changed = {rule: sum(rule in (r.changed_by or ()) for r in rows) for rule in ANSWER_RULES}
     return {"unclosed_reasoning_fraction": sum(s == UNCLOSED for s in states) / len(states) if states else None,
-            "mean_reasoning_tokens": _mean_of(reasoning_tokens), "mean_answer_tokens": _mean_of(answer_tokens),
+            "mean_reasoning_tokens": _mean_of_all(reasoning_tokens), "mean_answer_tokens": _mean_of_all(answer_tokens),
             "answers_changed_by_rule": changed}
+
+
+def _mean_of_all(values: list[int | None]) -> float | None:
+    """The mean when every value is known, else None."""
+    return float(np.mean(values)) if values and all(v is not None for v in values) else None
 
 
 def _mean_of(values: list[int | None]) -> float | None:

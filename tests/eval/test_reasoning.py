@@ -5,6 +5,7 @@ figures metrics.json reports."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -381,3 +382,37 @@ def test_chat_template_kwargs_reach_the_template_and_the_server(tmp_path, data_d
         run_evaluation(RunOptions(model=server.model, backend="openai", benchmarks=["math500"], limit=1,
                                   protocol="quick", n=1, data_dir=str(data_dir), out=str(tmp_path / "bad"),
                                   base_url=["http://127.0.0.1:9/v1"], chat_template_kwargs="[1]"), command=["t"])
+
+
+SKY_T1 = Path(__file__).parent / "real_files" / "sky-t1-27b" / "amc23" / "test_Sky-T1_-1_seed0_t0.0_s0_e-1.jsonl"
+
+
+def test_real_sky_t1_traces_cut_off_in_their_thought_are_truncated(tmp_path, data_dir):
+    """A real Qwen2.5-Math math_eval file of a Sky-T1 model (tests/eval/real_files/PROVENANCE.md):
+    idx 8 and 32 never close <|begin_of_thought|>; the file's grader scores both correct and dsdr's
+    flexible profile read idx 32's last number 3 (= gold). Now both are truncated; idx 1 is graded on
+    its solution block, idx 3 (no markers) as a whole. Mutant 'grade the whole completion': idx 32 correct."""
+    from dsdr_eval.cli import main
+    from dsdr_eval.rundir.jsonl import read_json, read_jsonl
+
+    run = tmp_path / "run"
+    assert main(["import", "--from", "qwen-math", str(SKY_T1), "--data-dir", str(data_dir), "--out", str(run)]) == 0
+    assert main(["score", str(run), "--bootstrap", "0", "--workers", "1", "--no-progress"]) == 0
+    graded = {int(r["source_id"]): r for r in read_jsonl(run / "graded.jsonl")}
+    states = {idx: (r["status"], r["reasoning_state"], r.get("source_correct")) for idx, r in graded.items()}
+    assert states == {1: ("correct", "closed", True), 3: ("correct", "none", True), 8: ("truncated", "unclosed", True),
+                      24: ("incorrect", "closed", False), 32: ("truncated", "unclosed", True)}
+    assert graded[32]["changed_by"] == ["reasoning_unclosed"]
+    solution = graded[1]["completion"][graded[1]["answer_span"][0]:graded[1]["answer_span"][1]]
+    assert "<|begin_of_thought|>" not in solution and "\\boxed" in solution
+    agreement = read_json(run / "metrics.json")["provenance"]["source_agreement"]
+    assert {tuple(d["key"])[2] for d in agreement["disagreements"]} == {graded[8]["problem_id"], graded[32]["problem_id"]}
+
+
+def test_token_means_are_null_unless_every_sample_is_counted():
+    """A reasoning sample without a token count makes both means null (not the mean of the rest)."""
+    rows = [_row("<think>r</think>\\boxed{70}", n_completion_tokens=8),
+            _row("\\boxed{70}", problem_id="q", n_completion_tokens=4)]
+    entry = compute_metrics(grade_samples(rows, workers=1, progress=False), bootstrap=0)["benchmarks"]["default"]
+    assert entry["mean_reasoning_tokens"] is None and entry["mean_answer_tokens"] is None
+    assert entry["mean_completion_tokens"] == pytest.approx(6.0)
