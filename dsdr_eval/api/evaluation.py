@@ -77,18 +77,23 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
     raise DsdrError(f"--backend {name}: unknown")
 
 
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    """The JSON object an option's value spells; a one-line DsdrError naming the option otherwise."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DsdrError(f"{option}: invalid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DsdrError(f"{option}: expected a JSON object")
+    return value
+
+
 def chat_template_kwargs(options: RunOptions) -> dict[str, Any]:
     """``--chat-template-kwargs JSON``: extra variables of the chat template (e.g. ``{"enable_thinking":
     false}``), checked: a JSON object; {} when not given."""
     if options.chat_template_kwargs is None:
         return {}
-    try:
-        value = json.loads(options.chat_template_kwargs)
-    except json.JSONDecodeError as exc:
-        raise DsdrError(f"--chat-template-kwargs: invalid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise DsdrError("--chat-template-kwargs: expected a JSON object, e.g. '{\"enable_thinking\": false}'")
-    return value
+    return _json_object(options.chat_template_kwargs, "--chat-template-kwargs")
 
 
 def _openai_options(options: RunOptions) -> tuple[Any, dict[str, Any] | None]:
@@ -98,14 +103,7 @@ def _openai_options(options: RunOptions) -> tuple[Any, dict[str, Any] | None]:
 
     if not split_base_urls(options.base_url):
         raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-    extra = None
-    if options.extra_body:
-        try:
-            extra = json.loads(options.extra_body)
-        except json.JSONDecodeError as exc:
-            raise DsdrError(f"--extra-body: invalid JSON ({exc})") from None
-        if not isinstance(extra, dict):
-            raise DsdrError("--extra-body: expected a JSON object")
+    extra = _json_object(options.extra_body, "--extra-body") if options.extra_body else None
     return endpoint_config(options, MODEL_ENDPOINT, model=options.model), extra
 
 
