@@ -37,7 +37,7 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
         metrics = score_samples(samples, out, timeout_s=options.timeout, workers=options.workers,
                                 progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
                                 options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
-                                extraction=options.extraction)
+                                extraction=options.extraction, reasoning_format=options.reasoning_format)
     return out, metrics
 
 
@@ -54,7 +54,8 @@ def run_import(options: ImportOptions, command: list[str]) -> Any:
         return import_run(options.tool, Path(options.path), Path(options.out), benchmark=options.benchmark,
                           label=options.label, command=command, data_dir=options.data_dir,
                           filter_name=options.lm_eval_filter, step=options.step, fields=fields,
-                          batch_input=options.batch_input, strict=options.strict, extraction=options.extraction)
+                          batch_input=options.batch_input, strict=options.strict, extraction=options.extraction,
+                          reasoning_format=options.reasoning_format)
 
 
 def _equivalence(options: DiversityOptions) -> Any:

@@ -46,8 +46,17 @@ from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import SAMPLING as SAMPLING_PHASE
+from dsdr_eval.grading.reasoning import TEXT_PARTS, text_part
 from dsdr_eval.rundir.samples import GradedSample, iter_by_problem, read_graded
+
 SUBSETS = ("all", "correct")
+DEFAULT_TEXT_PART = "answer"
+TEXT_PART_DEFINITIONS = {
+    "answer": "the graded answer part of each completion (a thinking model's reasoning left out; the whole "
+              "completion of a model that does not reason; empty when the reasoning never closed)",
+    "reasoning": "the reasoning of each completion (its reasoning field, else the completion outside its answer part)",
+    "whole": "everything generated: the reasoning field, if any, then the completion",
+}
 
 
 @dataclass(frozen=True)
@@ -68,17 +77,20 @@ class _Problem:
 
 # ----------------------------------------------------------------------------- reading
 
-def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = None) -> list[_Problem]:
+def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = None,
+                  text: str = DEFAULT_TEXT_PART) -> list[_Problem]:
     """Group the "sampling" rollouts of graded.jsonl by (benchmark, problem_id) (the file is
     validated by ``read_graded``: errors name FILE:LINE:FIELD). ``records``: that file's records,
-    already in memory in this process (``dsdr-eval run`` right after scoring); then it is not read."""
+    already in memory in this process (``dsdr-eval run`` right after scoring); then it is not read.
+    ``text``: the part of each rollout measured (``grading.reasoning.text_part``): by default the answer,
+    which for a thinking model excludes its reasoning and for any other model is the whole completion."""
     if records is None:
         records = read_graded(graded_path)
     rollouts = [r for r in records if r.key.phase == SAMPLING_PHASE]
     # the single low-temperature "pass1" rollout is not part of a group
     return [
         _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
-                 tuple(_Rollout(r.key.sample_idx, r.sample.completion, r.correct, r.answer_class)
+                 tuple(_Rollout(r.key.sample_idx, text_part(r, text), r.correct, r.answer_class)
                        for r in members))
         for (benchmark, _, problem_id), members in iter_by_problem(rollouts)
     ]
@@ -241,7 +253,8 @@ def _resolve_encoder(encoder: Any, *, chunked: bool, device: str) -> Any:
 def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalence: Equivalence | None = None,
                           progress: bool = True, chunked: bool = False, device: str = "cpu",
                           log: Callable[[str], None] | None = None,
-                          graded: Sequence[GradedSample] | None = None) -> dict[str, dict[str, Any]]:
+                          graded: Sequence[GradedSample] | None = None,
+                          text: str = DEFAULT_TEXT_PART) -> dict[str, dict[str, Any]]:
     """Compute every diversity metric of RUN_DIR (see the module docstring).
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
@@ -249,10 +262,13 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     (``dsdr_eval.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
     embedding, classifier:PATH, answer-formula, judge); None = embedding cosine >= 0.9. The
     caller keeps ownership (and closes it). graded: RUN_DIR/graded.jsonl's records when the caller
-    holds them (not read again). Returns {benchmark: the "diversity" dict written into metrics.json}."""
+    holds them (not read again). text: the part of each rollout measured (``load_problems``).
+    Returns {benchmark: the "diversity" dict written into metrics.json}."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
     graded_path = rundir.run_path(run_dir, rundir.GRADED)
-    problems = load_problems(graded_path, graded)
+    if text not in TEXT_PARTS:
+        raise DsdrError(f"unknown text part {text!r} (known: {', '.join(TEXT_PARTS)})")
+    problems = load_problems(graded_path, graded, text)
     if not problems:
         raise DsdrError(f"{graded_path}: no rollouts of phase {SAMPLING_PHASE!r}")
     encoder = _resolve_encoder(encoder, chunked=chunked, device=device)
@@ -261,6 +277,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     max_group = max(len(p.rollouts) for p in problems)
     coverage_ns = coverage_orders(max_group)
     settings = _run_settings(encoder, equivalence, coverage_ns)
+    settings["text"] = {"part": text, "definition": TEXT_PART_DEFINITIONS[text]}
 
     texts = [r.text for p in problems for r in p.rollouts]
     if log:

@@ -364,3 +364,21 @@ def test_the_landing_page_is_the_first_page_with_runs_to_show(tmp_path, monkeypa
     assert [t.value for t in at.main.title] == ["Training dynamics"] and at.sidebar.radio[0].value == "training"
     assert not any("No training runs" in i for i in texts(at, "info"))
     assert data.landing_page([]) == "training"  # nothing anywhere: the page that says how to start a run
+
+
+def test_samples_page_shows_a_thinking_model_s_reasoning_apart_and_its_truncated_status(tmp_path, monkeypatch):
+    """Issue 33: the graded answer part and the reasoning in separate blocks; status truncated has its
+    own label (not 'ungraded')."""
+    from dsdr_eval.grading import grade_samples
+
+    runs = tmp_path / "runs"
+    rows = [{"benchmark": "math500", "problem_id": "p0", "sample_idx": i, "phase": "sampling", "problem": "Q",
+             "gold": "1", "completion": text} for i, text in enumerate(
+                 ["<think>REASONING-TEXT</think>ANSWER-TEXT \\boxed{1}", "<think>cut REASONING-ONLY"])]
+    _write_graded(runs / "a", grade_samples(rows, workers=1, progress=False))
+    at = open_page(runs, "samples", monkeypatch)
+    labels = [e.label for e in at.expander]
+    assert "#0 [sampling] correct" in labels[0] and "#1 [sampling] truncated" in labels[1]
+    assert "reasoning unclosed" in labels[1]
+    code = [c.value for c in at.code]
+    assert "ANSWER-TEXT \\boxed{1}" in code and "<think>REASONING-TEXT</think>" in code
