@@ -115,7 +115,6 @@ class Sample:
 
 
 SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not in ("extra", "absent", "line"))
-TEXT_PARTS = ("answer", "reasoning", "whole")  # what diversity and the judge read of a graded sample
 WRITTEN_WHEN_RECORDED = frozenset({"reasoning", "n_reasoning_tokens"})  # a null is not written: most models do not reason
 GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class", "reasoning_state",
                 "answer_span", "changed_by")
@@ -148,22 +147,6 @@ class GradedSample:
         """The graded part of the completion (the whole completion in a file graded before issue 33)."""
         completion = self.sample.completion
         return completion if self.answer_span is None else completion[self.answer_span[0]:self.answer_span[1]]
-
-    def text_part(self, part: str) -> str:
-        """The text of one of ``TEXT_PARTS``: ``answer`` (``answer_text``), ``reasoning`` (the sample's
-        reasoning field, else the completion outside its answer part, tags included) or ``whole`` (the
-        reasoning field, if any, then the completion: everything the model generated)."""
-        completion, reasoning = self.sample.completion, self.sample.reasoning
-        if part == "answer":
-            return self.answer_text
-        if part == "reasoning":
-            if reasoning is not None:
-                return reasoning
-            start, end = self.answer_span if self.answer_span is not None else (len(completion), len(completion))
-            return completion[:start] + completion[end:]
-        if part == "whole":
-            return completion if reasoning is None else reasoning + "\n" + completion
-        raise DsdrError(f"unknown text part {part!r} (known: {', '.join(TEXT_PARTS)})")
 
     @property
     def line(self) -> int | None:
