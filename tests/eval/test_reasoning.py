@@ -416,3 +416,16 @@ def test_token_means_are_null_unless_every_sample_is_counted():
     entry = compute_metrics(grade_samples(rows, workers=1, progress=False), bootstrap=0)["benchmarks"]["default"]
     assert entry["mean_reasoning_tokens"] is None and entry["mean_answer_tokens"] is None
     assert entry["mean_completion_tokens"] == pytest.approx(6.0)
+
+
+def test_grading_hostile_thinking_traces_is_linear_and_never_correct():
+    """A 2 MB unclosed trace full of boxed guesses of the gold, and 10^5 alternating blocks whose
+    last close is followed by no answer: bounded time, no false positive."""
+    guesses = "<think>" + "maybe \\boxed{70} " * 120_000
+    blocks = "<think>\\boxed{70}</think>" * 100_000 + "<think>\\boxed{70}"
+    started = time.perf_counter()
+    graded = grade_samples([_row(guesses, finish_reason="length"), _row(blocks, problem_id="q"),
+                            _row(blocks + "</think>", problem_id="r")], workers=1, progress=False, extraction="flexible")
+    assert time.perf_counter() - started < 20.0
+    assert [(r["status"], r["correct"]) for r in graded] == [("truncated", False), ("truncated", False),
+                                                            ("no_answer", False)]
