@@ -109,6 +109,7 @@ class DiversityOptions:
     device: str = "cpu"
     batch_size: int = 64
     no_progress: bool = False
+    text: str = "answer"
     judge_model: str | None = None
     judge_base_url: list[str] | None = None
     judge_api_key_env: str | None = None
@@ -148,7 +149,8 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
             encoder = load_encoder(options.encoder, options.device, chunked=options.chunked,
                                    batch_size=options.batch_size)
             return compute_run_diversity(options.run_dir, encoder=encoder, equivalence=equivalence,
-                                         progress=not options.no_progress, device=options.device, log=log)
+                                         progress=not options.no_progress, device=options.device, log=log,
+                                         text=options.text)
     finally:
         equivalence.close()
 

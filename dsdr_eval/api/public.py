@@ -115,7 +115,7 @@ def import_results(path: str | Path, *, out: str | Path, tool: str = "auto", ben
 
 def diversity(run_dir: str | Path, *, encoder: str | None = None, partition: str = "embedding",
               threshold: float | None = None, chunked: bool = False, device: str = "cpu", batch_size: int = 64,
-              no_progress: bool = False, judge_model: str | None = None,
+              no_progress: bool = False, text: str = "answer", judge_model: str | None = None,
               judge_base_url: list[str] | str | None = None, judge_api_key_env: str | None = None,
               max_concurrency: int | None = None, max_retries: int | None = None, timeout_s: float | None = None,
               backoff_base_s: float | None = None) -> RunResults:

@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device for the encoder/classifier")
     parser.add_argument("--batch-size", type=integer(1), default=64, help="encoder batch size")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--text", choices=("answer", "reasoning", "whole"), default="answer",
+                        help="the part of each rollout measured: answer (default; a thinking model's reasoning left "
+                             "out, the whole completion of any other model), reasoning, or whole; recorded")
     parser.add_argument("--judge-model", default=None, metavar="MODEL",
                         help="--partition judge: the model served by the judge endpoint (or --partition judge:MODEL)")
     add_openai_arguments(parser, JUDGE_ENDPOINT, prefix="judge-",

@@ -429,3 +429,34 @@ def test_grading_hostile_thinking_traces_is_linear_and_never_correct():
     assert time.perf_counter() - started < 20.0
     assert [(r["status"], r["correct"]) for r in graded] == [("truncated", False), ("truncated", False),
                                                             ("no_answer", False)]
+
+
+def test_diversity_text_option_is_recorded(tmp_path):
+    """`dsdr-eval diversity --text reasoning`: measured on the reasoning, recorded in the settings
+    (a stub encoder: the texts it is given are the ones measured)."""
+    import json
+
+    from dsdr_eval.diversity_metrics.run import compute_run_diversity
+    from dsdr_eval.rundir.jsonl import read_json
+
+    class Recorder:
+        seen: list[str] = []
+
+        def encode(self, texts):
+            import numpy as np
+
+            Recorder.seen.extend(texts)
+            vectors = np.ones((len(texts), 4)) + np.arange(len(texts))[:, None] * np.eye(4)[0]
+            return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [_row(f"<think>R{i}</think>A{i} \\boxed{{70}}", sample_idx=i, phase="sampling") for i in range(3)]
+    (run / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in grade_samples(rows, workers=1,
+                                                                                          progress=False)))
+    compute_run_diversity(run, encoder=Recorder(), progress=False, text="reasoning")
+    assert Recorder.seen[:3] == [f"<think>R{i}</think>" for i in range(3)]
+    assert read_json(run / "metrics.json")["benchmarks"]["default"]["diversity"]["settings"]["text"]["part"] == \
+        "reasoning"
+    with pytest.raises(DsdrError, match="unknown text part"):
+        compute_run_diversity(run, encoder=Recorder(), progress=False, text="scratchpad")
