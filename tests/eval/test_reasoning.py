@@ -431,7 +431,7 @@ def test_grading_hostile_thinking_traces_is_linear_and_never_correct():
                                                             ("no_answer", False)]
 
 
-def test_diversity_text_option_is_recorded(tmp_path):
+def test_diversity_text_option_is_recorded(tmp_path, monkeypatch):
     """`dsdr-eval diversity --text reasoning`: measured on the reasoning, recorded in the settings
     (a stub encoder: the texts it is given are the ones measured)."""
     import json
@@ -460,3 +460,10 @@ def test_diversity_text_option_is_recorded(tmp_path):
         "reasoning"
     with pytest.raises(DsdrError, match="unknown text part"):
         compute_run_diversity(run, encoder=Recorder(), progress=False, text="scratchpad")
+    # the options path of `dsdr-eval diversity --text whole` (the encoder it loads stubbed)
+    from dsdr_eval.api.analysis import DiversityOptions, run_diversity
+    from dsdr_eval.diversity_metrics import semantic
+
+    monkeypatch.setattr(semantic, "load_encoder", lambda *args, **kwargs: Recorder())
+    run_diversity(DiversityOptions(str(run), no_progress=True, text="whole"), log=lambda message: None)
+    assert read_json(run / "metrics.json")["benchmarks"]["default"]["diversity"]["settings"]["text"]["part"] == "whole"
