@@ -19,7 +19,7 @@ from dashboards import data
 from dashboards.views.common import display_labels, diversity_index, inline_code, markdown_text, sample_records
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.diversity_metrics.formula import formula_set  # the one formula extractor (DSDR §3.1)
-from dsdr_eval.grading.reasoning import text_part
+from dsdr_eval.diversity_metrics.run import rollout_text
 from dsdr_eval.reporting.runs import benchmark_title, order_benchmarks
 from dsdr_eval.rundir.samples import GradedSample, Sample, SampleKey, sample_of
 
@@ -208,7 +208,7 @@ def _rollouts(shown: list[Record], formula_group: list[Record] | None,
             if isinstance(r, GradedSample) and r.reasoning_state in ("closed", "unclosed"):
                 # a thinking model: the answer part is what was graded; the reasoning is shown apart
                 st.caption(f"Reasoning ({r.reasoning_state}; not graded)")
-                st.code(text_part(r, "reasoning"), language=None, wrap_lines=True)
+                st.code(rollout_text(r, "reasoning"), language=None, wrap_lines=True)
                 st.caption("Answer (graded)")
                 st.code(r.answer_text, language=None, wrap_lines=True)
             else:

@@ -88,7 +88,8 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
             encoder = load_encoder(options.encoder, options.device, chunked=options.chunked,
                                    batch_size=options.batch_size)
             return compute_run_diversity(options.run_dir, encoder=encoder, equivalence=equivalence,
-                                         progress=not options.no_progress, device=options.device, log=log)
+                                         progress=not options.no_progress, device=options.device, log=log,
+                                         text=options.text)
     finally:
         equivalence.close()
 

@@ -46,10 +46,10 @@ from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import SAMPLING as SAMPLING_PHASE
-from dsdr_eval.grading.reasoning import TEXT_PARTS, text_part
 from dsdr_eval.rundir.samples import GradedSample, iter_by_problem, read_graded
 
 SUBSETS = ("all", "correct")
+TEXT_PARTS = ("answer", "reasoning", "whole")
 DEFAULT_TEXT_PART = "answer"
 TEXT_PART_DEFINITIONS = {
     "answer": "the graded answer part of each completion (a thinking model's reasoning left out; the whole "
@@ -82,7 +82,7 @@ def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = No
     """Group the "sampling" rollouts of graded.jsonl by (benchmark, problem_id) (the file is
     validated by ``read_graded``: errors name FILE:LINE:FIELD). ``records``: that file's records,
     already in memory in this process (``dsdr-eval run`` right after scoring); then it is not read.
-    ``text``: the part of each rollout measured (``grading.reasoning.text_part``): by default the answer,
+    ``text``: the part of each rollout measured (``rollout_text``): by default the answer,
     which for a thinking model excludes its reasoning and for any other model is the whole completion."""
     if records is None:
         records = read_graded(graded_path)
@@ -90,10 +90,27 @@ def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = No
     # the single low-temperature "pass1" rollout is not part of a group
     return [
         _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
-                 tuple(_Rollout(r.key.sample_idx, text_part(r, text), r.correct, r.answer_class)
+                 tuple(_Rollout(r.key.sample_idx, rollout_text(r, text), r.correct, r.answer_class)
                        for r in members))
         for (benchmark, _, problem_id), members in iter_by_problem(rollouts)
     ]
+
+
+def rollout_text(record: GradedSample, part: str) -> str:
+    """The text of one of ``TEXT_PARTS`` (``TEXT_PART_DEFINITIONS``): the graded answer part, the
+    reasoning (the sample's reasoning field, else the completion outside its answer part, tags
+    included) or everything generated (the reasoning field, if any, then the completion)."""
+    completion, reasoning = record.sample.completion, record.sample.reasoning
+    if part == "answer":
+        return record.answer_text
+    if part == "reasoning":
+        if reasoning is not None:
+            return reasoning
+        start, end = record.answer_span if record.answer_span is not None else (len(completion), len(completion))
+        return completion[:start] + completion[end:]
+    if part == "whole":
+        return completion if reasoning is None else reasoning + "\n" + completion
+    raise DsdrError(f"unknown text part {part!r} (known: {', '.join(TEXT_PARTS)})")
 
 
 # ----------------------------------------------------------------------------- one group

@@ -119,7 +119,9 @@ def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "
         if final_only and name in GUESS_EXTRACTORS:
             continue
         found = EXTRACTORS[name](text)
-        if found is not None and found.answer and not _is_placeholder(found.answer):
+        # a box's content is the model's answer as written (nested empty boxes included); any other
+        # extractor's text holding only empty boxes is an echoed instruction (_is_placeholder)
+        if found is not None and found.answer and (found.method in _BOX_METHODS or not _is_placeholder(found.answer)):
             return found
     return Extraction(None, None)
 
@@ -139,6 +141,7 @@ def choose_extraction(override: str | None, protocol_profile: str, task_profiles
     return get_profile(distinct[0] if distinct else protocol_profile).name
 
 
+_BOX_METHODS = frozenset({"boxed", "fbox"})
 _BLOCK_ONLY_EXTRACTORS = frozenset({"program_output"})  # find nothing without their block (```output)
 
 

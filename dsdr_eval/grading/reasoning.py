@@ -29,7 +29,6 @@ input (a 2 MB unclosed trace, 10^5 repeated tags), no regular expression.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dsdr_eval.errors import DsdrError
 
@@ -178,24 +177,3 @@ def _split_skythought(text: str) -> Split:
     begin = solution + len(SOLUTION_OPEN)
     end = text.find(SOLUTION_CLOSE, begin)
     return Split((begin, len(text) if end < 0 else end), text[start:close], CLOSED, SKYTHOUGHT)
-
-
-TEXT_PARTS = ("answer", "reasoning", "whole")  # what diversity and the judge read of a graded sample
-
-
-def text_part(record: Any, part: str) -> str:
-    """The text of one of ``TEXT_PARTS`` of a graded record (``dsdr_eval.rundir.samples.GradedSample``):
-    ``answer`` (its ``answer_text``), ``reasoning`` (the sample's reasoning field, else the completion
-    outside its answer part, tags included) or ``whole`` (the reasoning field, if any, then the
-    completion: everything the model generated)."""
-    completion, reasoning = record.sample.completion, record.sample.reasoning
-    if part == "answer":
-        return record.answer_text
-    if part == "reasoning":
-        if reasoning is not None:
-            return reasoning
-        start, end = record.answer_span if record.answer_span is not None else (len(completion), len(completion))
-        return completion[:start] + completion[end:]
-    if part == "whole":
-        return completion if reasoning is None else reasoning + "\n" + completion
-    raise DsdrError(f"unknown text part {part!r} (known: {', '.join(TEXT_PARTS)})")

@@ -250,6 +250,10 @@ DIVERSITY: tuple[Option, ...] = (
     Option("device", "--device", default="cpu", help="torch device for the encoder/classifier"),
     Option("batch_size", "--batch-size", default=64, check=integer(1), help="encoder batch size"),
     Option("no_progress", "--no-progress", kind=FLAG, default=False, help="no progress bars"),
+    # dsdr_eval.diversity_metrics.run.TEXT_PARTS, spelled out: --help does not import numpy
+    Option("text", "--text", default="answer", choices=("answer", "reasoning", "whole"),
+           help="the part of each rollout measured: answer (default; a thinking model's reasoning left out, the "
+                "whole completion of any other model), reasoning, or whole; recorded"),
     Option("judge_model", "--judge-model", metavar="MODEL",
            help="--partition judge: the model served by the judge endpoint (or --partition judge:MODEL)"),
     *endpoint.options(endpoint.JUDGE_ENDPOINT, prefix="judge-",

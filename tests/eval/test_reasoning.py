@@ -416,3 +416,55 @@ def test_token_means_are_null_unless_every_sample_is_counted():
     entry = compute_metrics(grade_samples(rows, workers=1, progress=False), bootstrap=0)["benchmarks"]["default"]
     assert entry["mean_reasoning_tokens"] is None and entry["mean_answer_tokens"] is None
     assert entry["mean_completion_tokens"] == pytest.approx(6.0)
+
+
+def test_grading_hostile_thinking_traces_is_linear_and_never_correct():
+    """A 2 MB unclosed trace full of boxed guesses of the gold, and 10^5 alternating blocks whose
+    last close is followed by no answer: bounded time, no false positive."""
+    guesses = "<think>" + "maybe \\boxed{70} " * 120_000
+    blocks = "<think>\\boxed{70}</think>" * 100_000 + "<think>\\boxed{70}"
+    started = time.perf_counter()
+    graded = grade_samples([_row(guesses, finish_reason="length"), _row(blocks, problem_id="q"),
+                            _row(blocks + "</think>", problem_id="r")], workers=1, progress=False, extraction="flexible")
+    assert time.perf_counter() - started < 20.0
+    assert [(r["status"], r["correct"]) for r in graded] == [("truncated", False), ("truncated", False),
+                                                            ("no_answer", False)]
+
+
+def test_diversity_text_option_is_recorded(tmp_path, monkeypatch):
+    """`dsdr-eval diversity --text reasoning`: measured on the reasoning, recorded in the settings
+    (a stub encoder: the texts it is given are the ones measured)."""
+    import json
+
+    from dsdr_eval.diversity_metrics.run import compute_run_diversity
+    from dsdr_eval.rundir.jsonl import read_json
+
+    class Recorder:
+        seen: list[str] = []
+
+        def encode(self, texts):
+            import numpy as np
+
+            Recorder.seen.extend(texts)
+            vectors = np.ones((len(texts), 4)) + np.arange(len(texts))[:, None] * np.eye(4)[0]
+            return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [_row(f"<think>R{i}</think>A{i} \\boxed{{70}}", sample_idx=i, phase="sampling") for i in range(3)]
+    (run / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in grade_samples(rows, workers=1,
+                                                                                          progress=False)))
+    compute_run_diversity(run, encoder=Recorder(), progress=False, text="reasoning")
+    assert Recorder.seen[:3] == [f"<think>R{i}</think>" for i in range(3)]
+    assert read_json(run / "metrics.json")["benchmarks"]["default"]["diversity"]["settings"]["text"]["part"] == \
+        "reasoning"
+    with pytest.raises(DsdrError, match="unknown text part"):
+        compute_run_diversity(run, encoder=Recorder(), progress=False, text="scratchpad")
+    # the options path of `dsdr-eval diversity --text whole` (the encoder it loads stubbed)
+    from dsdr_eval.api.analysis import run_diversity
+    from dsdr_eval.options.commands import DiversityOptions
+    from dsdr_eval.diversity_metrics import semantic
+
+    monkeypatch.setattr(semantic, "load_encoder", lambda *args, **kwargs: Recorder())
+    run_diversity(DiversityOptions(str(run), no_progress=True, text="whole"), log=lambda message: None)
+    assert read_json(run / "metrics.json")["benchmarks"]["default"]["diversity"]["settings"]["text"]["part"] == "whole"
