@@ -45,6 +45,8 @@ import numpy as np
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import status_counts
+from dsdr_eval.grading.grade import ANSWER_RULES
+from dsdr_eval.grading.reasoning import NO_REASONING, UNCLOSED
 from dsdr_eval.rundir.samples import PASS1, SAMPLING, GradedSample, as_graded, iter_by_problem
 
 AVG_AT = (16, 64)
@@ -213,6 +215,7 @@ def compute_metrics(graded: Iterable[GradedSample | Mapping[str, Any]], *, boots
         entry["mean_completion_tokens"] = _mean_of([r.sample.n_completion_tokens for r in rows])
         reasons = [r.sample.finish_reason for r in rows if r.sample.finish_reason is not None]
         entry["truncated_fraction"] = sum(reason == "length" for reason in reasons) / len(reasons) if reasons else None
+        entry.update(reasoning_summary(rows))
         benchmarks[name] = entry
     result = {"benchmarks": benchmarks, "average": _macro_average(benchmarks, replicates, bootstrap),
             "provenance": {"pass@k": "unbiased estimator (Chen et al. 2021), 1 - prod_{i=n-c+1..n}(1 - k/i)",
@@ -259,6 +262,29 @@ def _macro_average(benchmarks: dict[str, Any], replicates: dict[str, dict[str, n
 
 def _status_counts(records: Iterable[GradedSample]) -> dict[str, int]:
     return status_counts({"status": r.status} for r in records)
+
+
+def reasoning_summary(rows: list[GradedSample]) -> dict[str, Any]:
+    """Thinking-model figures of one benchmark (issue 33): the share of samples whose reasoning never
+    closed (over the samples graded with a reasoning state), the mean reasoning and answer tokens
+    (reasoning: ``n_reasoning_tokens``, 0 for a sample with no reasoning; answer: the completion's
+    tokens less those; null unless known for every sample: a mean over the samples that happen to
+    have counts -- e.g. only those without reasoning -- would be biased), and how many extracted
+    answers each grading rule changed from the whole completion's (``changed_by``)."""
+    states = [r.reasoning_state for r in rows if r.reasoning_state is not None]
+    reasoning_tokens = [r.sample.n_reasoning_tokens if r.sample.n_reasoning_tokens is not None
+                        else 0 if r.reasoning_state == NO_REASONING else None for r in rows]
+    answer_tokens = [None if n is None or r.sample.n_completion_tokens is None else r.sample.n_completion_tokens - n
+                     for r, n in zip(rows, reasoning_tokens)]
+    changed = {rule: sum(rule in (r.changed_by or ()) for r in rows) for rule in ANSWER_RULES}
+    return {"unclosed_reasoning_fraction": sum(s == UNCLOSED for s in states) / len(states) if states else None,
+            "mean_reasoning_tokens": _mean_of_all(reasoning_tokens), "mean_answer_tokens": _mean_of_all(answer_tokens),
+            "answers_changed_by_rule": changed}
+
+
+def _mean_of_all(values: list[int | None]) -> float | None:
+    """The mean when every value is known, else None."""
+    return float(np.mean(values)) if values and all(v is not None for v in values) else None
 
 
 def _mean_of(values: list[int | None]) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from dsdr_eval.errors import DsdrError
 
@@ -99,12 +99,16 @@ def resolve_chat_mode(mode: PromptMode, tokenizer: Any | None) -> bool:
     return available
 
 
-def render_prompt(template: PromptTemplate, problem: str, *, tokenizer: Any | None, chat: bool) -> str:
-    """The exact text the model continues (stored per sample as ``prompt``)."""
+def render_prompt(template: PromptTemplate, problem: str, *, tokenizer: Any | None, chat: bool,
+                  template_kwargs: Mapping[str, Any] | None = None) -> str:
+    """The exact text the model continues (stored per sample as ``prompt``). ``template_kwargs``: extra
+    variables of the chat template (``{"enable_thinking": false}`` for Qwen3), as vLLM's
+    ``chat_template_kwargs``."""
     if not chat:
         return template.raw_prompt(problem)
     messages = [{"role": "user", "content": template.user_message(problem)}]
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                         **dict(template_kwargs or {}))
 
 
 def encode_prompt(tokenizer: Any, prompt: str, *, chat: bool) -> list[int]:

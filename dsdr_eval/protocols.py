@@ -52,8 +52,16 @@ class Phase:
     n: int  # rollouts per problem
     temperature: float  # 0 = greedy
     top_p: float
+    # the k most likely tokens only (0 = off) and the min-p cut (0 = off): thinking models' recommended
+    # sampling uses them (Qwen3: top-k 20); the paper's protocols leave both off
+    top_k: int = 0
+    min_p: float = 0.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise DsdrError(f"phase {self.phase}: top_k must be an integer >= 0, 0 = off (got {self.top_k})")
+        if not 0 <= self.min_p < 1:
+            raise DsdrError(f"phase {self.phase}: min_p must be in [0, 1), 0 = off (got {self.min_p})")
         if self.n < 1:
             raise DsdrError(f"phase {self.phase}: n must be >= 1 (got {self.n})")
         if self.temperature < 0:
@@ -83,11 +91,21 @@ class Protocol:
             raise DsdrError(f"protocol {self.name}: max_tokens must be >= 1 (got {self.max_tokens})")
 
     def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "phases": [asdict(p) for p in self.phases],
+        return {"name": self.name, "phases": [_phase_config(p) for p in self.phases],
                 "max_tokens": self.max_tokens, "seed": self.seed}
 
     def total_samples_per_problem(self) -> int:
         return sum(p.n for p in self.phases)
+
+
+def _phase_config(phase: Phase) -> dict[str, Any]:
+    """A phase as config.json records it: top_k / min_p only when on, so a run made before they existed
+    keeps its identity."""
+    record = asdict(phase)
+    for name, off in (("top_k", 0), ("min_p", 0.0)):
+        if record[name] == off:
+            del record[name]
+    return record
 
 
 PROTOCOLS: dict[str, Protocol] = {
@@ -102,6 +120,10 @@ PROTOCOLS: dict[str, Protocol] = {
     # Smoke runs (`make demo`): the paper's shape at a tiny size.
     "quick": Protocol("quick", (Phase(PHASE_PASS1, 1, 0.1, 0.9), Phase(PHASE_SAMPLING, 4, 0.7, 0.9)),
                       max_tokens=256),
+    # Thinking models (Qwen3's recommended thinking-mode sampling: T 0.6, top-p 0.95, top-k 20, min-p 0;
+    # greedy decoding is discouraged for them, so no pass1 phase), with a budget long traces fit in:
+    # a trace the budget cuts off is graded `truncated`, never correct.
+    "thinking": Protocol("thinking", (Phase(PHASE_SAMPLING, 16, 0.6, 0.95, top_k=20),), max_tokens=32768),
 }
 
 
@@ -135,6 +157,7 @@ def protocol_file_record(path: Path) -> dict[str, Any]:
 
 _TOP_FIELDS = {"name": True, "phases": True, "max_tokens": True, "seed": False, "extraction": False}  # -> required
 _PHASE_FIELDS = ("phase", "n", "temperature", "top_p")
+_OPTIONAL_PHASE_FIELDS = ("top_k", "min_p")  # 0 = off
 
 
 def load_protocol_file(path: Path) -> Protocol:
@@ -204,8 +227,8 @@ def _file_phase(item: Any, where: str) -> Phase:
     if not isinstance(item, dict):
         raise DsdrError(f"{where}: must be a mapping with {', '.join(_PHASE_FIELDS)} (got {_type_name(item)})")
     for key in item:
-        if key not in _PHASE_FIELDS:
-            raise DsdrError(f"{where}.{key}: unknown field (fields: {', '.join(_PHASE_FIELDS)})")
+        if key not in _PHASE_FIELDS + _OPTIONAL_PHASE_FIELDS:
+            raise DsdrError(f"{where}.{key}: unknown field (fields: {', '.join(_PHASE_FIELDS + _OPTIONAL_PHASE_FIELDS)})")
     for key in _PHASE_FIELDS:
         if key not in item:
             raise DsdrError(f"{where}.{key}: missing field")
@@ -219,7 +242,11 @@ def _file_phase(item: Any, where: str) -> Phase:
     top_p = _number(item["top_p"], f"{where}.top_p")
     if not 0 < top_p <= 1:
         raise DsdrError(f"{where}.top_p: must be in (0, 1] (got {top_p})")
-    return Phase(phase, n, temperature, top_p)
+    top_k = _integer(item.get("top_k", 0), f"{where}.top_k", minimum=0)
+    min_p = _number(item.get("min_p", 0.0), f"{where}.min_p")
+    if not 0 <= min_p < 1:
+        raise DsdrError(f"{where}.min_p: must be in [0, 1) (got {min_p})")
+    return Phase(phase, n, temperature, top_p, top_k=top_k, min_p=min_p)
 
 
 def _integer(value: Any, where: str, *, minimum: int) -> int:

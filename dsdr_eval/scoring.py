@@ -18,6 +18,7 @@ from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, extract_answer, get_profile
 from dsdr_eval.grading import grade_samples, grader_provenance
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, parse_reasoning_format
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.metrics import compute_metrics
 from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
@@ -39,7 +40,8 @@ class ScoredRun(NamedTuple):
 def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   options: GradingOptions | None = None, seed: int = 0,
-                  samples: SamplesFile | None = None, extraction: str | None = None) -> ScoredRun:
+                  samples: SamplesFile | None = None, extraction: str | None = None,
+                  reasoning_format: str | None = None) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
     The whole file is validated before any grading (``dsdr_eval.rundir.samples``); both outputs are written
@@ -48,10 +50,14 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     Returns the graded records with the metrics, so a later stage of the same process (diversity)
     need not read graded.jsonl back. ``extraction``: the answer convention (a profile of
     ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``); None: the run directory's config.json
-    ``"extraction"`` (written by ``run`` / ``import``), else the default ``boxed``."""
+    ``"extraction"`` (written by ``run`` / ``import``), else the default ``boxed``. ``reasoning_format``:
+    how completions mark their reasoning (``dsdr_eval.grading.reasoning``); None: config.json's
+    ``"reasoning_format"``, else ``auto``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     extraction = extraction if extraction is not None else run_extraction(samples_path.parent)
     get_profile(extraction)  # an unknown profile is refused before the samples are read
+    reasoning = parse_reasoning_format(reasoning_format if reasoning_format is not None
+                                       else run_reasoning_format(samples_path.parent))
     if samples is None:
         samples = SamplesFile.open(samples_path)
     records = samples.samples
@@ -60,7 +66,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     started = time.perf_counter()
     rows, context = registry_context([sample.to_json() for sample in records])
     rows = grade_samples(rows, timeout_s=timeout_s, workers=workers,
-                         progress=progress, options=options, extraction=extraction)
+                         progress=progress, options=options, extraction=extraction, reasoning_format=reasoning)
     graded = [graded_from_grader(sample, row) for sample, row in zip(records, rows)]
     grading_wall_s = time.perf_counter() - started
 
@@ -68,7 +74,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         warn(message)
     metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
     provenance = metrics["provenance"]
-    provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction)
+    provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction, reasoning)
     provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
     if context:
         provenance["grading"]["registry_context"] = context
@@ -208,10 +214,12 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any)
 
 def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, bootstrap: int = 1000, seed: int = 0,
-                  samples: SamplesFile | None = None, extraction: str | None = None) -> dict[str, Any]:
+                  samples: SamplesFile | None = None, extraction: str | None = None,
+                  reasoning_format: str | None = None) -> dict[str, Any]:
     """Score ``RUN_DIR/samples.jsonl`` in place (graded.jsonl + metrics.json next to it)."""
     return score_run_records(run_dir, timeout_s=timeout_s, workers=workers, progress=progress,
-                             bootstrap=bootstrap, seed=seed, samples=samples, extraction=extraction).metrics
+                             bootstrap=bootstrap, seed=seed, samples=samples, extraction=extraction,
+                             reasoning_format=reasoning_format).metrics
 
 
 def score_run_records(run_dir: str | Path, **options: Any) -> ScoredRun:
@@ -233,6 +241,18 @@ def run_extraction(run_dir: Path) -> str:
     return name
 
 
+def run_reasoning_format(run_dir: Path) -> str:
+    """The reasoning format recorded in ``run_dir``'s config.json (``"reasoning_format"``), else
+    ``auto``; a recorded value that is not a format is a one-line error naming the file."""
+    if not (run_dir / rundir.CONFIG).is_file():
+        return DEFAULT_REASONING_FORMAT
+    spec = rundir.load_config(run_dir).get("reasoning_format", DEFAULT_REASONING_FORMAT)
+    try:
+        return parse_reasoning_format(spec).spec
+    except DsdrError as error:
+        raise DsdrError(f"{run_dir / rundir.CONFIG}:reasoning_format: {error}") from None
+
+
 def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:
     """How the samples were generated (model, backend, protocol, template), when config.json exists."""
     if not (run_dir / rundir.CONFIG).exists():
@@ -242,7 +262,8 @@ def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:
     except DsdrError:
         return None
     template = config.get("template")
-    summary = {key: config[key] for key in ("kind", "label", "model", "backend", "protocol", "mixed_settings")
+    summary = {key: config[key] for key in ("kind", "label", "model", "backend", "protocol", "mixed_settings",
+                                            "reasoning_format", "chat_template_kwargs")
                if key in config}
     if isinstance(template, dict):
         summary["template"] = {k: template[k] for k in ("name", "chat") if k in template}

@@ -19,14 +19,15 @@ from dashboards import data
 from dashboards.views.common import display_labels, diversity_index, inline_code, markdown_text, sample_records
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.diversity_metrics.formula import formula_set  # the one formula extractor (DSDR §3.1)
+from dsdr_eval.diversity_metrics.run import rollout_text
 from dsdr_eval.reporting.runs import benchmark_title, order_benchmarks
 from dsdr_eval.rundir.samples import GradedSample, Sample, SampleKey, sample_of
 
 Record = Sample | GradedSample  # samples.jsonl / graded.jsonl, as the sample schema reads them
-STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error", "ungraded")
+STATUSES = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error", "ungraded")
 # Coloured status words (Streamlit markdown), not emoji: headless browsers often lack an emoji font.
-ICONS = {"correct": ":green[●]", "incorrect": ":red[●]", "no_answer": ":orange[○]", "timeout": ":violet[◷]",
-         "error": ":red[■]", "ungraded": ":gray[·]"}
+ICONS = {"correct": ":green[●]", "incorrect": ":red[●]", "no_answer": ":orange[○]", "truncated": ":orange[◐]",
+         "timeout": ":violet[◷]", "error": ":red[■]", "ungraded": ":gray[·]"}
 MAX_ROLLOUTS_SHOWN = 64
 # diversity_per_sample.jsonl (dsdr-eval diversity): DSDR d = (d_emb + d_eq)/2 within the problem's
 # rollouts, DARLING div; the same with suffix _correct within the correct rollouts only.
@@ -175,7 +176,9 @@ def _header(record: Record, div: dict[str, float]) -> str:
             f"{markdown_text(extracted[:60]) if extracted is not None else '—'}"
             + (f" · {div_text}" if div_text else "")
             + (f" · {sample.n_completion_tokens} tok" if sample.n_completion_tokens is not None else "")
-            + (" · truncated" if sample.finish_reason == "length" else ""))
+            + (" · hit the token limit" if sample.finish_reason == "length" else "")
+            + (" · reasoning unclosed" if isinstance(record, GradedSample) and record.reasoning_state == "unclosed"
+               else ""))
 
 
 def _rollouts(shown: list[Record], formula_group: list[Record] | None,
@@ -202,7 +205,14 @@ def _rollouts(shown: list[Record], formula_group: list[Record] | None,
                                 + _formula_chips(own, holders_by_phase[r.key.phase]), unsafe_allow_html=True)
                 else:
                     st.caption("No formulas extracted.")
-            st.code(sample.completion, language=None, wrap_lines=True)
+            if isinstance(r, GradedSample) and r.reasoning_state in ("closed", "unclosed"):
+                # a thinking model: the answer part is what was graded; the reasoning is shown apart
+                st.caption(f"Reasoning ({r.reasoning_state}; not graded)")
+                st.code(rollout_text(r, "reasoning"), language=None, wrap_lines=True)
+                st.caption("Answer (graded)")
+                st.code(r.answer_text, language=None, wrap_lines=True)
+            else:
+                st.code(sample.completion, language=None, wrap_lines=True)
         table.append({"benchmark": benchmark, "problem_id": problem_id, "phase": r.key.phase,
                       "sample_idx": r.key.sample_idx, "status": _status(r), "extracted": _extracted(r),
                       "finish_reason": sample.finish_reason, "n_completion_tokens": sample.n_completion_tokens,

@@ -39,7 +39,7 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
         metrics = score_samples(samples, out, timeout_s=options.timeout, workers=options.workers,
                                 progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
                                 options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
-                                extraction=options.extraction)
+                                extraction=options.extraction, reasoning_format=options.reasoning_format)
     return out, metrics
 
 
@@ -56,7 +56,8 @@ def run_import(options: ImportOptions, command: list[str]) -> Any:
         return import_run(options.tool, Path(options.path), Path(options.out), benchmark=options.benchmark,
                           label=options.label, command=command, data_dir=options.data_dir,
                           filter_name=options.lm_eval_filter, step=options.step, fields=fields,
-                          batch_input=options.batch_input, strict=options.strict, extraction=options.extraction)
+                          batch_input=options.batch_input, strict=options.strict, extraction=options.extraction,
+                          reasoning_format=options.reasoning_format)
 
 
 def _equivalence(options: DiversityOptions) -> Any:
@@ -89,7 +90,8 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
             encoder = load_encoder(options.encoder, options.device, chunked=options.chunked,
                                    batch_size=options.batch_size)
             return compute_run_diversity(options.run_dir, encoder=encoder, equivalence=equivalence,
-                                         progress=not options.no_progress, device=options.device, log=log)
+                                         progress=not options.no_progress, device=options.device, log=log,
+                                         text=options.text)
     finally:
         equivalence.close()
 

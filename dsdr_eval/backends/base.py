@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
+from dsdr_eval.backends.sampling import SamplingSpec
 from dsdr_eval.prompts import PromptTemplate, render_prompt
 
 
@@ -29,6 +31,13 @@ class GenerationRequest:
     top_p: float
     max_tokens: int
     seed: int
+    top_k: int = 0  # 0 = off
+    min_p: float = 0.0  # 0 = off
+
+    def sampling_spec(self, eos_token_ids: tuple[int, ...]) -> SamplingSpec:
+        """The sampling settings every backend builds its engine object from (backends.sampling)."""
+        return SamplingSpec(self.temperature, self.top_p, self.max_tokens, eos_token_ids,
+                            top_k=self.top_k, min_p=self.min_p)
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,8 @@ class Completion:
     n_prompt_tokens: int | None
     n_completion_tokens: int | None
     seed: int | None = None  # the seed the engine actually used for this rollout
+    reasoning: str | None = None  # a server's separate reasoning (reasoning_content); None: inline or none
+    n_reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,10 +121,12 @@ class LocalTokenizerBackend(Backend):
 
     tokenizer: Any
     _chat: bool
+    chat_template_kwargs: Mapping[str, Any] = MappingProxyType({})  # set by subclasses that take them
 
     @property
     def chat(self) -> bool:
         return self._chat
 
     def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:
-        return render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat), template.user_message(problem)
+        return (render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat,
+                              template_kwargs=self.chat_template_kwargs), template.user_message(problem))

@@ -12,7 +12,8 @@ the same random stream; the seed actually used is recorded in every sample line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
 from dsdr_eval.backends.sampling import SamplingSpec, chosen_eos_ids, hf_effective_sampling, hf_generate, hf_generation_config
@@ -140,7 +141,9 @@ class HFBackend(LocalTokenizerBackend):
     name = "hf"
 
     def __init__(self, model_path: str, *, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
-                 prompt_mode: str = "auto", revision: str | None = None, prefill_once: bool = True) -> None:
+                 prompt_mode: str = "auto", revision: str | None = None, prefill_once: bool = True,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.chat_template_kwargs = MappingProxyType(dict(chat_template_kwargs or {}))
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -191,7 +194,7 @@ class HFBackend(LocalTokenizerBackend):
     def _generation_config(self, request: GenerationRequest) -> Any:
         """Built from scratch (``sampling.hf_generation_config``): a checkpoint's generation_config.json
         (Qwen's top_k=20, repetition_penalty=1.05) cannot change the protocol's sampling."""
-        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, tuple(self.eos_ids))
+        spec = request.sampling_spec(tuple(self.eos_ids))
         return hf_generation_config(spec, pad_token_id=int(self.tokenizer.pad_token_id),
                                     bos_token_id=self.tokenizer.bos_token_id)
 
@@ -211,7 +214,7 @@ class HFBackend(LocalTokenizerBackend):
         if len(settings) != 1:
             raise ValueError(f"a HF batch needs one (n, temperature, top_p, max_tokens); got {settings}")
         encoded = [encode_prompt(self.tokenizer, r.prompt, chat=self._chat) for r in batch]
-        spec = SamplingSpec(first.temperature, first.top_p, first.max_tokens, tuple(self.eos_ids))
+        spec = first.sampling_spec(tuple(self.eos_ids))
         batch_seed = derive_seed(0, *(r.seed for r in batch))
         sampled, fallback = hf_sample(self.model, encoded, spec, n=first.n, pad_id=int(self.tokenizer.pad_token_id),
                                       bos_token_id=self.tokenizer.bos_token_id, seed=batch_seed,

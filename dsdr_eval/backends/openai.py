@@ -18,7 +18,7 @@ import importlib.metadata
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Backend, Completion, GenerationRequest, OnResults, RequestResult
-from dsdr_eval.backends.sampling import SERVER_NEUTRAL_FIELDS, SamplingSpec, openai_sampling_body
+from dsdr_eval.backends.sampling import openai_sampling_body, server_sampling_fields
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import PromptTemplate, render_prompt, resolve_chat_mode
 
@@ -28,7 +28,8 @@ class OpenAIBackend(Backend):
 
     def __init__(self, endpoint: Any, *, api: str = "chat", tokenizer_path: str | None = None,
                  prompt_mode: str = "auto", extra_body: dict[str, Any] | None = None,
-                 client: Any | None = None, server_sampling_fields: bool | None = None) -> None:
+                 client: Any | None = None, server_sampling_fields: bool | None = None,
+                 chat_template_kwargs: dict[str, Any] | None = None) -> None:
         """``server_sampling_fields``: send the neutral top_k/min_p/repetition_penalty (vLLM, SGLang);
         None = yes unless every base URL is OpenAI's own API."""
         from dsdr_eval.openai_api.client import OpenAICompatClient
@@ -38,6 +39,9 @@ class OpenAIBackend(Backend):
         self.endpoint = endpoint
         self.api = api
         self.extra_body = dict(extra_body or {})
+        # chat API: sent as the body's chat_template_kwargs (vLLM, SGLang apply them); completions API:
+        # applied here when the local tokenizer renders the prompt
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         if server_sampling_fields is None:
             server_sampling_fields = not all(_is_openai_api(url) for url in endpoint.base_urls)
         self.server_sampling_fields = server_sampling_fields
@@ -67,7 +71,8 @@ class OpenAIBackend(Backend):
         user = template.user_message(problem)
         if self.api == "chat":
             return user, user  # stored prompt = the user turn the server wraps in its template
-        return render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat), user
+        return render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat,
+                             template_kwargs=self.chat_template_kwargs), user
 
     def batch_capacity(self) -> int:
         return 1 << 30  # concurrency is the client's max_concurrency; one batch = the whole plan
@@ -82,14 +87,21 @@ class OpenAIBackend(Backend):
             version = None
         return {"name": self.name, "version": version, "api": self.api, **self.endpoint.to_config(),
                 "tokenizer": self.tokenizer_path, "extra_body": self.extra_body,
+                **({"chat_template_kwargs": self.chat_template_kwargs} if self.chat_template_kwargs else {}),
                 "server_sampling_fields": self.server_sampling_fields,
                 "seeding": "per rollout (request `seed`; honoured by vLLM servers)"}
 
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
-        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, ())
+        spec = request.sampling_spec(())
         body: dict[str, Any] = {**openai_sampling_body(spec), "seed": request.seed, "n": 1}
         # the user's --extra-body wins over the neutral server fields (and is recorded as given)
-        extra = {**(SERVER_NEUTRAL_FIELDS if self.server_sampling_fields else {}), **self.extra_body}
+        if spec.filters() and not self.server_sampling_fields:
+            raise DsdrError(f"the protocol's {' and '.join(spec.filters())} cannot be sent to OpenAI's own API "
+                            "(it has no such field); use a protocol without them")
+        extra = {**(server_sampling_fields(spec) if self.server_sampling_fields else {}),
+                 **({"chat_template_kwargs": self.chat_template_kwargs}
+                    if self.chat_template_kwargs and self.api == "chat" else {}),
+                 **self.extra_body}
         if extra:
             body["extra_body"] = extra
         if self.api == "chat":
@@ -106,7 +118,8 @@ class OpenAIBackend(Backend):
 
     def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
                  on_results: OnResults) -> None:
-        from dsdr_eval.openai_api.client import response_finish_reason, response_text, response_usage
+        from dsdr_eval.openai_api.client import (response_finish_reason, response_reasoning, response_text,
+                                                 response_usage)
 
         order = [i for batch in batches for i in batch]
         for i in order:
@@ -129,7 +142,8 @@ class OpenAIBackend(Backend):
             completion = Completion(text=text, finish_reason=response_finish_reason(result.response),
                                     n_prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
                                     n_completion_tokens=_int_or_none(usage.get("completion_tokens")),
-                                    seed=requests[index].seed)
+                                    seed=requests[index].seed, reasoning=response_reasoning(result.response),
+                                    n_reasoning_tokens=_int_or_none(usage.get("reasoning_tokens")))
             on_results([(index, RequestResult((completion,), None, result.attempts, result.base_url))])
 
         many = self.client.chat_many if self.api == "chat" else self.client.complete_many

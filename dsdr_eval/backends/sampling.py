@@ -55,10 +55,19 @@ class SamplingSpec:
     top_p: float
     max_tokens: int
     eos_token_ids: tuple[int, ...]
+    top_k: int = 0  # 0 = off (every engine's own "off" value is written where the spec is applied)
+    min_p: float = 0.0  # 0 = off
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0
+
+    def filters(self) -> dict[str, Any]:
+        """The top-k / min-p cuts that are on (none when greedy: the argmax is kept by both)."""
+        if self.greedy:
+            return {}
+        return {**({"top_k": int(self.top_k)} if self.top_k else {}),
+                **({"min_p": float(self.min_p)} if self.min_p else {})}
 
 
 def chosen_eos_ids(tokenizer: Any, checkpoint_generation_config: Any = None) -> tuple[int, ...]:
@@ -87,7 +96,7 @@ def checkpoint_generation_config(model_path: str, revision: str | None = None) -
 
 def hf_generation_config(spec: SamplingSpec, *, pad_token_id: int, bos_token_id: int | None = None,
                          num_return_sequences: int = 1, **outputs: Any) -> Any:
-    """A GenerationConfig from scratch: only temperature/top-p (sampling) or argmax (greedy).
+    """A GenerationConfig from scratch: only temperature/top-p (and the top-k / min-p the spec turns on) or argmax.
 
     ``outputs``: return-format options only (``output_scores``, ``return_dict_in_generate``)."""
     from transformers import GenerationConfig
@@ -99,7 +108,7 @@ def hf_generation_config(spec: SamplingSpec, *, pad_token_id: int, bos_token_id:
         do_sample=not spec.greedy, temperature=1.0 if spec.greedy else float(spec.temperature),
         top_p=1.0 if spec.greedy else float(spec.top_p), max_new_tokens=int(spec.max_tokens),
         num_return_sequences=num_return_sequences, eos_token_id=list(spec.eos_token_ids),
-        pad_token_id=int(pad_token_id), bos_token_id=bos_token_id, **_HF_NEUTRAL, **outputs)
+        pad_token_id=int(pad_token_id), bos_token_id=bos_token_id, **{**_HF_NEUTRAL, **spec.filters()}, **outputs)
 
 
 @contextmanager
@@ -144,7 +153,8 @@ def vllm_sampling_params(sampling_params_cls: Any, spec: SamplingSpec, *, n: int
     """``SamplingParams`` with every processor spelled out neutral (top-k 0 = off in vLLM >= 0.8)."""
     return sampling_params_cls(
         n=n, temperature=0.0 if spec.greedy else float(spec.temperature),
-        top_p=1.0 if spec.greedy else float(spec.top_p), top_k=0, min_p=0.0, presence_penalty=0.0,
+        top_p=1.0 if spec.greedy else float(spec.top_p), **{"top_k": 0, "min_p": 0.0, **spec.filters()},
+        presence_penalty=0.0,
         frequency_penalty=0.0, repetition_penalty=1.0, max_tokens=int(spec.max_tokens), min_tokens=0,
         stop_token_ids=list(spec.eos_token_ids), ignore_eos=False, bad_words=None, logit_bias=None,
         allowed_token_ids=None, seed=seed, skip_special_tokens=skip_special_tokens, logprobs=logprobs)
@@ -166,6 +176,11 @@ def vllm_effective_sampling(params: Any, llm: Any = None) -> dict[str, Any]:
 # Sampling fields outside the OpenAI API that vLLM and SGLang servers read from the request body
 # (top_k -1 = off in every vLLM version and in SGLang); OpenAI's own API rejects them.
 SERVER_NEUTRAL_FIELDS: dict[str, Any] = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+
+
+def server_sampling_fields(spec: SamplingSpec) -> dict[str, Any]:
+    """``SERVER_NEUTRAL_FIELDS`` with the spec's top-k / min-p when on."""
+    return {**SERVER_NEUTRAL_FIELDS, **spec.filters()}
 
 
 def openai_sampling_body(spec: SamplingSpec) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import importlib.metadata
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
 from dsdr_eval.backends.sampling import (VLLM_ENGINE_ARGS, SamplingSpec, checkpoint_generation_config, chosen_eos_ids,
@@ -119,7 +120,9 @@ class VLLMBackend(LocalTokenizerBackend):
     def __init__(self, model_path: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
                  data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, chunk_size: int = 256, prompt_mode: str = "auto",
-                 revision: str | None = None, enforce_eager: bool = False, seed: int = 0) -> None:
+                 revision: str | None = None, enforce_eager: bool = False, seed: int = 0,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.chat_template_kwargs = MappingProxyType(dict(chat_template_kwargs or {}))
         self.compile_cache = stable_compile_caches()
         vllm = import_vllm()
         import torch
@@ -169,7 +172,7 @@ class VLLMBackend(LocalTokenizerBackend):
                 "eos_token_ids": list(self.eos_ids), "seeding": "per request (SamplingParams.seed)"}
 
     def _sampling_params(self, request: GenerationRequest) -> Any:
-        spec = SamplingSpec(request.temperature, request.top_p, request.max_tokens, self.eos_ids)
+        spec = request.sampling_spec(tuple(self.eos_ids))
         return vllm_sampling_params(self.vllm.SamplingParams, spec, n=request.n, seed=request.seed)
 
     def effective_sampling(self, request: GenerationRequest) -> dict[str, Any]:

@@ -76,14 +76,40 @@ def print_summary(metrics: dict[str, Any]) -> None:
         counts = entry.get("status_counts", {})
         rows.append(Row([name, str(entry.get("n_problems", "-")), str(entry.get("n_samples_per_problem", "-")),
                          *_score_cells(entry),
-                         "/".join(str(counts.get(s, 0)) for s in ("correct", "incorrect", "no_answer", "timeout", "error"))]))
+                         "/".join(str(counts.get(s, 0)) for s in STATUS_COLUMNS)]))
     for key, label in (("average", "average (macro)"), ("average_table1", "average (Table 1's five)")):
         average = metrics.get(key) or {}
         if len(metrics["benchmarks"]) > 1 and average:
             rows.append(Row([label, "", "", *_score_cells(average), ""], style="bold"))
     print_table("dsdr-eval score (%, 95% bootstrap CI over problems)",
                 numeric_columns("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
-                                "correct/incorrect/none/timeout/error"), rows)
+                                "correct/incorrect/none/truncated/timeout/error"), rows)
+    print_reasoning_summary(metrics)
+
+
+STATUS_COLUMNS = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error")
+
+
+def print_reasoning_summary(metrics: dict[str, Any]) -> None:
+    """Thinking-model figures per benchmark (issue 33), printed when any sample reasoned, hit its token
+    limit or had its answer changed by a reasoning rule: the shares of truncated (finish_reason
+    length) and unclosed-reasoning samples, mean reasoning and answer tokens, answers each rule changed."""
+    from dsdr_eval.cli.tables import Row, numeric_columns, print_table
+
+    rows = []
+    for name, entry in metrics["benchmarks"].items():
+        changed = entry.get("answers_changed_by_rule") or {}
+        if not (entry.get("truncated_fraction") or entry.get("unclosed_reasoning_fraction")
+                or entry.get("mean_reasoning_tokens") or any(changed.values())):
+            continue
+        tokens = [entry.get("mean_reasoning_tokens"), entry.get("mean_answer_tokens")]
+        rows.append(Row([name, _fmt(entry.get("truncated_fraction")), _fmt(entry.get("unclosed_reasoning_fraction")),
+                         *("-" if t is None else f"{t:.0f}" for t in tokens),
+                         ", ".join(f"{rule} {n}" for rule, n in changed.items() if n) or "-"]))
+    if rows:
+        print_table("reasoning and truncation (%, mean tokens; answers each rule changed)",
+                    numeric_columns("benchmark", "length-truncated", "unclosed reasoning", "reasoning tokens",
+                                    "answer tokens", "answers changed"), rows)
 
 
 def _score_cells(entry: dict[str, Any]) -> list[str]:

@@ -49,6 +49,14 @@ from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import SAMPLING as SAMPLING_PHASE
 from dsdr_eval.rundir.samples import GradedSample, iter_records, parse_graded
 SUBSETS = ("all", "correct")
+TEXT_PARTS = ("answer", "reasoning", "whole")
+DEFAULT_TEXT_PART = "answer"
+TEXT_PART_DEFINITIONS = {
+    "answer": "the graded answer part of each completion (a thinking model's reasoning left out; the whole "
+              "completion of a model that does not reason; empty when the reasoning never closed)",
+    "reasoning": "the reasoning of each completion (its reasoning field, else the completion outside its answer part)",
+    "whole": "everything generated: the reasoning field, if any, then the completion",
+}
 
 
 @dataclass(frozen=True)
@@ -69,16 +77,19 @@ class _Problem:
 
 # ----------------------------------------------------------------------------- reading
 
-def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = None) -> list[_Problem]:
-    """Every problem of ``iter_problems`` in a list (small runs and tests; a run's diversity streams them)."""
-    return list(iter_problems(ProblemIndex.build(graded_path, records)))
+def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = None,
+                  text: str = DEFAULT_TEXT_PART) -> list[_Problem]:
+    """Every problem of ``iter_problems`` in a list (small runs and tests; a run's diversity streams them).
+    ``text``: the part of each rollout measured (``rollout_text``): by default the answer, which for a
+    thinking model excludes its reasoning and for any other model is the whole completion."""
+    return list(iter_problems(ProblemIndex.build(graded_path, records), text))
 
 
-def _problem_of(benchmark: str, problem_id: str, members: Sequence[GradedSample]) -> _Problem:
-    """A problem's rollouts (``members``: its "sampling" records) sorted by sample_idx."""
+def _problem_of(benchmark: str, problem_id: str, members: Sequence[GradedSample], text: str) -> _Problem:
+    """A problem's rollouts (``members``: its "sampling" records) sorted by sample_idx, each as its ``text`` part."""
     members = sorted(members, key=lambda r: r.key.sample_idx)
     return _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
-                    tuple(_Rollout(r.key.sample_idx, r.sample.completion, r.correct, r.answer_class)
+                    tuple(_Rollout(r.key.sample_idx, rollout_text(r, text), r.correct, r.answer_class)
                           for r in members))
 
 
@@ -113,7 +124,7 @@ class ProblemIndex:
         return cls(path, tuple(group_of), tuple(sizes), lines, records)
 
 
-def iter_problems(index: ProblemIndex) -> Iterator[_Problem]:
+def iter_problems(index: ProblemIndex, text: str = DEFAULT_TEXT_PART) -> Iterator[_Problem]:
     """The problems of ``index`` in order of first appearance, each as soon as its last rollout is read.
 
     graded.jsonl is read a second time, one line at a time; the rollouts of a problem whose lines
@@ -139,10 +150,27 @@ def iter_problems(index: ProblemIndex) -> Iterator[_Problem]:
         members = pending.setdefault(group, [])
         members.append(record)
         if len(members) == index.sizes[group]:
-            complete[group] = _problem_of(*index.groups[group], pending.pop(group))
+            complete[group] = _problem_of(*index.groups[group], pending.pop(group), text)
         while next_group in complete:
             yield complete.pop(next_group)
             next_group += 1
+
+
+def rollout_text(record: GradedSample, part: str) -> str:
+    """The text of one of ``TEXT_PARTS`` (``TEXT_PART_DEFINITIONS``): the graded answer part, the
+    reasoning (the sample's reasoning field, else the completion outside its answer part, tags
+    included) or everything generated (the reasoning field, if any, then the completion)."""
+    completion, reasoning = record.sample.completion, record.sample.reasoning
+    if part == "answer":
+        return record.answer_text
+    if part == "reasoning":
+        if reasoning is not None:
+            return reasoning
+        start, end = record.answer_span if record.answer_span is not None else (len(completion), len(completion))
+        return completion[:start] + completion[end:]
+    if part == "whole":
+        return completion if reasoning is None else reasoning + "\n" + completion
+    raise DsdrError(f"unknown text part {part!r} (known: {', '.join(TEXT_PARTS)})")
 
 
 # ----------------------------------------------------------------------------- one group
@@ -302,7 +330,8 @@ def _resolve_encoder(encoder: Any, *, chunked: bool, device: str) -> Any:
 def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalence: Equivalence | None = None,
                           progress: bool = True, chunked: bool = False, device: str = "cpu",
                           log: Callable[[str], None] | None = None,
-                          graded: Sequence[GradedSample] | None = None) -> dict[str, dict[str, Any]]:
+                          graded: Sequence[GradedSample] | None = None,
+                          text: str = DEFAULT_TEXT_PART) -> dict[str, dict[str, Any]]:
     """Compute every diversity metric of RUN_DIR (see the module docstring).
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
@@ -310,9 +339,12 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     (``dsdr_eval.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
     embedding, classifier:PATH, answer-formula, judge); None = embedding cosine >= 0.9. The
     caller keeps ownership (and closes it). graded: RUN_DIR/graded.jsonl's records when the caller
-    holds them (not read again). Returns {benchmark: the "diversity" dict written into metrics.json}."""
+    holds them (not read again). text: the part of each rollout measured (``load_problems``).
+    Returns {benchmark: the "diversity" dict written into metrics.json}."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
     graded_path = rundir.run_path(run_dir, rundir.GRADED)
+    if text not in TEXT_PARTS:
+        raise DsdrError(f"unknown text part {text!r} (known: {', '.join(TEXT_PARTS)})")
     index = ProblemIndex.build(graded_path, graded)
     if not index.groups:
         raise DsdrError(f"{graded_path}: no rollouts of phase {SAMPLING_PHASE!r}")
@@ -321,13 +353,14 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
                                     else equivalence)
     coverage_ns = coverage_orders(max(index.sizes))
     settings = _run_settings(encoder, equivalence, coverage_ns)
+    settings["text"] = {"part": text, "definition": TEXT_PART_DEFINITIONS[text]}
     if log:
         log(f"encoding {sum(index.sizes)} rollouts of {len(index.groups)} problems with {settings['encoder']['name']}")
 
     # The per-rollout lines go to an unnamed temp file as they are computed (a run's worth of them
     # as dicts would be the largest thing held); the commit copies it into place.
     with tempfile.TemporaryFile(dir=run_dir) as per_sample:
-        problem_records = _all_problems_diversity(iter_problems(index), len(index.groups), encoder, equivalence,
+        problem_records = _all_problems_diversity(iter_problems(index, text), len(index.groups), encoder, equivalence,
                                                   coverage_ns, per_sample, progress=progress)
 
         # Re-read after the loop: an equivalence that calls out (e.g. the LLM judge) counts its

@@ -65,7 +65,9 @@ from typing import Callable, Iterable, Mapping
 from dsdr_eval.errors import DsdrError
 
 MAX_ANSWER_CHARS = 1000  # longest gold answer in the six benchmarks is 210 characters
-EXTRACTION_RULES_VERSION = "2"  # 2: profiles (boxed = the rules of version 1) and bounded memory
+# 2: profiles (boxed = the rules of version 1) and bounded memory; 3: an answer line holding only an
+# empty box is an echoed instruction, not an answer; final_only (issue 33)
+EXTRACTION_RULES_VERSION = "3"
 _FALLBACK_TAIL_CHARS = 4 * MAX_ANSWER_CHARS
 _LAST_LINES_CHARS = 8192
 _LAST_LINE_CHARS = 2 * MAX_ANSWER_CHARS
@@ -99,15 +101,27 @@ def extract_answer(text: str, profile: "str | ExtractionProfile" = "boxed") -> s
     return extract_answer_with_method(text, profile).answer
 
 
-def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "boxed") -> Extraction:
+# Extractors that guess: they read whatever number or output block comes last, which in a response
+# cut off by its token budget is a step of an unfinished derivation, not an answer (issue 33).
+GUESS_EXTRACTORS = frozenset({"last_number", "last_math", "program_output"})
+
+
+def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "boxed", *,
+                               final_only: bool = False) -> Extraction:
     """The answer of the first extractor of ``profile`` (a name in ``EXTRACTION_PROFILES``) that
-    finds one, with that extractor's method; ``Extraction(None, None)`` when none does."""
+    finds one, with that extractor's method; ``Extraction(None, None)`` when none does.
+    ``final_only``: skip ``GUESS_EXTRACTORS`` (a response that hit its token limit: only an answer
+    the model marked as final -- a box, an answer line or tag, ``####`` -- counts)."""
     chosen = profile if isinstance(profile, ExtractionProfile) else get_profile(profile)
     if not isinstance(text, str) or not text:
         return Extraction(None, None)
     for name in chosen.extractors:
+        if final_only and name in GUESS_EXTRACTORS:
+            continue
         found = EXTRACTORS[name](text)
-        if found is not None and found.answer:
+        # a box's content is the model's answer as written (nested empty boxes included); any other
+        # extractor's text holding only empty boxes is an echoed instruction (_is_placeholder)
+        if found is not None and found.answer and (found.method in _BOX_METHODS or not _is_placeholder(found.answer)):
             return found
     return Extraction(None, None)
 
@@ -127,6 +141,7 @@ def choose_extraction(override: str | None, protocol_profile: str, task_profiles
     return get_profile(distinct[0] if distinct else protocol_profile).name
 
 
+_BOX_METHODS = frozenset({"boxed", "fbox"})
 _BLOCK_ONLY_EXTRACTORS = frozenset({"program_output"})  # find nothing without their block (```output)
 
 
@@ -261,7 +276,13 @@ def _clean_answer_tail(tail: str) -> str | None:
         answer = _SENTENCE_END_RE.split(tail, maxsplit=1)[0]  # up to the end of the sentence
     answer = answer.strip().strip("*_").strip()
     answer = answer.rstrip(".").strip()
-    return answer or None
+    return None if _is_placeholder(answer) else answer or None
+
+
+def _is_placeholder(answer: str) -> bool:
+    """"The answer is within \\boxed{}." -- the prompt's instruction echoed: a box with nothing in it
+    marks where an answer would go, so a phrase holding only empty boxes holds no answer."""
+    return bool(answer) and _BOX_RE.search(answer) is not None and _last_boxed(answer) is None
 
 
 _SENTENCE_END_RE = re.compile(r"\.\s|\.$")
@@ -325,7 +346,7 @@ def _minerva(text: str) -> Extraction | None:
         answer = _clean_answer_tail(tail)
     else:  # lm-eval's minerva_math: everything between "is" and ". I hope it is correct"
         answer = tail[:end.start()].strip().rstrip(".").strip() or None
-    return Extraction(answer, "minerva") if answer else None
+    return Extraction(answer, "minerva") if answer and not _is_placeholder(answer) else None
 
 
 def _plain_number(token: str) -> str:

@@ -13,33 +13,48 @@ from typing import Any, Iterable
 from dsdr_eval.grading import answer_norm
 from dsdr_eval.grading.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, MAX_ANSWER_CHARS, Extraction,
-                                  ExtractionProfile, extract_answer_with_method, get_profile)
+from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, GUESS_EXTRACTORS, MAX_ANSWER_CHARS,
+                                         Extraction, ExtractionProfile, extract_answer_with_method, get_profile)
 from dsdr_eval.grading.pool import GradingPool, ProblemJob, WorkerPool, default_workers
+from dsdr_eval.grading.reasoning import (DEFAULT_REASONING_FORMAT, UNCLOSED, ReasoningFormat, parse_reasoning_format,
+                                         split_completion)
 from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK
 
-STATUSES = ("correct", "incorrect", "no_answer", "timeout", "error")
+# truncated: the reasoning never closed, or the response hit its token limit (finish_reason
+# "length") without an answer it marked as final -- never correct, under every profile (issue 33)
+STATUSES = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error")
+TRUNCATED = "truncated"
+LENGTH = "length"  # the finish_reason of a response that spent its token budget
+# the rules that can change a sample's extracted answer from the whole completion's (``changed_by``),
+# in the order they apply
+ANSWER_PART, REASONING_UNCLOSED, LENGTH_NO_FINAL = "answer_part", "reasoning_unclosed", "length_no_final_answer"
+ANSWER_RULES = (ANSWER_PART, REASONING_UNCLOSED, LENGTH_NO_FINAL)
 
 
 def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, pool: GradingPool | None = None,
-                  options: GradingOptions | None = None, extraction: str = DEFAULT_EXTRACTION) -> list[dict]:
+                  options: GradingOptions | None = None, extraction: str = DEFAULT_EXTRACTION,
+                  reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> list[dict]:
     """Grade completions; return copies of ``rows`` with grading fields added.
 
     Added: ``extracted`` (str | None, truncated to MAX_ANSWER_CHARS), ``extraction`` (method),
     ``status`` (one of STATUSES), ``correct`` (bool), ``answer_class`` (int index of the
     math-equivalence class of the answer within its problem, in order of first appearance;
     None without an answer), ``grade_note`` (why a status is timeout/error/truncated, or how the
-    gold was read when that differs from how it is written, else None).
+    gold was read when that differs from how it is written, else None),
+    ``reasoning_state`` / ``answer_span`` / ``changed_by`` (``_extract_into``).
     Rows are grouped into problems by (benchmark, problem_id). A row's optional ``answer_meta``
     (the benchmark's answer_type / is_multiple_answer / unit) and ``problem`` text choose the
     comparison mode (answer_norm: grading rules, ``options`` their conventions). ``extraction``: the
     answer convention, a profile name of ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``. With ``pool`` its
-    long-lived workers (and its timeout) are used and left running; otherwise workers are started here."""
+    long-lived workers (and its timeout) are used and left running; otherwise workers are started here.
+    ``reasoning_format``: how completions mark their reasoning (``dsdr_eval.grading.reasoning``); only
+    the answer part is graded."""
     options = options or GradingOptions()
     profile = get_profile(extraction)
+    fmt = parse_reasoning_format(reasoning_format)
     if timeout_s <= 0:
         raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
     graded: list[dict] = []
@@ -67,7 +82,7 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     try:
         for problem in problems.values():
             for out in problem["rows"]:
-                _extract_into(out, problem["answers"], profile)
+                _extract_into(out, problem["answers"], profile, fmt)
         jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(problems.values()) if p["answers"]]
         if jobs and worker_pool is not None:
             with progress_bar(sum(sum(job.weights) for job in jobs), "grading", unit="sample",
@@ -100,16 +115,19 @@ def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> Problem
                        options.rel_tol)
 
 
-def _extract_into(out: dict, answer_counts: dict[str, int], profile: ExtractionProfile) -> None:
-    """Set extracted/extraction/grade_note/status on a row; count answers that need math-verify."""
+def _extract_into(out: dict, answer_counts: dict[str, int], profile: ExtractionProfile, fmt: ReasoningFormat) -> None:
+    """Set extracted/extraction/grade_note/status and reasoning_state/answer_span/changed_by on a row;
+    count answers that need math-verify."""
     completion = out["completion"]
-    note = None
+    note, status = None, None
+    out["reasoning_state"], out["answer_span"], out["changed_by"] = None, None, []
     if not isinstance(completion, str):
         extraction, note = Extraction(None, None), f"completion is {type(completion).__name__}, not a string"
+        status = "error"
     else:
-        extraction = extract_answer_with_method(completion, profile)
+        extraction, status, note = _extract_answer_part(out, completion, profile, fmt)
     out["extracted"], out["extraction"], out["grade_note"] = extraction.answer, extraction.method, note
-    out["status"] = "error" if note else ("no_answer" if extraction.answer is None else None)
+    out["status"] = status or ("no_answer" if extraction.answer is None else None)
     if extraction.answer is not None and len(extraction.answer) > MAX_ANSWER_CHARS:
         out["extracted"] = extraction.answer[:MAX_ANSWER_CHARS]
         out["status"] = "incorrect"
@@ -117,6 +135,42 @@ def _extract_into(out: dict, answer_counts: dict[str, int], profile: ExtractionP
                              "truncated here and not verified")
     elif out["status"] is None:
         answer_counts[extraction.answer] = answer_counts.get(extraction.answer, 0) + 1
+
+
+def _extract_answer_part(out: dict, completion: str, profile: ExtractionProfile,
+                         fmt: ReasoningFormat) -> tuple[Extraction, str | None, str | None]:
+    """-> (extraction, status or None, note) of a completion's answer part; records the split and
+    which rules changed the answer from the whole completion's (each against the stage before it:
+    the whole completion, its answer part, the answer part without guesses)."""
+    reasoning = out.get("reasoning")
+    prompt = out.get("prompt")
+    split = split_completion(completion, fmt, reasoning=reasoning if isinstance(reasoning, str) else None,
+                             prompt=prompt if isinstance(prompt, str) else None)
+    out["reasoning_state"], out["answer_span"] = split.state, list(split.answer_span)
+    hit_limit = out.get("finish_reason") == LENGTH
+    whole_span = split.answer_span == (0, len(completion))
+    changed: list[str] = out["changed_by"]
+    # the whole completion's answer (what grading read before issue 33), only to count what the rules change
+    whole = extract_answer_with_method(completion, profile) if not whole_span or hit_limit else None
+    if split.state == UNCLOSED:
+        if whole is not None and whole.answer is not None:
+            changed.append(REASONING_UNCLOSED)
+        why = "hit its token limit" if hit_limit else "ended"
+        return (Extraction(None, None), TRUNCATED,
+                f"the reasoning never closed ({split.source} format): the completion {why} inside it (no answer)")
+    part = whole if whole_span and whole is not None else extract_answer_with_method(split.answer(completion), profile)
+    if whole is not None and part.answer != whole.answer:
+        changed.append(ANSWER_PART)
+    if not hit_limit:
+        return part, None, None
+    final = (extract_answer_with_method(split.answer(completion), profile, final_only=True)
+             if part.method in GUESS_EXTRACTORS else part)
+    if final.answer != part.answer:
+        changed.append(LENGTH_NO_FINAL)
+    if final.answer is None:
+        return (final, TRUNCATED, "the response hit its token limit (finish_reason 'length') without an answer "
+                "marked as final (a last number or output block of an unfinished response is not read)")
+    return final, None, None
 
 
 def _finish_problem(rows: list[dict], job: ProblemJob | None, budget_s: float) -> None:
@@ -151,7 +205,8 @@ def status_counts(rows: Iterable[dict]) -> dict[str, int]:
 
 
 def grader_provenance(timeout_s: float, workers: int | None, options: GradingOptions | None = None,
-                      extraction: str = DEFAULT_EXTRACTION) -> dict[str, Any]:
+                      extraction: str = DEFAULT_EXTRACTION,
+                      reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> dict[str, Any]:
     import importlib.metadata as md
 
     def version(name: str) -> str | None:
@@ -171,4 +226,8 @@ def grader_provenance(timeout_s: float, workers: int | None, options: GradingOpt
             "extraction": extraction, "extraction_profile": get_profile(extraction).provenance(),
             "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,
             "gold_wrapping": "\\boxed{gold}", "python": sys.version.split()[0],
+            "reasoning": parse_reasoning_format(reasoning_format).provenance(),
+            "truncated_rule": "status truncated (never correct): the reasoning never closed, or finish_reason "
+                              "'length' and no answer marked as final (box, answer line or tag, ####); the "
+                              f"guess extractors ({', '.join(sorted(GUESS_EXTRACTORS))}) are not read then",
             "grading_rules": answer_norm.rules_provenance(options or GradingOptions())}

@@ -2,7 +2,10 @@
 
 Output line: ``custom_id``, ``response`` (``status_code``, ``request_id``, ``body``: a chat completion
 with ``choices[].message.content`` or a completion with ``choices[].text``, ``finish_reason``,
-``usage``, ``model``) and ``error``. Input line (``--batch-input``): ``custom_id``, ``method``, ``url``,
+``usage``, ``model``) and ``error``. A reasoning model's server also sends ``message.reasoning_content``
+(or ``reasoning``) and ``usage.completion_tokens_details.reasoning_tokens``: kept as the samples'
+``reasoning`` / ``n_reasoning_tokens``, with each choice's ``finish_reason``.
+Input line (``--batch-input``): ``custom_id``, ``method``, ``url``,
 ``body`` (``messages`` or ``prompt`` and the sampling settings: temperature, top_p, max_tokens /
 max_completion_tokens, seed, n). Neither carries a gold answer, so the problems come from a
 benchmark (``--benchmark`` registered or a benchmark JSONL): a request is the problem whose text
@@ -48,9 +51,12 @@ def read(path: Path, *, batch_input: Path | None = None, problems: ProblemMatche
         if problem is None:
             raise DsdrError(f"{where}:custom_id: no problem of the benchmark appears in the prompt of request "
                             f"{custom_id!r} (is --benchmark the data set this batch asked?)")
-        completions = _completions(require(row, "response.body", where, dict, "an object"), where)
+        body = require(row, "response.body", where, dict, "an object")
+        completions, reasoning, finish_reasons = _completions(body, where)
         bodies.append(settings)
-        records.append(SourceRecord(lineno, problem.id, problem.answer, problem.problem, prompt, completions))
+        records.append(SourceRecord(lineno, problem.id, problem.answer, problem.problem, prompt, completions,
+                                    reasoning=reasoning, finish_reasons=finish_reasons,
+                                    n_reasoning_tokens=_reasoning_tokens(body, len(completions))))
     if not records:
         raise DsdrError(f"{path}: no successful request to import ({failed} failed)")
     first = bodies[0]
@@ -95,11 +101,21 @@ def _text(content: Any, where: str) -> str:
                     f"(got {json_type(content)})")
 
 
-def _completions(body: dict[str, Any], where: str) -> tuple[str, ...]:
+def _reasoning_tokens(body: dict[str, Any], n: int) -> tuple[int | None, ...]:
+    """The usage's reasoning token count, for a body of one choice (usage counts all choices together)."""
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    details = usage.get("completion_tokens_details") if isinstance(usage.get("completion_tokens_details"), dict) else {}
+    count = details.get("reasoning_tokens")
+    return (count,) if n == 1 and isinstance(count, int) and not isinstance(count, bool) and count >= 0 else ()
+
+
+def _completions(body: dict[str, Any], where: str) -> tuple[tuple[str, ...], tuple[str | None, ...],
+                                                            tuple[str | None, ...]]:
+    """(texts, reasoning, finish reasons) of the choices, one entry per choice."""
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
         raise DsdrError(f"{where}:response.body.choices: must be a non-empty list (got {json_type(choices)})")
-    texts = []
+    texts, reasoning, finish_reasons = [], [], []
     for i, choice in enumerate(choices):
         name = f"response.body.choices.{i}"
         if not isinstance(choice, dict):  # never an empty completion in its place: the file is not a batch output
@@ -113,4 +129,9 @@ def _completions(body: dict[str, Any], where: str) -> tuple[str, ...]:
         if text is not None and not isinstance(text, str):
             raise DsdrError(f"{where}:{name}: content must be a string (got {json_type(text)})")
         texts.append(text or "")  # no content (a refusal, a tool call): an empty completion, graded as no answer
-    return tuple(texts)
+        thought = next((message.get(name) for name in ("reasoning_content", "reasoning")
+                        if message is not None and isinstance(message.get(name), str)), None)
+        reasoning.append(thought)
+        finish = choice.get("finish_reason")
+        finish_reasons.append(finish if isinstance(finish, str) else None)
+    return tuple(texts), tuple(reasoning), tuple(finish_reasons)

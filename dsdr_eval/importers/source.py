@@ -48,6 +48,11 @@ class SourceRecord:
     source_extracted: tuple[str | None, ...] = ()
     gold_error: str | None = None  # why ``gold`` is None: the GoldError of an unusable gold (the record may
     # still be imported with the gold of the benchmark problem it matches; else it is skipped)
+    # per completion, where the source keeps them apart from the text (a server's reasoning_content,
+    # its finish_reason and reasoning token count); empty or None where it does not
+    reasoning: tuple[str | None, ...] = ()
+    finish_reasons: tuple[str | None, ...] = ()
+    n_reasoning_tokens: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)

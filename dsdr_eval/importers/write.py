@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, extending_profile, get_profile
+from dsdr_eval.grading.reasoning import parse_reasoning_format
 from dsdr_eval.importers import IMPORTERS, detect, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.rundir.jsonl import json_document, jsonl_chunks
@@ -65,7 +66,8 @@ class _Part(NamedTuple):
 
 def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: str | None = None,
                label: str | None = None, command: list[str] | None = None, data_dir: str | Path | None = None,
-               strict: bool = False, extraction: str | None = None, **options: Any) -> Imported:
+               strict: bool = False, extraction: str | None = None, reasoning_format: str | None = None,
+               **options: Any) -> Imported:
     """Read ``path`` (a file, or a tool's output directory: each result file one benchmark) as ``tool``'s
     format (``auto``: detected) and write the run directory ``out_dir`` (which must not hold samples).
 
@@ -76,6 +78,8 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
     if extraction is not None:
         get_profile(extraction)  # an unknown profile is refused before anything is read
+    if reasoning_format is not None:
+        parse_reasoning_format(reasoning_format)  # so is an unknown reasoning format
     tool = detect.resolve(tool, path)
     files = _source_files(tool, path)
     if benchmark is not None and len(files) > 1:
@@ -90,6 +94,8 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
                         "one by one")
     samples = [sample for part in parts for sample in part.samples]
     config = _config(parts, path, label, command, extraction)
+    if reasoning_format is not None:  # what `score` splits completions with (absent: auto)
+        config["reasoning_format"] = parse_reasoning_format(reasoning_format).spec
     _commit(out_dir, samples, config)
     n_labels = sum("source_correct" in sample.extra for sample in samples)
     matching = [{"benchmark": part.benchmark, "n_matched": len(part.matched), "n_similar": len(part.similar),
@@ -264,6 +270,10 @@ def _source_fields(record: SourceRecord, j: int) -> dict[str, Any]:
         out["source_correct"] = record.source_correct[j]
     if j < len(record.source_extracted) and record.source_extracted[j] is not None:
         out["source_extracted"] = record.source_extracted[j]
+    for name, values in (("reasoning", record.reasoning), ("finish_reason", record.finish_reasons),
+                         ("n_reasoning_tokens", record.n_reasoning_tokens)):
+        if j < len(values) and values[j] is not None:
+            out[name] = values[j]
     return out
 
 

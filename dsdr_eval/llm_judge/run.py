@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.reasoning import split_completion
 from dsdr_eval.llm_judge.cache import JudgeCache
 from dsdr_eval.llm_judge.parse import AXES, JudgeParseError, parse_judge_response
 from dsdr_eval.llm_judge.prompt import (
@@ -122,13 +123,23 @@ def select_rollouts(records: Sequence[Sample | GradedSample], settings: JudgeSet
         per_benchmark[benchmark] += 1
         members.sort(key=lambda record: record.key.sample_idx)
         pool = [r for r in members if not settings.correct_only or r.correct]
-        chosen = [sample_of(r) for r in pool[: settings.max_rollouts]]
+        kept = pool[: settings.max_rollouts]
+        chosen = [sample_of(r) for r in kept]
         selected.append(ProblemRollouts(
             benchmark=benchmark, problem_id=problem_id,
             problem=next((sample_of(r).problem for r in members if sample_of(r).problem is not None), None),
-            texts=[r.completion for r in chosen], sample_idx=[r.sample_idx for r in chosen],
+            texts=[answer_part(r) for r in kept], sample_idx=[r.sample_idx for r in chosen],
             n_available=len(members)))
     return selected
+
+
+def answer_part(record: Sample | GradedSample) -> str:
+    """What the judge reads of a rollout: its answer part (issue 33: a thinking model's reasoning is not
+    its solution) -- as graded, or split with the default reasoning format for an ungraded sample."""
+    if isinstance(record, GradedSample):
+        return record.answer_text
+    return split_completion(record.completion, reasoning=record.reasoning,
+                            prompt=record.prompt).answer(record.completion)
 
 
 def _base_record(item: ProblemRollouts, model: str) -> dict[str, Any]:

@@ -266,6 +266,22 @@ def response_text(response: Any, index: int = 0) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def response_reasoning(response: Any, index: int = 0) -> str | None:
+    """The separate reasoning of choice ``index`` that a server's reasoning parser returned: the
+    message's ``reasoning_content`` (vLLM, DeepSeek, SGLang) or ``reasoning`` (newer vLLM, OpenRouter,
+    Ollama); None when the server sent neither (the reasoning, if any, is then inline in the text)."""
+    try:
+        choice = response.choices[index]
+    except (AttributeError, IndexError, TypeError):
+        return None
+    message = getattr(choice, "message", None)
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None) if message is not None else None
+        if isinstance(value, str):
+            return value
+    return None
+
+
 def response_finish_reason(response: Any, index: int = 0) -> str | None:
     try:
         reason = response.choices[index].finish_reason
@@ -276,7 +292,11 @@ def response_finish_reason(response: Any, index: int = 0) -> str | None:
 
 def response_usage(response: Any) -> dict[str, int | None]:
     usage = getattr(response, "usage", None)
-    return {
+    counts = {
         "prompt_tokens": getattr(usage, "prompt_tokens", None),
-        "completion_tokens": getattr(usage, "completion_tokens", None),
+        "completion_tokens": getattr(usage, "completion_tokens", None),  # reasoning tokens included
     }
+    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    if reasoning is not None:  # only a reasoning model's server sends it
+        counts["reasoning_tokens"] = reasoning
+    return counts

@@ -15,6 +15,9 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.reasoning import parse_reasoning_format
+
 
 def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], object]:
     """An int in [minimum, maximum] (either bound optional)."""
@@ -104,3 +107,11 @@ def avg_metric(text: str) -> str:
     if not re.fullmatch(r"auto|avg@n|avg@[1-9][0-9]*", text):
         raise argparse.ArgumentTypeError(f"expected auto, avg@16, avg@n or avg@K, got {text!r}")
     return text
+
+
+def reasoning_format(text: str) -> str:
+    """A reasoning format (dsdr_eval.grading.reasoning: auto, none, think, skythought, end:MARKER); its spec."""
+    try:
+        return parse_reasoning_format(text).spec
+    except DsdrError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

@@ -13,7 +13,7 @@ from typing import Any
 
 from dsdr_eval.grading.extraction import EXTRACTION_PROFILES
 from dsdr_eval.options import endpoint
-from dsdr_eval.options.checks import avg_metric, integer, names, nonempty, number, output_dir
+from dsdr_eval.options.checks import avg_metric, integer, names, nonempty, number, output_dir, reasoning_format
 from dsdr_eval.options.schema import FLAG, REPEATED, Option, options_class
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -24,6 +24,15 @@ def extraction(default_help: str, group: str | None = None) -> Option:
     listed = "; ".join(f"{p.name}: {p.description}" for p in EXTRACTION_PROFILES.values())
     return Option("extraction", "--extraction", choices=tuple(EXTRACTION_PROFILES), metavar="PROFILE", group=group,
                   help=f"how the final answer is read from a completion ({default_help}). Profiles: {listed}")
+
+
+def reasoning(default_help: str, group: str | None = None) -> Option:
+    """``--reasoning-format SPEC``: how completions mark a thinking model's reasoning (never graded); default
+    None, resolved by the command (``default_help`` says how)."""
+    return Option("reasoning_format", "--reasoning-format", check=reasoning_format, metavar="SPEC", group=group,
+                  help="how completions mark their reasoning, which is never graded: auto (SkyThought markers, "
+                       "<think>...</think>, a server's reasoning_content), none (grade the whole completion), "
+                       f"think, skythought, or end:MARKER ({default_help})")
 
 
 # ----------------------------------------------------------------------------- run
@@ -63,12 +72,17 @@ RUN: tuple[Option, ...] = (
     Option("seed", "--seed", check=integer(0), group=_PROTOCOL, help="run seed; per-request seeds derive from it"),
     extraction("default: the one the benchmarks name, else the protocol's (built-in: boxed); recorded in config.json",
                group=_PROTOCOL),
+    reasoning("default auto; recorded in config.json", group=_PROTOCOL),
 
     Option("template", "--template", group=_PROMPT,
            help="built-in template (qwen-boxed [default], plain) or a text file with one {problem} placeholder"),
     Option("prompt_mode", "--prompt-mode", default="auto", choices=("auto", "chat", "raw"), group=_PROMPT,
            help="chat = the model's chat template; raw = plain completion (base models); "
                 "auto = chat when the tokenizer has a template"),
+    Option("chat_template_kwargs", "--chat-template-kwargs", metavar="JSON", group=_PROMPT,
+           help="extra chat-template variables, e.g. '{\"enable_thinking\": false}' (Qwen3): applied by the hf and "
+                "vllm backends, sent as chat_template_kwargs to OpenAI-compatible servers; recorded in "
+                "config.json's template"),
 
     Option("backend", "--backend", default="auto", choices=("auto", "vllm", "hf", "openai"), group=_BACKEND,
            help="auto = vllm when importable and (a CUDA GPU is visible, or on CPU the run's token budget "
@@ -157,6 +171,7 @@ SCORE: tuple[Option, ...] = (
            help="accept numbers within rel. tol 1e-4 (Qwen2.5-Math convention, e.g. 266.6667 for "
                 "800/3); default: rel. tol 1e-8"),
     extraction("default: the run directory's config.json 'extraction', else boxed"),
+    reasoning("default: the run directory's config.json 'reasoning_format', else auto"),
 )
 ScoreOptions: Any = options_class("ScoreOptions", SCORE, "Every ``dsdr-eval score`` option.")
 
@@ -193,6 +208,7 @@ IMPORT: tuple[Option, ...] = (
     Option("extraction", "--extraction", check=nonempty, metavar="PROFILE",
            help="the answer extraction profile to grade with (default: the one the source tool used for the task, "
                 "recorded in config.json)"),
+    reasoning("default auto; recorded in config.json for `score`"),
     Option("lm_eval_filter", "--lm-eval-filter", metavar="NAME",
            help="lm-eval: the filter whose lines to import (default: the first in the file)"),
     Option("step", "--step", check=integer(0), help="verl with a directory: the step to import (default: the last)"),
@@ -234,6 +250,10 @@ DIVERSITY: tuple[Option, ...] = (
     Option("device", "--device", default="cpu", help="torch device for the encoder/classifier"),
     Option("batch_size", "--batch-size", default=64, check=integer(1), help="encoder batch size"),
     Option("no_progress", "--no-progress", kind=FLAG, default=False, help="no progress bars"),
+    # dsdr_eval.diversity_metrics.run.TEXT_PARTS, spelled out: --help does not import numpy
+    Option("text", "--text", default="answer", choices=("answer", "reasoning", "whole"),
+           help="the part of each rollout measured: answer (default; a thinking model's reasoning left out, the "
+                "whole completion of any other model), reasoning, or whole; recorded"),
     Option("judge_model", "--judge-model", metavar="MODEL",
            help="--partition judge: the model served by the judge endpoint (or --partition judge:MODEL)"),
     *endpoint.options(endpoint.JUDGE_ENDPOINT, prefix="judge-",

@@ -130,7 +130,8 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
             grading = prov.grading
             parts.append(f"grader {grading.get('grader', '?')} {grading.get('math_verify_version') or ''}".strip()
                          + f" (timeout {grading.get('timeout_s', '?')} s, extraction profile "
-                         f"{_extraction_profile(grading)}, rules v{grading.get('extraction_rules_version', '?')})")
+                         f"{_extraction_profile(grading)}, rules v{grading.get('extraction_rules_version', '?')}, "
+                         f"reasoning format {_reasoning_format(grading)})")
         if prov.get("bootstrap") is not None:
             parts.append(f"CIs: {prov.get('ci95', 'bootstrap')}, {prov.get('bootstrap')} resamples, "
                          f"seed {prov.get('seed', '?')}")
@@ -139,6 +140,34 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
         if prov.get("created"):
             parts.append(f"scored {prov.get('created')}")
         lines.append(f"- {md(run.label)}: " + (md("; ".join(parts)) if parts else "metrics.json has no provenance record"))
+    return lines
+
+
+def _reasoning_format(grading: Any) -> str:
+    """The reasoning format a metrics.json was graded with; "none" before issue 33 (the whole completion)."""
+    reasoning = grading.get("reasoning")
+    spec = reasoning.get("reasoning_format") if isinstance(reasoning, dict) else None
+    return spec if isinstance(spec, str) else "none (graded before reasoning splits)"
+
+
+def reasoning_lines(runs: list[RunResults]) -> list[str]:
+    """One line per run and benchmark that has thinking-model figures (issue 33): length-truncated and
+    unclosed-reasoning shares, mean reasoning / answer tokens, answers each grading rule changed."""
+    lines = []
+    for run in runs:
+        for name, entry in run.benchmarks.items():
+            changed = {rule: n for rule, n in entry.answers_changed_by_rule.items() if n}
+            if not (entry.truncated_fraction or entry.unclosed_reasoning_fraction or entry.mean_reasoning_tokens
+                    or changed):
+                continue
+            tokens = "/".join("-" if t is None else f"{t:.0f}" for t in (entry.mean_reasoning_tokens,
+                                                                          entry.mean_answer_tokens))
+            shares = [("–" if x is None else f"{_fmt_pct(x)}%")
+                      for x in (entry.truncated_fraction, entry.unclosed_reasoning_fraction)]
+            lines.append(f"- {md(run.label)}, {md(benchmark_title(name))}: length-truncated {shares[0]}, "
+                         f"unclosed reasoning {shares[1]}, mean reasoning/answer tokens {tokens}"
+                         + (f"; answers changed by rule: {md(', '.join(f'{k} {n}' for k, n in changed.items()))}"
+                            if changed else ""))
     return lines
 
 
@@ -192,7 +221,12 @@ def _protocol_section(c: ReportContent) -> list[str]:
     else:
         lines += ["All runs follow the DSDR paper's sampling protocol (docs/ALGORITHMS.md §5).", ""]
     lines += ["Library versions:", "", _versions_markdown(runs), "Grading provenance (metrics.json):", ""]
-    return lines + _provenance_lines(runs) + [""]
+    lines += _provenance_lines(runs) + [""]
+    thinking = reasoning_lines(runs)
+    if thinking:
+        lines += ["Reasoning and truncation (thinking models; a truncated or unclosed sample is never correct):", "",
+                  *thinking, ""]
+    return lines
 
 
 # ----------------------------------------------------------------------------- tables and figures

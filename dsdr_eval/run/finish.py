@@ -45,7 +45,8 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
     extraction = plan.extraction if resume.old_config is None else options.extraction
     t0 = time.perf_counter()
     graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
-                                        progress=progress, samples=resume.samples, extraction=extraction)
+                                        progress=progress, samples=resume.samples, extraction=extraction,
+                                        reasoning_format=options.reasoning_format)
     timings["score_s"] = time.perf_counter() - t0
     if not options.no_diversity:
         t0 = time.perf_counter()

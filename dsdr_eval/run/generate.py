@@ -28,7 +28,7 @@ from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.rundir.jsonl import append_jsonl
 from dsdr_eval.rundir.samples import Sample, SampleKey, SamplesFile, clean_text
-from dsdr_eval.run.plan import BenchmarkData, RunPlan
+from dsdr_eval.run.plan import BenchmarkData, RunPlan, chat_template_kwargs
 from dsdr_eval.run.resume import Resume, add_continuation, open_samples, record_forced_without_generation
 
 FAILURES = rundir.FAILURES  # requests that failed after every retry (one line per failed sample)
@@ -111,7 +111,8 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
         from dsdr_eval.backends.hf import HFBackend
 
         return HFBackend(model.path, device=options.device, dtype=options.dtype, batch_size=options.batch_size,
-                         prompt_mode=options.prompt_mode, revision=model.revision)
+                         prompt_mode=options.prompt_mode, revision=model.revision,
+                         chat_template_kwargs=chat_template_kwargs(options))
     if name == "vllm":
         from dsdr_eval.backends.vllm import VLLMBackend
 
@@ -119,14 +120,15 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
                            data_parallel_size=options.data_parallel_size,
                            gpu_memory_utilization=options.gpu_memory_utilization, max_model_len=options.max_model_len,
                            chunk_size=options.chunk_size, prompt_mode=options.prompt_mode, revision=model.revision,
-                           enforce_eager=options.enforce_eager, seed=protocol_seed)
+                           enforce_eager=options.enforce_eager, seed=protocol_seed,
+                           chat_template_kwargs=chat_template_kwargs(options))
     if name == "openai":
         from dsdr_eval.backends.openai import OpenAIBackend
 
         endpoint, extra = openai_options
         tokenizer = options.tokenizer or (model.path if model.is_local else None)
         return OpenAIBackend(endpoint, api=options.api, tokenizer_path=tokenizer, prompt_mode=options.prompt_mode,
-                             extra_body=extra)
+                             extra_body=extra, chat_template_kwargs=chat_template_kwargs(options))
     raise DsdrError(f"--backend {name}: unknown")
 
 
@@ -158,7 +160,7 @@ def plan_requests(benchmarks: Sequence[BenchmarkData], protocol: Protocol, backe
                     n = min(piece, phase.n - start)
                     seed = derive_seed(protocol.seed, bench.name, phase.phase, problem.id, start)
                     request = GenerationRequest(prompt, user_message, n, phase.temperature, phase.top_p,
-                                                protocol.max_tokens, seed)
+                                                protocol.max_tokens, seed, top_k=phase.top_k, min_p=phase.min_p)
                     plan.append(PlannedRequest(bench.name, problem, phase, start, request))
     return plan
 
@@ -256,7 +258,9 @@ def new_sample(planned: PlannedRequest, j: int, completion: Any) -> Sample:
         prompt=clean_text(r.prompt), completion=clean_text(completion.text),
         finish_reason=completion.finish_reason, n_prompt_tokens=completion.n_prompt_tokens,
         n_completion_tokens=completion.n_completion_tokens, temperature=r.temperature, top_p=r.top_p,
-        max_tokens=r.max_tokens, seed=completion.seed if completion.seed is not None else r.seed)
+        max_tokens=r.max_tokens, seed=completion.seed if completion.seed is not None else r.seed,
+        reasoning=None if completion.reasoning is None else clean_text(completion.reasoning),
+        n_reasoning_tokens=completion.n_reasoning_tokens)
 
 
 def _collect(plan: Sequence[PlannedRequest], results: list[tuple[int, RequestResult]], done: set[SampleKey],

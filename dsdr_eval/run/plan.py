@@ -42,6 +42,7 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
     """Resolve the options; every check that needs no model or engine is made here, first.
     ``command``: what config.json records as the command (default ``sys.argv``)."""
     from dsdr_eval.grading.extraction import choose_extraction
+    from dsdr_eval.grading.reasoning import parse_reasoning_format
     from dsdr_eval.prompts import load_template
     from dsdr_eval.protocols import apply_overrides, protocol_file_record, resolve_protocol
     from dsdr_eval.tasks import benchmark_extraction
@@ -53,6 +54,7 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
     template = load_template(options.template)
     # every --backend openai argument is checked before anything is resolved or loaded (auto is never openai)
     openai = _openai_options(options) if options.backend == "openai" else None
+    template_kwargs = chat_template_kwargs(options)
     benchmarks = load_benchmarks(options.benchmarks, data_dir=options.data_dir, limit=options.limit,
                                  subset_seed=options.subset_seed)
     extraction = choose_extraction(options.extraction, protocol.extraction,
@@ -68,11 +70,16 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
         # a file protocol: where its definition came from (the run identity is `protocol` itself)
         **({} if options.protocol in PROTOCOLS else {"protocol_file": protocol_file_record(Path(options.protocol))}),
         "template": {"name": template.name, "text": template.text, "raw_text": template.raw_text,
-                     "mode": options.prompt_mode, "chat": None},
+                     "mode": options.prompt_mode, "chat": None,
+                     # part of the run identity (they change the prompt); absent when not given
+                     **({"chat_template_kwargs": template_kwargs} if options.chat_template_kwargs is not None else {})},
         "benchmarks": [b.to_config() for b in benchmarks],
         "subset": {"limit": options.limit, "subset_seed": options.subset_seed},
         "grading": {"timeout_s": options.grading_timeout, "workers": options.grading_workers},
         "extraction": extraction,  # the answer convention `score` reads back (not part of the run identity)
+        # how `score` splits a thinking model's reasoning from its answer (absent: auto; not identity either)
+        **({"reasoning_format": parse_reasoning_format(options.reasoning_format).spec}
+           if options.reasoning_format is not None else {}),
         "diversity": {"enabled": not options.no_diversity},
     }
     return RunPlan(Path(options.out), protocol, template, benchmarks, extraction, backend_name, model, openai, config,
@@ -86,15 +93,27 @@ def _openai_options(options: RunOptions) -> tuple[Any, dict[str, Any] | None]:
 
     if not split_base_urls(options.base_url):
         raise DsdrError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-    extra = None
-    if options.extra_body:
-        try:
-            extra = json.loads(options.extra_body)
-        except json.JSONDecodeError as exc:
-            raise DsdrError(f"--extra-body: invalid JSON ({exc})") from None
-        if not isinstance(extra, dict):
-            raise DsdrError("--extra-body: expected a JSON object")
+    extra = _json_object(options.extra_body, "--extra-body") if options.extra_body else None
     return endpoint_config(options, MODEL_ENDPOINT, model=options.model), extra
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    """The JSON object an option's value spells; a one-line DsdrError naming the option otherwise."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DsdrError(f"{option}: invalid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DsdrError(f"{option}: expected a JSON object")
+    return value
+
+
+def chat_template_kwargs(options: RunOptions) -> dict[str, Any]:
+    """``--chat-template-kwargs JSON``: extra variables of the chat template (e.g. ``{"enable_thinking":
+    false}``), checked: a JSON object; {} when not given."""
+    if options.chat_template_kwargs is None:
+        return {}
+    return _json_object(options.chat_template_kwargs, "--chat-template-kwargs")
 
 
 def _auto_choice(requested: str, benchmarks: list[Any], protocol: Any) -> Any:

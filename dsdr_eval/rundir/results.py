@@ -168,6 +168,12 @@ class BenchmarkResults:
     status_counts: Mapping[str, int] = field(default_factory=dict)
     mean_completion_tokens: float | None = None
     truncated_fraction: float | None = None
+    # thinking models (issue 33): share of unclosed reasoning, mean reasoning / answer tokens, and how
+    # many extracted answers each grading rule changed
+    unclosed_reasoning_fraction: float | None = None
+    mean_reasoning_tokens: float | None = None
+    mean_answer_tokens: float | None = None
+    answers_changed_by_rule: Mapping[str, int] = field(default_factory=dict)
     diversity: DiversityResults | None = None
     judge: JudgeResults | None = None
 
@@ -182,6 +188,13 @@ class BenchmarkResults:
             status_counts={str(k): fields.count(v, f"{where}.status_counts.{k}") or 0 for k, v in status.items()},
             mean_completion_tokens=fields.number(entry.get("mean_completion_tokens"), f"{where}.mean_completion_tokens"),
             truncated_fraction=fields.fraction(entry.get("truncated_fraction"), f"{where}.truncated_fraction"),
+            unclosed_reasoning_fraction=fields.fraction(entry.get("unclosed_reasoning_fraction"),
+                                                        f"{where}.unclosed_reasoning_fraction"),
+            mean_reasoning_tokens=fields.number(entry.get("mean_reasoning_tokens"), f"{where}.mean_reasoning_tokens"),
+            mean_answer_tokens=fields.number(entry.get("mean_answer_tokens"), f"{where}.mean_answer_tokens"),
+            answers_changed_by_rule={str(k): fields.count(v, f"{where}.answers_changed_by_rule.{k}") or 0
+                                     for k, v in fields.obj(entry.get("answers_changed_by_rule") or {},
+                                                            f"{where}.answers_changed_by_rule").items()},
             diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
                        if entry.get("diversity") is not None else None),
             judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None)

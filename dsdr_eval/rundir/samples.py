@@ -67,6 +67,8 @@ _OPTIONAL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "temperature": (lambda v: is_finite_number(v) and v >= 0, "a finite number >= 0 or null"),
     "top_p": (lambda v: is_finite_number(v) and 0 < v <= 1, "a number in (0, 1] or null"),
     "finish_reason": (lambda v: isinstance(v, str), "a string or null"),
+    "reasoning": (lambda v: isinstance(v, str), "a string or null"),
+    "n_reasoning_tokens": (_nonneg_int, "a non-negative integer or null"),
     "problem": (lambda v: isinstance(v, str), "a string or null"),
     "prompt": (lambda v: isinstance(v, str), "a string or null"),
 }
@@ -94,6 +96,10 @@ class Sample:
     top_p: float | None
     max_tokens: int | None
     seed: int | None
+    # a thinking model's reasoning when its source gave it apart from the completion (a server's
+    # reasoning_content, an importer's split) and its token count; written only when recorded
+    reasoning: str | None = None
+    n_reasoning_tokens: int | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # any other field, carried through as read
     absent: frozenset[str] = frozenset()  # schema fields the line did not have (not written back)
     line: int | None = field(default=None, compare=False)  # line number in the file it was read from
@@ -103,13 +109,16 @@ class Sample:
         return SampleKey(self.benchmark, self.phase, self.problem_id, self.sample_idx)
 
     def to_json(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in SCHEMA_FIELDS if name not in self.absent}
+        out = {name: getattr(self, name) for name in SCHEMA_FIELDS if name not in self.absent
+               and not (name in WRITTEN_WHEN_RECORDED and getattr(self, name) is None)}
         out.update(self.extra)
         return out
 
 
 SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not in ("extra", "absent", "line"))
-GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class")
+WRITTEN_WHEN_RECORDED = frozenset({"reasoning", "n_reasoning_tokens"})  # a null is not written: most models do not reason
+GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class", "reasoning_state",
+                "answer_span", "changed_by")
 
 
 @dataclass(frozen=True)
@@ -123,10 +132,22 @@ class GradedSample:
     extracted: str | None = None
     extraction: str | None = None
     grade_note: str | None = None
+    # dsdr_eval.grading.reasoning: "none" | "closed" | "unclosed"; the graded slice [start, end) of the
+    # completion; the rules that changed the extracted answer from the whole completion's (issue 33).
+    # None in a file graded before them.
+    reasoning_state: str | None = None
+    answer_span: tuple[int, int] | None = None
+    changed_by: tuple[str, ...] | None = None
 
     @property
     def key(self) -> SampleKey:
         return self.sample.key
+
+    @property
+    def answer_text(self) -> str:
+        """The graded part of the completion (the whole completion in a file graded before issue 33)."""
+        completion = self.sample.completion
+        return completion if self.answer_span is None else completion[self.answer_span[0]:self.answer_span[1]]
 
     @property
     def line(self) -> int | None:
@@ -135,6 +156,8 @@ class GradedSample:
     def to_json(self) -> dict[str, Any]:
         out = self.sample.to_json()
         out.update((name, getattr(self, name)) for name in GRADE_FIELDS)
+        for name in ("answer_span", "changed_by"):
+            out[name] = None if out[name] is None else list(out[name])
         return out
 
 
@@ -251,7 +274,8 @@ def parse_sample(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
     rest = _replace_surrogates({k: v for k, v in row.items() if k not in _IDENTITY_FIELDS}, "", where, replaced)
     values = {name: rest.pop(name, None) for name in SCHEMA_FIELDS if name not in _IDENTITY_FIELDS}
     values["sample_idx"] = sample_idx if values["sample_idx"] is None else values["sample_idx"]
-    absent = frozenset(name for name in SCHEMA_FIELDS if name not in row and name not in ("phase", "sample_idx"))
+    absent = frozenset(name for name in SCHEMA_FIELDS if name not in row and name not in ("phase", "sample_idx")
+                       and name not in WRITTEN_WHEN_RECORDED)  # those: absent = null, never written
     if benchmark is None:
         absent |= {"benchmark"}  # null = not given: the "default" benchmark everywhere, not written back
     return Sample(benchmark=benchmark or DEFAULT_BENCHMARK, problem_id=problem_id, phase=phase or SAMPLING,
@@ -268,11 +292,25 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
               "answer_class": (lambda v: v is None or _nonneg_int(v), "a non-negative integer or null"),
               "extracted": (lambda v: v is None or isinstance(v, str), "a string or null"),
               "extraction": (lambda v: v is None or isinstance(v, str), "a string or null"),
-              "grade_note": (lambda v: v is None or isinstance(v, str), "a string or null")}
+              "grade_note": (lambda v: v is None or isinstance(v, str), "a string or null"),
+              "reasoning_state": (lambda v: v is None or isinstance(v, str), "a string or null"),
+              "answer_span": (lambda v: v is None or (isinstance(v, list) and len(v) == 2 and all(map(_nonneg_int, v))
+                                                      and v[0] <= v[1] <= len(row.get("completion") or "")),
+                              "null or [start, end] within the completion"),
+              "changed_by": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                             "null or a list of rule names")}
     for name, (accepts, wanted) in checks.items():
         if not accepts(row.get(name)):
             raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(row.get(name))})")
-    return {name: row.get(name) for name in GRADE_FIELDS}
+    return _grade_values(row)
+
+
+def _grade_values(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The grading fields of a row as GradedSample holds them (JSON lists as tuples: records are frozen)."""
+    grades = {name: row.get(name) for name in GRADE_FIELDS}
+    for name in ("answer_span", "changed_by"):
+        grades[name] = None if grades[name] is None else tuple(grades[name])
+    return grades
 
 
 def parse_graded(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
@@ -292,7 +330,7 @@ def sample_of(record: Sample | GradedSample) -> Sample:
 
 def graded_from_grader(sample: Sample, row: Mapping[str, Any]) -> GradedSample:
     """A sample and the row ``grade_samples`` returned for it (trusted: our grader wrote it)."""
-    return GradedSample(sample, **{name: row.get(name) for name in GRADE_FIELDS})
+    return GradedSample(sample, **_grade_values(row))
 
 
 # ----------------------------------------------------------------------------- a whole file

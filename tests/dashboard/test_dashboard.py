@@ -418,3 +418,21 @@ def test_a_sweep_is_requested_by_its_directory(tmp_path, monkeypatch):
     # one checkpoint's run selects its sweep on the training page
     at = open_page(runs, "training", monkeypatch, run="dapo/s1/sweep/step_000012")
     assert at.multiselect(key="sweep_runs").value == ["dapo/s1/sweep"]
+
+
+def test_samples_page_shows_a_thinking_model_s_reasoning_apart_and_its_truncated_status(tmp_path, monkeypatch):
+    """Issue 33: the graded answer part and the reasoning in separate blocks; status truncated has its
+    own label (not 'ungraded')."""
+    from dsdr_eval.grading import grade_samples
+
+    runs = tmp_path / "runs"
+    rows = [{"benchmark": "math500", "problem_id": "p0", "sample_idx": i, "phase": "sampling", "problem": "Q",
+             "gold": "1", "completion": text} for i, text in enumerate(
+                 ["<think>REASONING-TEXT</think>ANSWER-TEXT \\boxed{1}", "<think>cut REASONING-ONLY"])]
+    _write_graded(runs / "a", grade_samples(rows, workers=1, progress=False))
+    at = open_page(runs, "samples", monkeypatch)
+    labels = [e.label for e in at.expander]
+    assert "#0 [sampling] correct" in labels[0] and "#1 [sampling] truncated" in labels[1]
+    assert "reasoning unclosed" in labels[1]
+    code = [c.value for c in at.code]
+    assert "ANSWER-TEXT \\boxed{1}" in code and "<think>REASONING-TEXT</think>" in code

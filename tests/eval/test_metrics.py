@@ -75,7 +75,7 @@ def test_compute_metrics_definitions():
     assert entry["maj@k"]["64"] == pytest.approx(np.mean(correct.sum(1) > 32))  # 2 classes: strict majority (ties -> first)
     assert entry["status_counts"] == {"correct": int(correct.sum() + correct[:, 0].sum()),
                                       "incorrect": int((~correct).sum() + (~correct[:, 0]).sum()),
-                                      "no_answer": 0, "timeout": 0, "error": 0}
+                                      "no_answer": 0, "truncated": 0, "timeout": 0, "error": 0}
     assert entry["mean_completion_tokens"] == pytest.approx(np.mean([100 + s for s in range(64)] * 12 + [100] * 12))
     assert entry["truncated_fraction"] == pytest.approx(24 / (12 * 65))
     assert metrics["provenance"]["seed"] == 3 and metrics["provenance"]["bootstrap"] == 200

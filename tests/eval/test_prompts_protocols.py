@@ -288,7 +288,7 @@ BAD_PROTOCOL_FILES = [
     ("phases-empty", "p.yaml", "name: x\nmax_tokens: 64\nphases: []\n", "p.yaml:phases: must be a non-empty list"),
     ("unknown-field", "p.yaml", f"name: x\nmax_token: 64\nphases: [{_GOOD_PHASE}]\n", "p.yaml:max_token: unknown field"),
     ("unknown-phase-field", "p.yaml", "name: x\nmax_tokens: 64\nphases: [{phase: sampling, n: 4, temperature: 1, "
-     "top_p: 1, top_k: 20}]\n", "p.yaml:phases[0].top_k: unknown field"),
+     "top_p: 1, top_a: 20}]\n", "p.yaml:phases[0].top_a: unknown field"),
     ("seed-negative", "p.yaml", f"name: x\nseed: -1\nmax_tokens: 64\nphases: [{_GOOD_PHASE}]\n",
      "p.yaml:seed: must be >= 0"),
     ("not-a-mapping", "p.yaml", "- just\n- a list\n", "p.yaml: expected a mapping"),

@@ -33,6 +33,9 @@ Behaviours (strings):
   after the headers; ``"trickle_head"``: the whole response, status line and headers included,
   one byte every ``trickle_s`` (each byte within any per-read timeout, so only a bound on the
   whole attempt ends them; the server stops trickling when the client hangs up or it is stopped).
+* ``reasoning=fn``: ``fn(body)`` returns ``(reasoning, finish_reason)`` or None; a chat answer then
+  carries ``message.reasoning_content`` (vLLM's reasoning parsers) and ``usage.completion_tokens_details
+  .reasoning_tokens``, as a thinking model's server answers.
 * ``"echo_auth"``: 400 whose error message contains the request's Authorization header (checks
   that clients redact the key from their error messages).
 
@@ -87,10 +90,11 @@ class FaultServer:
                  reply: str | Callable[[dict], str] = "ok", delay_s: float = 5.0,
                  retry_after: str | None = None, model: str = "fault-model",
                  accept_formats: Iterable[str] | None = None, schema_reply: bool = False,
-                 trickle_s: float = 2.0):
+                 trickle_s: float = 2.0, reasoning: Callable[[dict], "tuple[str, str] | None"] | None = None):
         self._script: deque[str] = deque(script)
         self.accept_formats = None if accept_formats is None else frozenset(accept_formats)
         self.schema_reply = schema_reply
+        self.reasoning = reasoning
         self.default = default
         self.reply = reply
         self.delay_s = delay_s
@@ -220,8 +224,12 @@ def _completion_payload(server: FaultServer, path: str, body: dict) -> dict:
     n = body.get("n") or 1
     text = server.reply_text(body)
     created = int(time.time())
+    thought = server.reasoning(body) if server.reasoning is not None else None
     if path == "/v1/chat/completions":
-        choices = [{"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if thought is not None:  # as vLLM's reasoning parsers answer: the reasoning beside the content
+            message["reasoning_content"] = thought[0]
+        choices = [{"index": i, "message": dict(message), "finish_reason": thought[1] if thought else "stop",
                     "logprobs": None} for i in range(int(n))]
         obj = "chat.completion"
     else:
@@ -229,8 +237,17 @@ def _completion_payload(server: FaultServer, path: str, body: dict) -> dict:
         obj = "text_completion"
     return {"id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": obj, "created": created,
             "model": body.get("model", server.model), "choices": choices,
-            "usage": {"prompt_tokens": 1, "completion_tokens": max(1, len(text.split())),
-                      "total_tokens": 1 + max(1, len(text.split()))}}
+            "usage": _usage(text, thought[0] if thought else None)}
+
+
+def _usage(text: str, thought: str | None) -> dict:
+    """Word counts as token counts; a reasoning's words are completion tokens too (as OpenAI counts them)."""
+    reasoning = len(thought.split()) if thought is not None else 0
+    completion = max(1, len(text.split()) + reasoning)
+    usage: dict[str, Any] = {"prompt_tokens": 1, "completion_tokens": completion, "total_tokens": 1 + completion}
+    if thought is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
 
 
 def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
