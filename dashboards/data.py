@@ -219,18 +219,19 @@ DEFAULT_COMPARISON = ("dsdr", "grpo")
 
 
 def default_selection(names: list[str], algos: dict[str, str | None], count: int = 4) -> list[str]:
-    """Names to preselect: the first run (in ``names`` order: the lowest seed) of each algorithm of
-    DEFAULT_COMPARISON when every one is present, else one run per algorithm when the runs say theirs,
-    else the first ``count``."""
-    firsts: dict[str, str] = {}
+    """Names to preselect: when runs of every algorithm of DEFAULT_COMPARISON are there, up to ``count`` of
+    them, taking each algorithm's runs in turn (in ``names`` order: lowest seed first), so the method and its
+    baseline are side by side; else one run per algorithm when the runs say theirs; else the first ``count``."""
+    by_algo: dict[str, list[str]] = {}
     for name in names:
         algo = algos.get(name)
         if algo is not None:
-            firsts.setdefault(algo, name)
-    if all(algo in firsts for algo in DEFAULT_COMPARISON):
-        return [firsts[algo] for algo in DEFAULT_COMPARISON]
-    if len(firsts) > 1:
-        return list(firsts.values())[:count]
+            by_algo.setdefault(algo, []).append(name)
+    if all(algo in by_algo for algo in DEFAULT_COMPARISON):
+        turns = itertools.zip_longest(*(by_algo[algo] for algo in DEFAULT_COMPARISON))
+        return [name for turn in turns for name in turn if name is not None][:count]
+    if len(by_algo) > 1:
+        return [runs[0] for runs in by_algo.values()][:count]
     return names[:count]
 
 

@@ -397,11 +397,18 @@ def test_default_selection_is_the_papers_comparison_not_the_first_names(tmp_path
     runs = tmp_path / "runs"
     _ablation_tree(runs)
     at = open_page(runs, "training", monkeypatch)
-    assert at.multiselect(key="train_runs").value == ["dsdr/s0/train", "grpo/s0/train"]
-    assert at.multiselect(key="sweep_runs").value == ["dsdr/s0/sweep", "grpo/s0/sweep"]
+    assert at.multiselect(key="train_runs").value == ["dsdr/s0/train", "grpo/s0/train", "dsdr/s1/train",
+                                                      "grpo/s1/train"]
+    assert at.multiselect(key="sweep_runs").value == ["dsdr/s0/sweep", "grpo/s0/sweep", "dsdr/s1/sweep",
+                                                      "grpo/s1/sweep"]
     at = open_page(runs, "evaluation", monkeypatch)  # a sweep's runs inherit its training run's algorithm
-    assert at.multiselect(key="eval_runs").value == ["dsdr/s0/sweep/step_000006", "grpo/s0/sweep/step_000006"]
-    # without algorithms recorded, the first runs by name, as before
+    assert at.multiselect(key="eval_runs").value == ["dsdr/s0/sweep/step_000006", "grpo/s0/sweep/step_000006",
+                                                     "dsdr/s0/sweep/step_000012", "grpo/s0/sweep/step_000012"]
+    # the method and its baseline in turns, whatever else sorts first; one of each when one is alone
+    algos = {"a": "grpo", "b": "dapo", "c": "dsdr", "d": "grpo", "e": "grpo"}
+    assert data.default_selection(list(algos), algos) == ["c", "a", "d", "e"]
+    assert data.default_selection(list(algos), algos, count=2) == ["c", "a"]
+    # without algorithms recorded, the first runs by name, as before; without both, one run per algorithm
     assert data.default_selection(["a", "b", "c", "d", "e"], {}) == ["a", "b", "c", "d"]
     assert data.default_selection(["a", "b", "c"], {"a": "dapo", "b": "dapo", "c": "darling"}) == ["a", "c"]
 
