@@ -236,12 +236,17 @@ def test_report_skips_missing_figures_and_says_so(fixture_runs, tmp_path):
     assert (foreign / "notes.txt").read_text() == "mine"
 
 
-def test_avg_metric_falls_back_to_avg_n_with_few_rollouts(tmp_path, data_dir):
+def _few_rollouts_run(tmp_path: Path, data_dir: Path) -> Path:
+    """A scored math500 run with n = 4 < 16 sampling rollouts per problem (the table falls back to Avg@n)."""
     quick = {"name": "quick", "phases": [{"phase": "pass1", "n": 1, "temperature": 0.1, "top_p": 0.9},
                                          {"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9}],
              "max_tokens": 256, "seed": 0}
-    run_dir = make_scored_run(tmp_path / "quick", data_dir, label="quick", accuracy=0.5, protocol=quick,
-                              benchmarks={"math500": 4})
+    return make_scored_run(tmp_path / "quick", data_dir, label="quick", accuracy=0.5, protocol=quick,
+                           benchmarks={"math500": 4})
+
+
+def test_avg_metric_falls_back_to_avg_n_with_few_rollouts(tmp_path, data_dir):
+    run_dir = _few_rollouts_run(tmp_path, data_dir)
     run = load_run(run_dir)
     metric, notes = tables.choose_avg_metric([run], "auto")
     assert metric == "avg@n" and "not the paper's Avg@16" in notes[0]
@@ -254,11 +259,7 @@ def test_avg_metric_falls_back_to_avg_n_with_few_rollouts(tmp_path, data_dir):
 def test_published_rows_fill_the_avg_n_column_with_the_papers_avg16(tmp_path, data_dir):
     # n < 16: the table's second column is Avg@n, and the note says the published rows show the paper's
     # Avg@16 there; the cells must then hold those printed values, not "-" (the paper has no avg@n)
-    quick = {"name": "quick", "phases": [{"phase": "pass1", "n": 1, "temperature": 0.1, "top_p": 0.9},
-                                         {"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9}],
-             "max_tokens": 256, "seed": 0}
-    run_dir = make_scored_run(tmp_path / "quick", data_dir, label="quick", accuracy=0.5, protocol=quick,
-                              benchmarks={"math500": 4})
+    run_dir = _few_rollouts_run(tmp_path, data_dir)
     raw = json.loads((Path(tables.__file__).parents[1] / "data" / "paper_table1.json").read_text())
     block = next(b for b in raw["blocks"] if b["id"] == "qwen3-4b")
     table = tables.build_table1([load_run(run_dir)], reference.select_reference("paper:qwen3-4b"), avg_metric="avg@n")
