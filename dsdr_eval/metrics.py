@@ -39,7 +39,7 @@ import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -47,7 +47,7 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import status_counts
 from dsdr_eval.grading.grade import ANSWER_RULES
 from dsdr_eval.grading.reasoning import NO_REASONING, UNCLOSED
-from dsdr_eval.rundir.samples import PASS1, SAMPLING, GradedSample, as_graded, iter_by_problem
+from dsdr_eval.rundir.samples import PASS1, SAMPLING, GradedSample, as_graded
 
 AVG_AT = (16, 64)
 TABLE1_BENCHMARKS = ("aime24", "aime25", "math500", "minerva", "olympiadbench")  # DSDR paper Table 1
@@ -86,6 +86,15 @@ def majority_correct(classes: list[int | None], correct: list[bool]) -> bool:
 
 
 Grouped = dict[str, dict[str, dict[str, list[GradedSample]]]]
+
+
+def iter_by_problem(records: Iterable[Any]) -> Iterator[tuple[tuple[str, str, str], list[Any]]]:
+    """((benchmark, phase, problem_id), records sorted by sample_idx) in order of first appearance."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for record in records:
+        groups.setdefault(record.key[:3], []).append(record)
+    for group, members in groups.items():
+        yield group, sorted(members, key=lambda r: r.key.sample_idx)
 
 
 def _group(records: Iterable[GradedSample]) -> Grouped:

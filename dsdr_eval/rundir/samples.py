@@ -496,12 +496,3 @@ class SamplesFile:
         self.samples.extend(numbered)
         for sample in numbered:  # the checks a later read of the file would make
             self._checks.add(sample, sample.line)
-
-
-def iter_by_problem(records: Iterable[Any]) -> Iterator[tuple[tuple[str, str, str], list[Any]]]:
-    """((benchmark, phase, problem_id), records sorted by sample_idx) in order of first appearance."""
-    groups: dict[tuple[str, str, str], list[Any]] = {}
-    for record in records:
-        groups.setdefault(record.key[:3], []).append(record)
-    for group, members in groups.items():
-        yield group, sorted(members, key=lambda r: r.key.sample_idx)

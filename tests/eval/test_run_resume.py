@@ -319,7 +319,9 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
     def no_read_back(*args, **kwargs):
         raise AssertionError("graded.jsonl was read back within the run")
 
-    monkeypatch.setattr(diversity_run, "read_graded", no_read_back)
+    # the two ways the diversity stage reads graded.jsonl: its index pass and its per-problem pass
+    monkeypatch.setattr(diversity_run, "iter_records", no_read_back)
+    monkeypatch.setattr(diversity_run, "iter_jsonl_numbered", no_read_back)
     monkeypatch.setattr(diversity_run, "_resolve_encoder", lambda encoder, **kwargs: BagOfWordsEncoder())
     out = tmp_path / "run"
     with FaultServer(reply="The answer is \\boxed{42}.") as server:
