@@ -69,7 +69,7 @@ class Phase:
     # sampling uses them (Qwen3: top-k 20); the paper's protocols leave both off
     top_k: int | None = 0
     min_p: float | None = 0.0
-    strict: InitVar[bool] = True  # False: a record read back (from_record), values may be unknown
+    strict: InitVar[bool] = True  # False: a record read back (from_record); dataclasses.replace checks again
 
     def __post_init__(self, strict: bool) -> None:
         if not strict:
@@ -118,7 +118,7 @@ class Protocol:
     max_tokens: int | None
     seed: int | None = 0
     extraction: str = DEFAULT_EXTRACTION  # answer convention (not in to_config: grading only)
-    strict: InitVar[bool] = True  # False: a record read back (from_record), values may be unknown
+    strict: InitVar[bool] = True  # False: a record read back (from_record); dataclasses.replace checks again
 
     def __post_init__(self, strict: bool) -> None:
         if not strict:
