@@ -1,7 +1,7 @@
 """The walk of ``dsdr-eval run``'s arguments through the code (issue 32), measured on a real run.
 
-Runs ``dsdr_eval.cli.main(["run", ...])`` on two math500 problems with a fake engine (every rollout
-answers ``\\boxed{1}``) under ``sys.setprofile`` and lists the dsdr_eval functions in order of their
+Runs ``dsdr_eval.cli.main(["run", ...])`` on two math500 problems with a fake engine (tests/helpers/fake_engine.py:
+every rollout answers ``\\boxed{1}``) under ``sys.setprofile`` and lists the dsdr_eval functions in order of their
 first call. Two readings of "a stop":
 
 * ``args`` (default): a function given the run's arguments or what they are resolved into (the argparse
@@ -22,7 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "dsdr_eval"
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "dsdr_eval"
+sys.path.insert(0, str(REPO / "tests"))
+from helpers.fake_engine import BoxedOne  # noqa: E402
+
 PIPELINE = ("cli/run.py", "run/", "api/")
 CARRIERS = {"Namespace", "RunOptions", "RunPlan", "Resume"}
 
@@ -38,35 +42,11 @@ def _in_pipeline(module: str | None) -> bool:
     return module is not None and any(module == p or (p.endswith("/") and module.startswith(p)) for p in PIPELINE)
 
 
-def _fake_engine(name: str):
-    from dsdr_eval.backends.base import Backend, Completion, RequestResult
-
-    class BoxedOne(Backend):
-        def __init__(self) -> None:
-            self.name = name
-
-        def render(self, template, problem):
-            return problem, problem
-
-        def batch_capacity(self):
-            return 8
-
-        def generate(self, requests, batches, on_results):
-            for batch in batches:
-                on_results([(i, RequestResult(tuple(Completion("so \\boxed{1}", "stop", 5, 3, requests[i].seed)
-                                                    for _ in range(requests[i].n)))) for i in batch])
-
-        def config(self):
-            return {"name": self.name, "version": "fake"}
-
-    return BoxedOne()
-
-
 def walk(mode: str, data_dir: str | None) -> tuple[int, list[tuple[str, str]]]:
     import dsdr_eval.run.evaluation as evaluation
     from dsdr_eval.cli import main
 
-    evaluation.make_backend = lambda plan, options: _fake_engine(plan.backend_name)  # outside dsdr_eval: no stop
+    evaluation.make_backend = lambda plan, options: BoxedOne(plan.backend_name)  # outside dsdr_eval: no stop
     work = Path(tempfile.mkdtemp())
     (work / "model").mkdir()
     (work / "model" / "config.json").write_text("{}")
