@@ -1,4 +1,9 @@
-"""Evaluation protocols (frozen): the named ones, protocol files, and the per-request seeds.
+"""Evaluation protocols (frozen): the one model (``Phase`` / ``Protocol``), the named ones, protocol
+files, and the per-request seeds.
+
+The model is both what a run is given (``Protocol(...)``, strict: every value checked) and what a
+report reads back from a run directory (``Protocol.from_record`` of config.json's ``protocol``,
+tolerant: None = not recorded); ``comparable_key`` is what two runs must share to sit in one table.
 
 ``dsdr-paper`` is the DSDR paper's Table 3 protocol (docs/ALGORITHMS.md §5):
 * phase ``pass1``: one rollout per problem at T=0.1, top-p 0.9 -> the paper's Pass@1;
@@ -33,7 +38,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import InitVar, asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,37 +54,75 @@ _SEED_MODULUS = 2**31 - 1  # fits every engine's seed type (torch, vLLM, OpenAI 
 
 @dataclass(frozen=True)
 class Phase:
+    """One sampling phase, as a run is given it and as a report reads it back.
+
+    ``Phase(...)`` is strict: every value is checked (a run must be given a complete, valid phase).
+    ``Phase.from_record`` reads one back from config.json (or from graded.jsonl's per-sample fields)
+    tolerantly: a value the record does not hold is None ("?" in a report; ``describe``), and a
+    ``top_k`` / ``min_p`` a config.json leaves out is off, as ``to_config`` writes an off one."""
+
     phase: str  # "pass1" or "sampling" (the sample line's `phase`)
-    n: int  # rollouts per problem
-    temperature: float  # 0 = greedy
-    top_p: float
+    n: int | None  # rollouts per problem
+    temperature: float | None  # 0 = greedy
+    top_p: float | None
     # the k most likely tokens only (0 = off) and the min-p cut (0 = off): thinking models' recommended
     # sampling uses them (Qwen3: top-k 20); the paper's protocols leave both off
-    top_k: int = 0
-    min_p: float = 0.0
+    top_k: int | None = 0
+    min_p: float | None = 0.0
+    strict: InitVar[bool] = True  # False: a record read back (from_record); dataclasses.replace checks again
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, strict: bool) -> None:
+        if not strict:
+            return
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
             raise DsdrError(f"phase {self.phase}: top_k must be an integer >= 0, 0 = off (got {self.top_k})")
-        if not 0 <= self.min_p < 1:
+        if self.min_p is None or not 0 <= self.min_p < 1:
             raise DsdrError(f"phase {self.phase}: min_p must be in [0, 1), 0 = off (got {self.min_p})")
-        if self.n < 1:
+        if self.n is None or self.n < 1:
             raise DsdrError(f"phase {self.phase}: n must be >= 1 (got {self.n})")
-        if self.temperature < 0:
+        if self.temperature is None or self.temperature < 0:
             raise DsdrError(f"phase {self.phase}: temperature must be >= 0 (got {self.temperature})")
-        if not 0 < self.top_p <= 1:
+        if self.top_p is None or not 0 < self.top_p <= 1:
             raise DsdrError(f"phase {self.phase}: top_p must be in (0, 1] (got {self.top_p})")
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Phase:
+        """A phase of config.json's ``protocol.phases`` (types checked by ``rundir.result_fields.check_config``);
+        fields this model does not know are ignored."""
+        return cls(str(record["phase"]), record.get("n"), record.get("temperature"), record.get("top_p"),
+                   top_k=record.get("top_k", 0), min_p=record.get("min_p", 0.0), strict=False)
+
+    def describe(self) -> str:
+        """``pass1: n=1, T=0.1, top-p=0.9`` (+ ``, top-k=20`` / ``, min-p=0.05`` when on)."""
+        text = f"{self.phase}: n={_shown(self.n)}, T={_shown(self.temperature)}, top-p={_shown(self.top_p)}"
+        return text + "".join(f", {title}={value}" for title, value in (("top-k", self.top_k), ("min-p", self.min_p))
+                              if value)
+
+
+# What makes two phases' numbers incomparable (a report refuses to put them side by side): every
+# sampling setting of the phase. Also the order `protocol_differences` lists them in.
+PHASE_COMPARED = ("n", "temperature", "top_p", "top_k", "min_p")
+
+
+def _shown(value: Any) -> str:
+    return "?" if value is None else str(value)
 
 
 @dataclass(frozen=True)
 class Protocol:
-    name: str
-    phases: tuple[Phase, ...]
-    max_tokens: int
-    seed: int = 0
-    extraction: str = DEFAULT_EXTRACTION  # answer convention (not in to_config: grading only)
+    """What a run is given (``Protocol(...)``: strict) and what a report reads back (``from_record``:
+    tolerant, None = not recorded). ``comparable_key`` is what must match across a report's table."""
 
-    def __post_init__(self) -> None:
+    name: str | None  # None: read back from a run without config.json
+    phases: tuple[Phase, ...]
+    max_tokens: int | None
+    seed: int | None = 0
+    extraction: str = DEFAULT_EXTRACTION  # answer convention (not in to_config: grading only)
+    strict: InitVar[bool] = True  # False: a record read back (from_record); dataclasses.replace checks again
+
+    def __post_init__(self, strict: bool) -> None:
+        if not strict:
+            return
         if self.extraction not in EXTRACTION_PROFILES:
             raise DsdrError(f"protocol {self.name}: unknown extraction profile {self.extraction!r} "
                             f"(known: {', '.join(EXTRACTION_PROFILES)})")
@@ -87,8 +131,16 @@ class Protocol:
         names = [p.phase for p in self.phases]
         if len(set(names)) != len(names):
             raise DsdrError(f"protocol {self.name}: duplicate phase names {names}")
-        if self.max_tokens < 1:
+        if self.max_tokens is None or self.max_tokens < 1:
             raise DsdrError(f"protocol {self.name}: max_tokens must be >= 1 (got {self.max_tokens})")
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], *, extraction: str = DEFAULT_EXTRACTION) -> Protocol:
+        """config.json's ``protocol`` object (``to_config``'s output, of this or an older version; types
+        checked by ``rundir.result_fields.check_config``): a field it lacks is None (a phase's top_k /
+        min_p: off), a field this model does not know is ignored."""
+        return cls(record.get("name"), tuple(Phase.from_record(ph) for ph in record.get("phases") or []),
+                   record.get("max_tokens"), record.get("seed"), extraction, strict=False)
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, "phases": [_phase_config(p) for p in self.phases],
@@ -97,6 +149,14 @@ class Protocol:
     def total_samples_per_problem(self) -> int:
         return sum(p.n for p in self.phases)
 
+    def phase(self, name: str) -> Phase | None:
+        return next((p for p in self.phases if p.phase == name), None)
+
+    def comparable_key(self) -> tuple:
+        """Every sampling setting that moves a published number: each phase's PHASE_COMPARED and max tokens
+        (the name, seed and extraction profile are reported, not matched)."""
+        return (tuple(sorted((p.phase, *(getattr(p, f) for f in PHASE_COMPARED)) for p in self.phases)),
+                self.max_tokens)
 
 def _phase_config(phase: Phase) -> dict[str, Any]:
     """A phase as config.json records it: top_k / min_p only when on, so a run made before they existed

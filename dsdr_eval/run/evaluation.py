@@ -30,8 +30,7 @@ def run_evaluation(options: RunOptions, *, command: list[str] | None = None,
             outcome = nothing_to_generate(plan, resume)
             timings["load_s"] = time.perf_counter() - t_start
         else:
-            backend = (engine(plan.backend_name, plan.model) if engine is not None
-                       else make_backend(plan.backend_name, options, plan.model, plan.protocol.seed, plan.openai))
+            backend = engine(plan.backend_name, plan.model) if engine is not None else make_backend(plan, options)
             outcome = generate(plan, resume, backend, progress=not options.no_progress,
                                preload_encoder=not options.no_diversity, timings=timings, t_start=t_start)
         return finish(plan, resume, outcome, options, timings, t_start)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.options.commands import RunOptions
+from dsdr_eval.protocols import Protocol
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.run.generate import GenerationOutcome
 from dsdr_eval.run.plan import RunPlan
@@ -29,7 +30,7 @@ class RunOutcome:
     n_missing: int = 0
     out: Path | None = None  # the run directory
     backend: dict[str, Any] = field(default_factory=dict)  # config.json's backend record (name, version ...)
-    protocol: Any = None  # the dsdr_eval.protocols.Protocol the run used
+    protocol: Protocol | None = None  # the protocol the run used
 
 
 def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: RunOptions,

@@ -28,7 +28,7 @@ from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.rundir.jsonl import append_jsonl
 from dsdr_eval.rundir.samples import Sample, SampleKey, SamplesFile, clean_text
-from dsdr_eval.run.plan import BenchmarkData, RunPlan, chat_template_kwargs
+from dsdr_eval.run.plan import BenchmarkData, RunPlan
 from dsdr_eval.run.resume import Resume, add_continuation, open_samples, record_forced_without_generation
 
 FAILURES = rundir.FAILURES  # requests that failed after every retry (one line per failed sample)
@@ -104,15 +104,14 @@ def generate(plan: RunPlan, resume: Resume, backend: Any, *, progress: bool, pre
     return outcome
 
 
-def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
-                 openai_options: tuple[Any, dict[str, Any] | None] | None) -> Any:
-    """The engine ``name`` (hf, vllm, openai) for ``model``, built from the backend options."""
+def make_backend(plan: RunPlan, options: RunOptions) -> Any:
+    """The engine the plan names (hf, vllm, openai) for its model, built from the backend options."""
+    name, model, kwargs = plan.backend_name, plan.model, plan.chat_template_kwargs
     if name == "hf":
         from dsdr_eval.backends.hf import HFBackend
 
         return HFBackend(model.path, device=options.device, dtype=options.dtype, batch_size=options.batch_size,
-                         prompt_mode=options.prompt_mode, revision=model.revision,
-                         chat_template_kwargs=chat_template_kwargs(options))
+                         prompt_mode=options.prompt_mode, revision=model.revision, chat_template_kwargs=kwargs)
     if name == "vllm":
         from dsdr_eval.backends.vllm import VLLMBackend
 
@@ -120,15 +119,14 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
                            data_parallel_size=options.data_parallel_size,
                            gpu_memory_utilization=options.gpu_memory_utilization, max_model_len=options.max_model_len,
                            chunk_size=options.chunk_size, prompt_mode=options.prompt_mode, revision=model.revision,
-                           enforce_eager=options.enforce_eager, seed=protocol_seed,
-                           chat_template_kwargs=chat_template_kwargs(options))
+                           enforce_eager=options.enforce_eager, seed=plan.protocol.seed, chat_template_kwargs=kwargs)
     if name == "openai":
         from dsdr_eval.backends.openai import OpenAIBackend
 
-        endpoint, extra = openai_options
+        endpoint, extra = plan.openai
         tokenizer = options.tokenizer or (model.path if model.is_local else None)
         return OpenAIBackend(endpoint, api=options.api, tokenizer_path=tokenizer, prompt_mode=options.prompt_mode,
-                             extra_body=extra, chat_template_kwargs=chat_template_kwargs(options))
+                             extra_body=extra, chat_template_kwargs=kwargs)
     raise DsdrError(f"--backend {name}: unknown")
 
 

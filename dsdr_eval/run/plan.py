@@ -34,6 +34,7 @@ class RunPlan:
     backend_name: str
     model: Any  # dsdr_eval.models.ResolvedModel
     openai: tuple[Any, dict[str, Any] | None] | None  # --backend openai: the endpoint and --extra-body
+    chat_template_kwargs: dict[str, Any]  # --chat-template-kwargs, checked ({} when not given)
     config: dict[str, Any]
     expected: set[SampleKey]  # every sample the protocol asks for (however requests are split)
 
@@ -82,8 +83,8 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
            if options.reasoning_format is not None else {}),
         "diversity": {"enabled": not options.no_diversity},
     }
-    return RunPlan(Path(options.out), protocol, template, benchmarks, extraction, backend_name, model, openai, config,
-                   expected_keys(benchmarks, protocol))
+    return RunPlan(Path(options.out), protocol, template, benchmarks, extraction, backend_name, model, openai,
+                   template_kwargs, config, expected_keys(benchmarks, protocol))
 
 
 def _openai_options(options: RunOptions) -> tuple[Any, dict[str, Any] | None]:

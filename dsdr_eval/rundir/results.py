@@ -28,6 +28,7 @@ from typing import Any, Callable
 from dsdr_eval.rundir import result_fields as fields
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.protocols import Phase, Protocol
 from dsdr_eval.rundir.jsonl import read_json
 from dsdr_eval.rundir.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample
 
@@ -238,30 +239,14 @@ class Provenance:
         return self.record.get(key, default)
 
 
-# ----------------------------------------------------------------------------- the protocol
+# ----------------------------------------------------------------------------- the protocol and settings
 
 @dataclass(frozen=True)
-class PhaseProtocol:
-    """One sampling phase ("pass1": the single low-temperature rollout; "sampling": the n rollouts)."""
+class RunSettings:
+    """What else a run's numbers depend on, beside its ``Protocol`` (docs/ALGORITHMS.md §5: template and
+    engine version go with every score): read from config.json's ``template`` / ``backend`` /
+    ``versions``; ``source`` says where the run's protocol was read from."""
 
-    phase: str
-    n: int | None
-    temperature: float | None
-    top_p: float | None
-
-    def describe(self) -> str:
-        return f"{self.phase}: n={fmt(self.n)}, T={fmt(self.temperature)}, top-p={fmt(self.top_p)}"
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """How a run's numbers were obtained (docs/ALGORITHMS.md §5: temperature, top-p, max tokens, n,
-    seed, template and engine version go with every score). `comparable_key` is what must match
-    across a table."""
-
-    phases: tuple[PhaseProtocol, ...]
-    max_tokens: int | None = None
-    seed: int | None = None
     template_name: str | None = None
     template_sha: str | None = None  # first 12 hex of sha256 of the template text
     template_chat: bool | None = None
@@ -271,41 +256,26 @@ class Protocol:
     source: str = "config.json"  # or "graded.jsonl (config.json missing)"
 
     def comparable_key(self) -> tuple:
-        """Everything that moves a published number (seed and library versions are reported, not matched)."""
-        return (tuple(sorted(self.phases, key=lambda p: p.phase)), self.max_tokens, self.template_sha,
-                self.template_chat, self.backend)
+        """What must match across a report's table beside the protocol (library versions are reported)."""
+        return tuple(getattr(self, name) for name, _ in SETTINGS_COMPARED)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "phases": [{"phase": p.phase, "n": p.n, "temperature": p.temperature, "top_p": p.top_p}
-                       for p in self.phases],
-            "max_tokens": self.max_tokens, "seed": self.seed, "template": self.template_name,
-            "template_sha256_12": self.template_sha, "template_chat": self.template_chat,
-            "backend": self.backend, "backend_version": self.backend_version, "source": self.source,
-        }
 
-    def phase(self, name: str) -> PhaseProtocol | None:
-        return next((p for p in self.phases if p.phase == name), None)
+# The settings whose difference makes two runs incomparable (with their title in a report), in
+# `protocol_differences`' order.
+SETTINGS_COMPARED = (("template_sha", "template text"), ("template_chat", "template chat mode"), ("backend", "backend"))
 
 
 def fmt(value: Any) -> str:
     return "?" if value is None else str(value)
 
 
-def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
-    proto = config.get("protocol")
-    if not isinstance(proto, dict):
-        raise DsdrError(f"{path}: field 'protocol' missing or not an object")
-    phases = []  # config.json was checked by load_run (fields.check_config)
-    for ph in proto.get("phases") or []:
-        phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p")))
-    template = config.get("template") or {}
+def settings_from_config(config: dict[str, Any]) -> RunSettings:
+    template = config.get("template") or {}  # config.json was checked by load_run (fields.check_config)
     template = template if isinstance(template, dict) else {"name": str(template)}
     backend = config.get("backend") or {}
     backend = backend if isinstance(backend, dict) else {"name": str(backend)}
     text = template.get("text")
-    return Protocol(
-        phases=tuple(phases), max_tokens=proto.get("max_tokens"), seed=proto.get("seed"),
+    return RunSettings(
         template_name=template.get("name"),
         template_sha=None if text is None else hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:12],
         template_chat=template.get("chat"), backend=backend.get("name"), backend_version=backend.get("version"),
@@ -347,10 +317,10 @@ def protocol_from_graded(graded_path: Path) -> Protocol:
     phases = []
     for phase in sorted(per_phase):
         ns = {c for (ph, _, _), c in counts.items() if ph == phase}
-        phases.append(PhaseProtocol(phase, max(ns) if ns else None, single(per_phase[phase]["temperature"]),
-                                    single(per_phase[phase]["top_p"])))
-    return Protocol(phases=tuple(phases), max_tokens=single(max_tokens), seed=single(seeds),
-                    source="graded.jsonl (config.json missing)")
+        # a sample line records no top-k / min-p: unknown (None), never assumed off
+        phases.append(Phase(phase, max(ns) if ns else None, single(per_phase[phase]["temperature"]),
+                            single(per_phase[phase]["top_p"]), top_k=None, min_p=None, strict=False))
+    return Protocol(None, tuple(phases), single(max_tokens), single(seeds), strict=False)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -366,7 +336,8 @@ class RunResults:
     average: Aggregate | None
     average_table1: Aggregate | None
     provenance: Provenance
-    protocol: Protocol
+    protocol: Protocol  # read back tolerantly (Protocol.from_record): None = not recorded
+    settings: RunSettings
 
     @property
     def model(self) -> str | None:
@@ -378,20 +349,39 @@ class RunResults:
     def problem_counts(self) -> dict[str, int | None]:
         return {name: bench.n_problems for name, bench in self.benchmarks.items()}
 
+    def protocol_record(self) -> dict[str, Any]:
+        """report.json's ``protocol`` of this run (a phase's top_k / min_p only when on, as config.json)."""
+        p, settings = self.protocol, self.settings
+        return {
+            "phases": [{"phase": ph.phase, "n": ph.n, "temperature": ph.temperature, "top_p": ph.top_p,
+                        **{name: getattr(ph, name) for name in ("top_k", "min_p") if getattr(ph, name)}}
+                       for ph in p.phases],
+            "max_tokens": p.max_tokens, "seed": p.seed, "template": settings.template_name,
+            "template_sha256_12": settings.template_sha, "template_chat": settings.template_chat,
+            "backend": settings.backend, "backend_version": settings.backend_version, "source": settings.source,
+        }
+
     def relabel(self, label: str) -> RunResults:
         return dataclasses.replace(self, label=label)
 
 
-def _protocol(path: Path, config: dict[str, Any], provenance: Provenance) -> Protocol:
+def _protocol(path: Path, config: dict[str, Any], provenance: Provenance) -> tuple[Protocol, RunSettings]:
     if "protocol" in config:
-        protocol = protocol_from_config(config, path / rundir.CONFIG)
+        if not isinstance(config["protocol"], dict):
+            raise DsdrError(f"{path / rundir.CONFIG}: field 'protocol' missing or not an object")
+        extraction = config.get("extraction")
+        protocol = Protocol.from_record(config["protocol"],
+                                        **({"extraction": extraction} if isinstance(extraction, str) else {}))
+        settings = settings_from_config(config)
     elif (path / rundir.GRADED).exists():
-        protocol = protocol_from_graded(path / rundir.GRADED)
+        protocol, settings = protocol_from_graded(path / rundir.GRADED), RunSettings(
+            source="graded.jsonl (config.json missing)")
     else:
-        protocol = Protocol(phases=(), source="unknown (no config.json, no graded.jsonl)")
-    if not protocol.versions and provenance.versions:  # no config.json: the scorer's record of versions
-        protocol = dataclasses.replace(protocol, versions=dict(provenance.versions))
-    return protocol
+        protocol = Protocol(None, (), None, None, strict=False)
+        settings = RunSettings(source="unknown (no config.json, no graded.jsonl)")
+    if not settings.versions and provenance.versions:  # no config.json: the scorer's record of versions
+        settings = dataclasses.replace(settings, versions=dict(provenance.versions))
+    return protocol, settings
 
 
 def load_run(path: str | Path, label: str | None = None) -> RunResults:
@@ -418,11 +408,12 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
                                for name in order_benchmarks(entries)}, where)
     record = metrics.get("provenance")
     provenance = Provenance(fields.obj(record, f"{where}: provenance") if record is not None else {})
-    return RunResults(
-        path=path, label=str(label or config.get("label") or path.resolve().name), config=config,
-        benchmarks=benchmarks, average=Aggregate.read(metrics.get("average"), f"{where}: average"),
-        average_table1=Aggregate.read(metrics.get("average_table1"), f"{where}: average_table1"),
-        provenance=provenance, protocol=_protocol(path, config, provenance))
+    average = Aggregate.read(metrics.get("average"), f"{where}: average")
+    average_table1 = Aggregate.read(metrics.get("average_table1"), f"{where}: average_table1")
+    protocol, settings = _protocol(path, config, provenance)
+    return RunResults(path=path, label=str(label or config.get("label") or path.resolve().name), config=config,
+                      benchmarks=benchmarks, average=average, average_table1=average_table1,
+                      provenance=provenance, protocol=protocol, settings=settings)
 
 
 # ----------------------------------------------------------------------------- long-format rows of many runs

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.fake_engine import BoxedOne
 from helpers.fault_server import FaultServer
 from helpers.fixtures_runs import make_scored_run
 
@@ -19,7 +20,6 @@ import dsdr_eval
 from dsdr_eval.options.commands import (COMMANDS, DiversityOptions, ImportOptions, JudgeOptions, ReportOptions,
                                         RunOptions, ScoreOptions)
 from dsdr_eval.api.sweeping import eval_settings
-from dsdr_eval.backends.base import Backend, Completion, RequestResult
 from dsdr_eval.cli import build_parser, main
 from dsdr_eval.errors import DsdrError
 
@@ -186,27 +186,6 @@ def test_import_results_then_score(tmp_path):
     assert result.benchmarks["toy"].scores.at_k() == {1: 0.5, 2: 1.0}
 
 
-class _BoxedOne(Backend):
-    """A fake engine through the public ``engine=`` seam: every rollout answers \\boxed{1}."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def render(self, template, problem):
-        return problem, problem
-
-    def batch_capacity(self):
-        return 8
-
-    def generate(self, requests, batches, on_results):
-        for batch in batches:
-            on_results([(i, RequestResult(tuple(Completion("so \\boxed{1}", "stop", 5, 3, requests[i].seed)
-                                                for _ in range(requests[i].n)))) for i in batch])
-
-    def config(self):
-        return {"name": self.name, "version": "fake"}
-
-
 def test_sweep_evaluates_each_checkpoint_and_resumes(tmp_path, data_dir):
     train = tmp_path / "train"
     for step in (1, 2, 3):
@@ -217,7 +196,7 @@ def test_sweep_evaluates_each_checkpoint_and_resumes(tmp_path, data_dir):
 
     def engine(name, model):
         seen.append(Path(model.path).name)
-        return _BoxedOne(name)
+        return BoxedOne(name)
 
     keywords = dict(out=tmp_path / "sweep", benchmarks=["math500"], every=2, protocol="quick", limit=2, n=2,
                     max_tokens=8, backend="hf", data_dir=data_dir, no_diversity=True, no_progress=True,

@@ -12,7 +12,7 @@ import pytest
 import dsdr_eval
 from dsdr_eval import backends
 from dsdr_eval.backends import CPU_VLLM_MIN_TOKEN_BUDGET, Workload, choose_backend
-from dsdr_eval.backends.base import Backend
+from helpers.fake_engine import BoxedOne
 
 
 def _workload_with_budget(budget: int) -> Workload:
@@ -77,17 +77,8 @@ class _Stop(Exception):
     pass
 
 
-class _NoEngine(Backend):
+class _NoEngine(BoxedOne):
     """Renders prompts and reports its config like a backend; stops the run where generation would start."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def render(self, template, problem):
-        return problem, problem
-
-    def batch_capacity(self):
-        return 8
 
     def generate(self, requests, batches, on_results):
         raise _Stop

@@ -365,3 +365,29 @@ def test_report_carries_pass_at_128_of_a_darling_run(tmp_path):
 
     figure = charts.pass_at_k_figure(pass_at_k_records([load_run(a), load_run(b)]), "aime25", "AIME25")
     assert list(figure.layout.xaxis.tickvals) == [2 ** e for e in range(9)]
+
+
+def test_a_report_refuses_runs_differing_only_in_top_k(tmp_path, data_dir):
+    """Two runs whose protocols differ only in the sampling phase's top_k are not comparable: the report
+    refuses them and, with --allow-mixed, says so; an old config.json (no top_k) and one recording
+    top_k 0 are the same protocol. Mutant 'PHASE_COMPARED without top_k': the refusal disappears."""
+    def protocol(**sampling):
+        return {"name": "quick", "max_tokens": 256, "seed": 0,
+                "phases": [{"phase": "pass1", "n": 1, "temperature": 0.1, "top_p": 0.9},
+                           {"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9, **sampling}]}
+
+    runs = {label: make_scored_run(tmp_path / label, data_dir, label=label, accuracy=0.5, protocol=protocol(**extra),
+                                   benchmarks={"math500": 4})
+            for label, extra in (("old", {}), ("off", {"top_k": 0, "min_p": 0.0}), ("topk", {"top_k": 20}))}
+    old, off, topk = (load_run(runs[label]) for label in ("old", "off", "topk"))
+    assert protocol_differences([old, off]) == [] and old.protocol.comparable_key() == off.protocol.comparable_key()
+    assert protocol_differences([old, topk]) == ["sampling.top_k: old=0 vs topk=20"]
+    out = tmp_path / "report"
+    with pytest.raises(DsdrError, match="sampling.top_k: old=0 vs topk=20"):
+        run_report([str(runs["old"]), str(runs["topk"]), "--out", str(out), "--no-compare"])
+    assert not out.exists()
+    assert run_report([str(runs["old"]), str(runs["topk"]), "--out", str(out), "--no-compare", "--allow-mixed"]) == 0
+    readme = (out / "README.md").read_text()
+    assert "sampling: n=4, T=0.7, top-p=0.9, top-k=20" in readme and "sampling.top\\_k: old=0 vs topk=20" in readme
+    recorded = json.loads((out / "report.json").read_text())["runs"]
+    assert [r["protocol"]["phases"][1].get("top_k") for r in recorded] == [None, 20]

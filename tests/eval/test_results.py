@@ -166,8 +166,8 @@ def test_load_run_reads_every_documented_field(tmp_path):
     assert run.benchmarks["aime24"].diversity is None
     assert run.average.benchmarks == ("aime24", "math500") and run.average.scores.value("avg@n") == 0.4375
     assert run.provenance.get("bootstrap") == 50
-    assert run.protocol.versions == {"dsdr": "0.1.0"}  # no config.json: the scorer's record
-    assert run.protocol.source.startswith("unknown")
+    assert run.settings.versions == {"dsdr": "0.1.0"}  # no config.json: the scorer's record
+    assert run.settings.source.startswith("unknown")
 
 
 @pytest.mark.parametrize("entry, message", [
@@ -235,3 +235,18 @@ def test_iter_graded_and_iter_samples_yield_typed_records_or_name_file_line_fiel
     assert isinstance(first, GradedSample) and first.correct is True and first.key.phase == "sampling"
     with pytest.raises(DsdrError, match=r"graded\.jsonl:2:correct: must be true or false"):
         next(graded)
+
+
+@pytest.mark.parametrize("phase_field, message", [
+    ({"top_k": "20"}, r"config.json: protocol.phases\[0\].top_k: must be an integer or null"),
+    ({"min_p": True}, r"config.json: protocol.phases\[0\].min_p: must be a number or null"),
+])
+def test_a_config_top_k_or_min_p_of_the_wrong_type_names_file_and_field(tmp_path, phase_field, message):
+    """The protocol a report reads back (Protocol.from_record) gets checked types. Mutant 'check_config
+    leaves top_k / min_p unchecked': the run loads with a string top_k and the test fails."""
+    run = scored_run(tmp_path / "run")
+    phase = {"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9, **phase_field}
+    (run / "config.json").write_text(json.dumps({"kind": "eval", "protocol": {"name": "p", "phases": [phase],
+                                                                              "max_tokens": 64, "seed": 0}}))
+    with pytest.raises(DsdrError, match=message):
+        load_run(run)

@@ -79,3 +79,39 @@ def test_openai_requests_carry_the_protocols_top_k(tmp_path, data_dir):
         bodies = [r.body for r in server.completion_requests()]
     assert len(bodies) == 2 and all((b["top_k"], b["min_p"]) == (20, 0.05) for b in bodies)
     assert read_json(out / "config.json")["protocol"]["phases"][0]["top_k"] == 20
+
+
+def test_one_protocol_model_reads_back_what_a_run_is_given():
+    """A run's protocol and the one a report reads back from its config.json are the same model and equal;
+    a record from before top_k / min_p existed reads them as off, an unknown field is ignored, and the
+    tolerant reader keeps an unrecorded value as None where the strict constructor refuses it."""
+    from dsdr_eval.protocols import Protocol
+
+    for protocol in PROTOCOLS.values():
+        assert Protocol.from_record(protocol.to_config(), extraction=protocol.extraction) == protocol
+    old = {"name": "old", "max_tokens": 64, "seed": 3, "future_field": 1,
+           "phases": [{"phase": "sampling", "n": 4, "temperature": 0.7, "top_p": 0.9, "future_phase_field": 2}]}
+    read = Protocol.from_record(old)
+    assert read == Protocol("old", (Phase("sampling", 4, 0.7, 0.9),), 64, 3)
+    assert (read.phases[0].top_k, read.phases[0].min_p) == (0, 0.0)
+    unknown = Protocol.from_record({"phases": [{"phase": "sampling", "top_p": 0.9}]})
+    assert (unknown.name, unknown.max_tokens, unknown.seed, unknown.phases[0].n) == (None, None, None, None)
+    assert unknown.phases[0].describe() == "sampling: n=?, T=?, top-p=0.9"
+    with pytest.raises(DsdrError, match="n must be >= 1"):
+        Phase("sampling", None, 0.7, 0.9)
+    with pytest.raises(DsdrError, match="max_tokens must be >= 1"):
+        Protocol("p", (Phase("sampling", 1, 0.7, 0.9),), None)
+
+
+def test_runs_differing_only_in_top_k_or_min_p_are_not_comparable():
+    """Mutant 'comparable_key without top_k / min_p' (PHASE_COMPARED = n, temperature, top_p): fails."""
+    from dataclasses import replace
+
+    from dsdr_eval.protocols import Protocol
+
+    base = PROTOCOLS["quick"]
+    assert Protocol.from_record(base.to_config()).comparable_key() == base.comparable_key()
+    for change, shown in (({"top_k": 20}, "top-k=20"), ({"min_p": 0.05}, "min-p=0.05")):
+        other = replace(base, phases=tuple(replace(p, **change) if p.phase == "sampling" else p for p in base.phases))
+        assert other.comparable_key() != base.comparable_key(), change
+        assert shown in other.phase("sampling").describe()
