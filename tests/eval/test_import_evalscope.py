@@ -251,3 +251,18 @@ def test_repeated_samples_of_one_problem_are_its_completions(tmp_path, capsys):
     samples = read_samples(tmp_path / "run" / "samples.jsonl")
     assert [(s.problem_id, s.sample_idx) for s in samples] == [(str(first["sample_score"]["group_id"]), 0),
                                                                (str(first["sample_score"]["group_id"]), 1)]
+
+
+@pytest.mark.parametrize("model", ["qwen25-math-7b", "qwen25-14b-instruct"])
+def test_qwen_math_minerva_excerpts_of_the_issue_34_hand_check_import_as_minerva(tmp_path, data_dir, capsys, model):
+    """The Minerva lines of the issue 34 hand check (PROVENANCE.md): math_eval.py's minerva_math directory is
+    the registry's minerva, every problem is found, and each verdict is the file's own ``score``."""
+    path = REAL / model / "minerva_math" / "test_qwen25-math-cot_-1_seed0_t0.0_s0_e-1.jsonl"
+    code, out, err = _run(capsys, "import", path, "--out", tmp_path / "run", "--data-dir", data_dir)
+    assert code == 0, err
+    rows = _rows(path)
+    assert f"{len(rows)} of {len(rows)} source problems matched to the registry" in out, out
+    samples = {s.problem_id: s for s in read_samples(tmp_path / "run" / "samples.jsonl")}
+    assert {s.benchmark for s in samples.values()} == {"minerva"}
+    assert {pid: s.extra["source_correct"] for pid, s in samples.items()} == {str(r["idx"]): r["score"][0]
+                                                                              for r in rows}
