@@ -15,6 +15,9 @@ Two layouts, told apart line by line:
   prediction file of the same name under ``predictions/<model>/`` (with ``stop_reason`` and
   ``usage.reasoning_tokens``), read when it is there.
 
+The sampling settings and the evalscope version are in the output directory's one
+``configs/task_config*.yaml`` (``task_config``); the reviews themselves record none.
+
 The benchmark is the file name's ``<benchmark>`` (``math_500_Level 1`` -> ``math_500``: the longest
 underscore prefix the registry knows, else the name without its last ``_<subset>``). Answer
 extraction: evalscope's math benchmarks (math_500, aime24/25, competition_math, and gsm8k in 1.x)
@@ -30,9 +33,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.importers.source import (SourceRecord, SourceRun, as_label, checked_gold, numbered_rows, read_source,
-                                        require)
+from dsdr_eval.importers.source import (SAMPLING_SETTINGS, SourceRecord, SourceRun, as_label, checked_gold,
+                                        numbered_rows, read_source, require, setting)
 from dsdr_eval.rundir.json_values import json_type
 
 TOOL = "evalscope"
@@ -62,18 +67,51 @@ def read(path: Path, **_: Any) -> SourceRun:
     if len(layouts) > 1:
         raise DsdrError(f"{path}: lines of both evalscope layouts (chat.completion reviews and sample_score "
                         "reviews) in one file: not one review file")
-    notes = ["evalscope review files record no sampling settings (they are in configs/task_config_*.yaml): "
-             "temperature, top_p, max_tokens, seed unknown"]
+    notes: list[str] = []
+    version, sampling, details = task_config(path, notes)
     if predictions.used:
         notes.append(f"reasoning, stop reasons and reasoning tokens from {predictions.path.name} in "
                      f"predictions/{predictions.path.parent.name}/")
     early = layouts == {"early"}
     extraction = EARLY_GSM8K if early and "gsm8k" in (benchmark or "").lower() else EXTRACTION
-    return SourceRun(TOOL, None, benchmark, records, {name: None for name in ("temperature", "top_p", "max_tokens",
-                                                                              "seed")},
-                     {"layout": "chat.completion reviews (evalscope 0.x)" if early else "ReviewResult (evalscope 1.x)"},
-                     notes, sha256, verdict_field="choices.review.result" if early else "sample_score.score.value",
+    details["layout"] = "chat.completion reviews (evalscope 0.x)" if early else "ReviewResult (evalscope 1.x)"
+    return SourceRun(TOOL, version, benchmark, records, sampling, details, notes, sha256, verdict_field="choices.review.result" if early else "sample_score.score.value",
                      extraction=extraction)
+
+
+def task_config(review: Path, notes: list[str]) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(evalscope version, sampling settings, other settings) from the one ``configs/task_config*.yaml``
+    of the output directory (``<out>/configs/`` beside ``<out>/reviews/<model>/``): ``generation_config``'s
+    temperature, top_p, max_tokens (0.x: max_new_tokens) and seed, ``evalscope_version``. None where
+    it does not say; no setting at all when there is no such file, or several (a resumed run: which
+    one made these reviews is unknown), or it cannot be read."""
+    sampling: dict[str, Any] = {name: None for name in SAMPLING_SETTINGS}
+    directory = review.parent.parent.parent / "configs"
+    try:
+        found = sorted(directory.glob("task_config*.yaml")) if directory.is_dir() else []
+    except OSError:
+        found = []
+    if len(found) != 1:
+        notes.append(f"{len(found) or 'no'} configs/task_config*.yaml beside reviews/"
+                     f"{' (which one made these reviews is unknown)' if found else ''}: "
+                     "temperature, top_p, max_tokens, seed unknown")
+        return None, sampling, {}
+    try:
+        content = yaml.safe_load(read_source(found[0])[0].decode("utf-8"))
+    except Exception as exc:  # noqa: BLE001 -- any YAML, decoding or reading failure only loses the settings
+        notes.append(f"{found[0].name} not readable ({type(exc).__name__}): sampling settings unknown")
+        return None, sampling, {}
+    content = content if isinstance(content, dict) else {}
+    generation = content.get("generation_config") if isinstance(content.get("generation_config"), dict) else {}
+    max_tokens = generation.get("max_tokens", generation.get("max_new_tokens"))
+    sampling.update(temperature=setting(generation.get("temperature")), top_p=setting(generation.get("top_p")),
+                    max_tokens=setting(max_tokens, int), seed=setting(generation.get("seed"), int))
+    if generation.get("do_sample") is False:  # greedy whatever the temperature says: not the one used
+        sampling["temperature"] = None
+        notes.append(f"{found[0].name}: do_sample false (greedy): temperature left unknown")
+    version = content.get("evalscope_version")
+    details = {"task_config": found[0].name, "run_seed": setting(content.get("seed"), int)}
+    return (version if isinstance(version, str) and version else None), sampling, details
 
 
 def benchmark_name(path: Path) -> str | None:

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dsdr_eval.cli import main
 from dsdr_eval.importers.detect import file_format
@@ -266,3 +267,37 @@ def test_qwen_math_minerva_excerpts_of_the_issue_34_hand_check_import_as_minerva
     assert {s.benchmark for s in samples.values()} == {"minerva"}
     assert {pid: s.extra["source_correct"] for pid, s in samples.items()} == {str(r["idx"]): r["score"][0]
                                                                               for r in rows}
+
+
+EARLY_CONFIG = REAL / "evalscope-2025-01" / "20250117_154856" / "configs" / "task_config_46cf67.yaml"
+
+
+def test_sampling_settings_come_from_the_output_directorys_task_config(tmp_path, capsys):
+    """evalscope's own example: generation_config has do_sample false (greedy) beside temperature 1.0, so
+    the temperature is unknown; top_p and max_new_tokens are recorded; the run's seed is not a sampling seed."""
+    config = yaml.safe_load(EARLY_CONFIG.read_text(encoding="utf-8"))
+    code, out, err = _run(capsys, "import", EARLY, "--out", tmp_path / "run")
+    assert code == 0, err
+    source = _config(tmp_path / "run")["source"]
+    generation = config["generation_config"]
+    assert generation["do_sample"] is False and generation["temperature"] == 1.0
+    assert source["sampling"] == {"temperature": "unknown", "top_p": generation["top_p"],
+                                  "max_tokens": generation["max_new_tokens"], "seed": "unknown"}
+    assert source["details"]["run_seed"] == config["seed"] and "do_sample false" in out
+
+
+@pytest.mark.parametrize("case", ["two configs", "bad yaml", "none"])
+def test_without_one_readable_task_config_no_setting_is_claimed(tmp_path, capsys, case):
+    root = tmp_path / "out"
+    shutil.copytree(EARLY.parents[2], root)
+    configs = root / "configs"
+    if case == "two configs":
+        shutil.copy(configs / EARLY_CONFIG.name, configs / "task_config_000000.yaml")
+    elif case == "bad yaml":
+        (configs / EARLY_CONFIG.name).write_text("generation_config: [unclosed\n", encoding="utf-8")
+    else:
+        shutil.rmtree(configs)
+    code, out, err = _run(capsys, "import", root / EARLY.relative_to(EARLY.parents[2]), "--out", tmp_path / "run")
+    assert code == 0, err
+    sampling = _config(tmp_path / "run")["source"]["sampling"]
+    assert set(sampling.values()) == {"unknown"}, sampling
