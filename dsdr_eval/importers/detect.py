@@ -25,6 +25,7 @@ _SIGNATURES: tuple[tuple[str, tuple[frozenset[str], ...]], ...] = (
     (evalscope.TOOL, evalscope.EARLY_KEYS + evalscope.CURRENT_KEYS),
 )
 _BATCH_INPUT = frozenset({"custom_id", "body"})
+_EVALSCOPE_PREDICTION = frozenset({"index", "model_output"})
 
 
 def _first_keys(path: Path) -> set[str] | None:
@@ -110,8 +111,7 @@ def resolve(tool: str, path: Path) -> str:
     if tool == AUTO:
         if detected is None:
             raise DsdrError(f"{path}: not a result file of lm-eval, lighteval, Qwen math_eval.py, verl, evalscope "
-                            "(a reviews/ file) or an OpenAI batch output" + (" (it is a batch *input* file: give the output file, with "
-                                                     "--batch-input this one)" if _is_batch_input(path) else "")
+                            "(a reviews/ file) or an OpenAI batch output" + _hint(path)
                             + "; for any other JSONL give --from jsonl and its field names")
         return detected
     if detected is not None and detected != tool and tool != "jsonl":
@@ -120,9 +120,15 @@ def resolve(tool: str, path: Path) -> str:
     return tool
 
 
-def _is_batch_input(path: Path) -> bool:
-    keys = _first_keys(path)
-    return bool(keys) and _BATCH_INPUT <= keys
+def _hint(path: Path) -> str:
+    """What a file that is no result file is, when its keys say: a batch input, an evalscope prediction."""
+    keys = _first_keys(path) or set()
+    if _BATCH_INPUT <= keys:
+        return " (it is a batch *input* file: give the output file, with --batch-input this one)"
+    if _EVALSCOPE_PREDICTION <= keys:
+        return (" (it is an evalscope *prediction* file, without verdicts or golds: give the file of the same "
+                "name under reviews/)")
+    return ""
 
 
 def _listing(found: dict[str, list[Path]]) -> str:

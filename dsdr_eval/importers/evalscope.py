@@ -75,7 +75,8 @@ def read(path: Path, **_: Any) -> SourceRun:
     early = layouts == {"early"}
     extraction = EARLY_GSM8K if early and "gsm8k" in (benchmark or "").lower() else EXTRACTION
     details["layout"] = "chat.completion reviews (evalscope 0.x)" if early else "ReviewResult (evalscope 1.x)"
-    return SourceRun(TOOL, version, benchmark, records, sampling, details, notes, sha256, verdict_field="choices.review.result" if early else "sample_score.score.value",
+    return SourceRun(TOOL, version, benchmark, records, sampling, details, notes, sha256,
+                     verdict_field="choices.review.result" if early else "sample_score.score.value",
                      extraction=extraction)
 
 
@@ -176,7 +177,7 @@ def _current(row: dict[str, Any], lineno: int, where: str, predictions: _Predict
     group = sample_score.get("group_id")
     problem_id = group if isinstance(group, (int, str)) and not isinstance(group, bool) else index
     thought, finish, tokens = _message_reasoning(row.get("messages")), None, None
-    found = predictions.get(index)
+    found = predictions.get(index, text)
     if found is not None:
         thought = thought if thought is not None else found[0]
         finish, tokens = found[1], found[2]
@@ -222,29 +223,32 @@ def _parts_text(content: Any, kind: str) -> str | None:
 
 class _PredictionFile:
     """``predictions/<model>/<same name>`` beside ``reviews/<model>/``: per ``index``, the reasoning,
-    the stop reason and the reasoning token count of its model output (an unreadable or foreign
-    file is not used: the review alone is imported)."""
+    the stop reason and the reasoning token count of its model output. A line is used only when its
+    answer text is the review's prediction (a prediction file of another run, or an unreadable one,
+    is not: the review alone is imported)."""
 
     def __init__(self, review: Path) -> None:
         model_dir = review.parent
         self.path = model_dir.parent.parent / "predictions" / model_dir.name / review.name
         self.used = False
-        self._by_index: dict[int, tuple[str | None, str | None, int | None]] | None = None
+        self._by_index: dict[int, tuple[str | None, str | None, str | None, int | None]] | None = None
 
-    def get(self, index: int) -> tuple[str | None, str | None, int | None] | None:
+    def get(self, index: int, text: str) -> tuple[str | None, str | None, int | None] | None:
         if self._by_index is None:
             self._by_index = self._load() if self.path.parent.parent.name == "predictions" else {}
         found = self._by_index.get(index)
-        self.used = self.used or found is not None
-        return found
+        if found is None or found[0] != text:
+            return None
+        self.used = True
+        return found[1:]
 
-    def _load(self) -> dict[int, tuple[str | None, str | None, int | None]]:
+    def _load(self) -> dict[int, tuple[str | None, str | None, str | None, int | None]]:
         try:
             raw, _ = read_source(self.path)
             rows = list(numbered_rows(raw, self.path))
         except DsdrError:
             return {}
-        found: dict[int, tuple[str | None, str | None, int | None]] = {}
+        found: dict[int, tuple[str | None, str | None, str | None, int | None]] = {}
         for _, row in rows:
             output = row.get("model_output") if isinstance(row.get("model_output"), dict) else {}
             choices = output.get("choices") if isinstance(output.get("choices"), list) else []
@@ -254,7 +258,8 @@ class _PredictionFile:
             stop = choices[0].get("stop_reason")
             usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
             tokens = usage.get("reasoning_tokens")
-            found[row["index"]] = (_parts_text(message.get("content"), "reasoning"),
+            found[row["index"]] = (_parts_text(message.get("content"), "text"),
+                                   _parts_text(message.get("content"), "reasoning"),
                                    _STOP_REASONS.get(stop, stop) if isinstance(stop, str) else None,
                                    tokens if _count(tokens) else None)
         return found

@@ -301,3 +301,26 @@ def test_without_one_readable_task_config_no_setting_is_claimed(tmp_path, capsys
     assert code == 0, err
     sampling = _config(tmp_path / "run")["source"]["sampling"]
     assert set(sampling.values()) == {"unknown"}, sampling
+
+
+def test_a_prediction_file_is_told_apart_from_its_review(tmp_path, capsys):
+    code, _, err = _run(capsys, "import", DEEPSEEK_PREDICTIONS, "--out", tmp_path / "run")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "evalscope *prediction* file" in err and "under reviews/" in err, err
+
+
+def test_a_prediction_file_of_another_run_lends_no_reasoning(tmp_path, data_dir, capsys):
+    """A prediction line is the review's only when its answer text is the review's prediction."""
+    root = tmp_path / "out"
+    review = root / "reviews" / "m" / DEEPSEEK.name
+    review.parent.mkdir(parents=True)
+    shutil.copy(DEEPSEEK, review)
+    predictions = _rows(DEEPSEEK_PREDICTIONS)
+    for row in predictions:
+        for part in row["model_output"]["choices"][0]["message"]["content"]:
+            if part["type"] == "text":
+                part["text"] += " (another run)"
+    _put(root / "predictions" / "m" / DEEPSEEK.name, predictions)
+    code, out, err = _run(capsys, "import", review, "--out", tmp_path / "run", "--data-dir", data_dir)
+    assert code == 0, err
+    assert all(s.reasoning is None for s in read_samples(tmp_path / "run" / "samples.jsonl"))
