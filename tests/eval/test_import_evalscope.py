@@ -91,17 +91,23 @@ def test_without_its_prediction_file_a_review_is_imported_without_reasoning(tmp_
     assert "predictions/" not in out
 
 
-@pytest.mark.parametrize("stop_reason", ["max_tokens", "model_length"])
-def test_a_stop_for_the_token_budget_is_a_length_finish(tmp_path, data_dir, capsys, stop_reason):
-    """evalscope's StopReason for a spent budget is dsdr's "length" (what truncation is counted from)."""
+def _with_predictions(tmp_path: Path, edit) -> Path:
+    """The DeepSeek review in a fresh output directory, beside its prediction lines changed by ``edit``."""
     root = tmp_path / "out"
     review = root / "reviews" / "m" / DEEPSEEK.name
     review.parent.mkdir(parents=True)
     shutil.copy(DEEPSEEK, review)
     predictions = _rows(DEEPSEEK_PREDICTIONS)
     for row in predictions:
-        row["model_output"]["choices"][0]["stop_reason"] = stop_reason
+        edit(row["model_output"]["choices"][0])
     _put(root / "predictions" / "m" / DEEPSEEK.name, predictions)
+    return review
+
+
+@pytest.mark.parametrize("stop_reason", ["max_tokens", "model_length"])
+def test_a_stop_for_the_token_budget_is_a_length_finish(tmp_path, data_dir, capsys, stop_reason):
+    """evalscope's StopReason for a spent budget is dsdr's "length" (what truncation is counted from)."""
+    review = _with_predictions(tmp_path, lambda choice: choice.update(stop_reason=stop_reason))
     code, _, err = _run(capsys, "import", review, "--out", tmp_path / "run", "--data-dir", data_dir)
     assert code == 0, err
     assert {s.finish_reason for s in read_samples(tmp_path / "run" / "samples.jsonl")} == {"length"}
@@ -311,16 +317,12 @@ def test_a_prediction_file_is_told_apart_from_its_review(tmp_path, capsys):
 
 def test_a_prediction_file_of_another_run_lends_no_reasoning(tmp_path, data_dir, capsys):
     """A prediction line is the review's only when its answer text is the review's prediction."""
-    root = tmp_path / "out"
-    review = root / "reviews" / "m" / DEEPSEEK.name
-    review.parent.mkdir(parents=True)
-    shutil.copy(DEEPSEEK, review)
-    predictions = _rows(DEEPSEEK_PREDICTIONS)
-    for row in predictions:
-        for part in row["model_output"]["choices"][0]["message"]["content"]:
+    def other_run(choice: dict) -> None:
+        for part in choice["message"]["content"]:
             if part["type"] == "text":
                 part["text"] += " (another run)"
-    _put(root / "predictions" / "m" / DEEPSEEK.name, predictions)
+
+    review = _with_predictions(tmp_path, other_run)
     code, out, err = _run(capsys, "import", review, "--out", tmp_path / "run", "--data-dir", data_dir)
     assert code == 0, err
     assert all(s.reasoning is None for s in read_samples(tmp_path / "run" / "samples.jsonl"))
