@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.importers import lighteval, lm_eval, qwen_math, verl
+from dsdr_eval.importers import evalscope, lighteval, lm_eval, qwen_math, verl
 
 AUTO = "auto"
 _FIRST_LINE_BYTES = 1 << 24  # a first line longer than 16 MB is read as far as that only
@@ -22,8 +22,10 @@ _SIGNATURES: tuple[tuple[str, tuple[frozenset[str], ...]], ...] = (
     (qwen_math.TOOL, (frozenset({"idx", "question", "code"}), frozenset({"idx", "gt", "code"}))),
     (verl.TOOL, (frozenset({"input", "output", "gts"}), frozenset({"input", "output", "score", "step"}))),
     ("openai-batch", (frozenset({"custom_id", "response"}), frozenset({"custom_id", "error"}))),
+    (evalscope.TOOL, evalscope.EARLY_KEYS + evalscope.CURRENT_KEYS),
 )
 _BATCH_INPUT = frozenset({"custom_id", "body"})
+_EVALSCOPE_PREDICTION = frozenset({"index", "model_output"})
 
 
 def _first_keys(path: Path) -> set[str] | None:
@@ -55,13 +57,15 @@ def file_format(path: Path) -> str | None:
 def directory_files(path: Path) -> dict[str, list[Path]]:
     """Per tool, the result files of an output directory (searched below it, as each tool nests them):
     lm-eval ``samples_<task>_<date>.jsonl``, lighteval ``details_<task>_<date>.parquet``, Qwen
-    ``<data_name>/<name>.jsonl`` in math_eval.py's naming, verl ``<step>.jsonl``."""
+    ``<data_name>/<name>.jsonl`` in math_eval.py's naming, verl ``<step>.jsonl``, evalscope
+    ``reviews/<model>/<benchmark>_<subset>.jsonl`` (its ``predictions/`` files are not reviews)."""
     found: dict[str, list[Path]] = {}
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         name = file.name
         tool = (lm_eval.TOOL if lm_eval.FILE_NAME.match(name) else
                 lighteval.TOOL if lighteval.FILE_NAME.match(name) else
                 verl.TOOL if verl.STEP_FILE.match(name) else
+                evalscope.TOOL if name.endswith(".jsonl") and file.parent.parent.name == "reviews" else
                 qwen_math.TOOL if name.endswith(".jsonl") and qwen_math.file_settings(name) else None)
         if tool is not None:
             found.setdefault(tool, []).append(file)
@@ -98,16 +102,16 @@ def resolve(tool: str, path: Path) -> str:
         if not found:
             raise DsdrError(f"{path}: no result files of lm-eval (samples_<task>_<date>.jsonl), lighteval "
                             "(details_<task>_<date>.parquet), Qwen math_eval.py (<data_name>/<split>_<prompt>_..."
-                            "_seed<S>_t<T>_s<a>_e<b>.jsonl) or verl (<step>.jsonl) in this directory")
+                            "_seed<S>_t<T>_s<a>_e<b>.jsonl), verl (<step>.jsonl) or evalscope (reviews/<model>/"
+                            "<benchmark>_<subset>.jsonl) in this directory")
         if len(found) > 1:
             raise DsdrError(f"{path}: holds {_listing(found)}: say which with --from")
         return next(iter(found))
     detected = file_format(path)
     if tool == AUTO:
         if detected is None:
-            raise DsdrError(f"{path}: not a result file of lm-eval, lighteval, Qwen math_eval.py, verl or an "
-                            "OpenAI batch output" + (" (it is a batch *input* file: give the output file, with "
-                                                     "--batch-input this one)" if _is_batch_input(path) else "")
+            raise DsdrError(f"{path}: not a result file of lm-eval, lighteval, Qwen math_eval.py, verl, evalscope "
+                            "(a reviews/ file) or an OpenAI batch output" + _hint(path)
                             + "; for any other JSONL give --from jsonl and its field names")
         return detected
     if detected is not None and detected != tool and tool != "jsonl":
@@ -116,9 +120,15 @@ def resolve(tool: str, path: Path) -> str:
     return tool
 
 
-def _is_batch_input(path: Path) -> bool:
-    keys = _first_keys(path)
-    return bool(keys) and _BATCH_INPUT <= keys
+def _hint(path: Path) -> str:
+    """What a file that is no result file is, when its keys say: a batch input, an evalscope prediction."""
+    keys = _first_keys(path) or set()
+    if _BATCH_INPUT <= keys:
+        return " (it is a batch *input* file: give the output file, with --batch-input this one)"
+    if _EVALSCOPE_PREDICTION <= keys:
+        return (" (it is an evalscope *prediction* file, without verdicts or golds: give the file of the same "
+                "name under reviews/)")
+    return ""
 
 
 def _listing(found: dict[str, list[Path]]) -> str:

@@ -177,7 +177,7 @@ ScoreOptions: Any = options_class("ScoreOptions", SCORE, "Every ``dsdr-eval scor
 
 # ----------------------------------------------------------------------------- import
 
-IMPORT_FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "openai-batch", "jsonl")  # dsdr_eval.importers.IMPORTERS
+IMPORT_FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "openai-batch", "evalscope", "jsonl")  # dsdr_eval.importers.IMPORTERS
 _FIELDS = "jsonl field mapping (dotted paths reach nested fields: doc.answer)"
 
 IMPORT: tuple[Option, ...] = (
