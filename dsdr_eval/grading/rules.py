@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-RULES_VERSION = "4"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
+RULES_VERSION = "5"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
 # 3: grouped_number_gold, extremes in order (ordered_list); 4: unicode_math, spacing, derivatives, equations,
-# named_values, family_parameters, companion_approximation, ordered questions (of each, systems, extremes re-read)
+# named_values, family_parameters, companion_approximation, ordered questions (of each, systems, extremes re-read);
+# 5: equation_gold
 
 RULES: dict[str, str] = {
     "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
@@ -68,6 +69,9 @@ RULES: dict[str, str] = {
                    "incorrect",
     "equations": "two equations are equal when lhs - rhs of one is a nonzero real number times the other's (terms "
                  "moved, both sides scaled), except a value (x = 5 is not 2x = 10)",
+    "equation_gold": "a gold equation whose left side is not one name (m \\frac{dv}{dt} + bv = f, MR = SRMC, "
+                     "\\frac{dx}{dt} = kx - a) is a relation: an answer that is not an equation (f, SRMC, kx - a) "
+                     "is incorrect; x = 5, f(x) = x^2 name a value, answered by 5 and x^2",
     "named_values": "'x = 6 - 5i' is its value; named items 'c = 0, b = -3' are put in the question's order by "
                     "their names",
     "family_parameters": "a solution family's one integer parameter (the letter multiplying \\pi) takes the "

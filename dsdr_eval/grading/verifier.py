@@ -17,6 +17,7 @@ import math_verify
 import sympy
 from latex2sympy2_extended import NormalizationConfig
 from math_verify.errors import TimeoutException
+from sympy.core.function import AppliedUndef
 
 from dsdr_eval.grading.answer_norm import DEFAULT_NUMERIC_REL_TOL
 from dsdr_eval.grading.budget import CallBudget
@@ -129,6 +130,8 @@ class Verifier:
         # raise_on_error=True reports each pair's timeout without ending the comparison early.
         timed_out = False
         for g, p in itertools.product(gold, pred):
+            if _relates_quantities(g) and not isinstance(p, (sympy.core.relational.Relational, sympy.And)):
+                continue  # rule equation_gold: one side of m\dot{v} + bv = f (f) is not the equation
             try:
                 with self.budget.limit():
                     equal = math_verify.verify(g, p, timeout_seconds=None, raise_on_error=True)
@@ -154,6 +157,24 @@ class Verifier:
         except (TypeError, ValueError, OverflowError):
             return False
         return abs(x - y) > 1e-4 * max(1.0, abs(x), abs(y))
+
+
+def _relates_quantities(gold) -> bool:
+    """Rule equation_gold: a gold equation whose left side is not one name (m\\dot{v} + bv = f, MR = SRMC,
+    \\dot{x} = kx - a) states a relation, not a value. math-verify reads any left side made of symbols
+    alone as an assignment and compares an answer that is no equation with the right side, which
+    grades a bare ``f`` or ``SRMC`` correct. ``x = 5``, ``f(x) = x^2``, ``m_{max} = n^2 - n - 1`` name a value."""
+    relations = gold.args if isinstance(gold, sympy.And) else (gold,)
+    return any(isinstance(r, sympy.Equality) for r in relations) and not all(
+        isinstance(r, sympy.Equality) and _one_name(r.lhs) for r in relations)
+
+
+def _one_name(expr) -> bool:
+    # a derivative (the symbol \\dot{x} of notation's derivatives rule, or sympy's Derivative) is not a
+    # name: "write down a differential equation" is not answered by its right side
+    if isinstance(expr, sympy.Symbol):
+        return not expr.name.startswith(("dot{", "ddot{"))
+    return isinstance(expr, (AppliedUndef, sympy.Indexed))
 
 
 def _is_value_equation(eq) -> bool:

@@ -47,6 +47,12 @@ CASES = [
     ("\\frac{d^{2} v_{o}}{d t^{2}}+\\frac{v_{o}}{L C}=\\frac{v_{i}}{L C}", "LC v_o' + v_o = v_i", False),
     ("y^{\\prime}+r y-r x(t)=0", "y' + r y - r x(t) = 1", False),
     ("x=5", "2x=10", False),  # a value is not an equation it solves
+    # an equation gold is answered by an equation, not by one of its sides (Qwen2.5-Math-7B, Minerva 119)
+    ("m \\frac{d v}{d t}+b v=f", "f", False), ("MR=SRMC", "SRMC", False), ("SRMC=LRMC", "LRMC", False),
+    ("I \\frac{d \\omega}{d t}+2 B \\omega=T", "T", False), ("\\frac{d x}{d t}=k x-a", "k x-a", False),
+    ("y^{\\prime}+r y-r x(t)=0", "0", False), ("a+b=7", "7", False), ("x = y = 3", "3", True),
+    ("x=5", "5", True), ("f(x)=x^{2}", "x^2", True), ("m_{1}=n^{2}-n-1", "n^2-n-1", True),
+    ("E = mc^{2}", "mc^2", True), ("MR=SRMC", "MR = SRMC", True),
     ("I(0) e^{-\\frac{t}{R C}}", "I(0)e^{-t/(RC)}", True), ("I(0) e^{-\\frac{t}{R C}}", "I(1)e^{-t/(RC)}", False),
     # named values
     ("6 - 5i", "x = 6 - 5i", True), ("6 - 5i", "z=6-5i", True), ("6 - 5i", "x = 6 + 5i", False),
