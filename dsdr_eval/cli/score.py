@@ -4,6 +4,7 @@ summary table."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,21 @@ def main(args: argparse.Namespace) -> int:
     print_summary(metrics)
     print_agreement(metrics["provenance"].get("source_agreement"), out)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")
-    return 0
+    return judge_exit_code(metrics)
+
+
+def judge_exit_code(metrics: dict[str, Any]) -> int:
+    """1 when a judge call failed (the symbolic results are written all the same; a rerun asks only what
+    is not in judge_cache.jsonl), else 0: an unavailable verdict is never silent."""
+    unavailable = sum((entry.get("judge_grading") or {}).get("n_unavailable", 0)
+                      for entry in metrics["benchmarks"].values())
+    if not unavailable:
+        return 0
+    first = (metrics["provenance"].get("judge_grading") or {}).get("calls", {}).get("first_error")
+    print(f"error: --judge-grading: {unavailable} judge verdicts unavailable (failed calls; first: {first}); "
+          "graded.jsonl and metrics.json are written with the symbolic verdicts and these judge verdicts null; "
+          "rerun to ask again", file=sys.stderr)
+    return 1
 
 
 def print_agreement(agreement: dict[str, Any] | None, out: Path | None = None) -> None:
@@ -85,6 +100,24 @@ def print_summary(metrics: dict[str, Any]) -> None:
                 numeric_columns("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
                                 "correct/incorrect/none/truncated/timeout/error"), rows)
     print_reasoning_summary(metrics)
+    print_judge_grading(metrics)
+
+
+def print_judge_grading(metrics: dict[str, Any]) -> None:
+    """The symbolic and judge verdicts side by side (% of samples), when `--judge-grading` ran."""
+    from dsdr_eval.cli.tables import Row, numeric_columns, print_table
+
+    rows = []
+    for name, entry in metrics["benchmarks"].items():
+        block = entry.get("judge_grading")
+        if block:
+            accuracy = block["accuracy"]
+            rows.append(Row([name, block["mode"], *(_fmt(accuracy[k]) for k in ("symbolic", "judge", "both", "any")),
+                             *(str(block[k]) for k in ("n_disagree", "n_asked", "n_unsure", "n_unavailable"))]))
+    if rows:
+        print_table("judge grading (% of samples; 'correct' stays the symbolic verdict)",
+                    numeric_columns("benchmark", "mode", "symbolic", "judge", "both", "any", "disagree", "asked",
+                                    "unsure", "unavailable"), rows)
 
 
 STATUS_COLUMNS = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error")
