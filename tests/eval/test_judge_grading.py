@@ -196,3 +196,25 @@ def test_judge_options_need_judge_grading(tmp_path, capsys):
     code = cli.main(["score", str(tmp_path / "samples.jsonl"), "--out", str(tmp_path / "o"),
                      "--judge-grading", "all"])
     assert code == 2 and "--judge-model MODEL" in capsys.readouterr().err
+
+
+def test_report_shows_judge_grading_only_when_it_ran(tmp_path, capsys):
+    with FaultServer(reply=scripted_judge) as server:
+        score(tmp_path, server, "all")
+    assert cli.main(["score", str(tmp_path / "samples.jsonl"), "--out", str(tmp_path / "plain"), "--workers", "1",
+                     "--bootstrap", "0", "--no-progress"]) == 0
+    graded = read_jsonl(tmp_path / "out" / "graded.jsonl")
+    expected, _ = expected_block(graded, lambda r: r["extracted"] is not None)
+    assert cli.main(["report", str(tmp_path / "out"), "--out", str(tmp_path / "report"), "--no-compare"]) == 0
+    readme = (tmp_path / "report" / "README.md").read_text()
+    assert "## Judge grading" in readme
+    section = readme.split("## Judge grading", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| out |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:7] == ["all", *(f"{100 * expected[k]:.1f}" for k in ("symbolic", "judge", "both", "any"))]
+    assert cells[7] == str(expected["n_disagree"])
+    csv_rows = (tmp_path / "report" / "judge_grading.csv").read_text().splitlines()
+    assert len(csv_rows) == 2
+    assert cli.main(["report", str(tmp_path / "plain"), "--out", str(tmp_path / "report_plain"), "--no-compare"]) == 0
+    assert "Judge grading" not in (tmp_path / "report_plain" / "README.md").read_text()
+    assert not (tmp_path / "report_plain" / "judge_grading.csv").exists()
