@@ -21,6 +21,7 @@ from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, parse_reasoning_format
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.judge_grading import OFF, check_mode, judge_disagreements_file, judge_graded, judge_metrics
+from dsdr_eval.llm_judge.answers import AnswerJudge
 from dsdr_eval.metrics import compute_metrics
 from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
 from dsdr_eval.rundir.samples import GradedSample, SamplesFile, graded_from_grader
@@ -42,7 +43,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   options: GradingOptions | None = None, seed: int = 0,
                   samples: SamplesFile | None = None, extraction: str | None = None,
-                  reasoning_format: str | None = None, judge: Any = None, judge_mode: str = OFF) -> ScoredRun:
+                  reasoning_format: str | None = None, judge: AnswerJudge | None = None,
+                  judge_mode: str = OFF) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
     The whole file is validated before any grading (``dsdr_eval.rundir.samples``); both outputs are written

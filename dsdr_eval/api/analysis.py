@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.options.commands import DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, ScoreOptions
+
+if TYPE_CHECKING:  # built inside _answer_judge, only with --judge-grading
+    from dsdr_eval.llm_judge.answers import AnswerJudge
 
 
 def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
@@ -49,7 +52,7 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
     return out, metrics
 
 
-def _answer_judge(options: ScoreOptions, out: Path) -> Any:
+def _answer_judge(options: ScoreOptions, out: Path) -> "AnswerJudge | None":
     """The ``AnswerJudge`` of ``--judge-grading rejected|all`` (its cache: OUT/judge_cache.jsonl), else
     None; the judge options only apply with it."""
     from dsdr_eval.options.endpoint import JUDGE_ENDPOINT, endpoint_config, given_endpoint_options
