@@ -100,6 +100,19 @@ def judge_metrics(graded: list[GradedSample], mode: str) -> dict[str, dict[str, 
     return {name: judge_block(records, mode) for name, records in sorted(by_benchmark.items())}
 
 
+def unavailable_message(metrics: dict[str, Any]) -> str | None:
+    """What `score` says when judge calls failed (the CLI exits 1, the API raises; the files are written
+    either way), else None: an unavailable verdict is never silent."""
+    unavailable = sum((entry.get("judge_grading") or {}).get("n_unavailable", 0)
+                      for entry in metrics["benchmarks"].values())
+    if not unavailable:
+        return None
+    first = (metrics["provenance"].get("judge_grading") or {}).get("calls", {}).get("first_error")
+    return (f"--judge-grading: {unavailable} judge verdicts unavailable (failed calls; first: {first}); graded.jsonl "
+            "and metrics.json are written with the symbolic verdicts and these judge verdicts null; score again "
+            "to ask only for those (the answered ones are in judge_cache.jsonl)")
+
+
 def judge_disagreement_records(graded: list[GradedSample]) -> list[dict[str, Any]]:
     """Every sample whose judge verdict (true/false) differs from the symbolic one, whole; the fields of
     disagreements.jsonl where they mean the same (``key, line, gold, status, extraction, extracted,
@@ -120,4 +133,4 @@ def judge_disagreements_file(graded: list[GradedSample], out_dir: Path) -> dict[
 
 
 __all__ = ["ALL", "JUDGE_DISAGREEMENTS", "MODES", "OFF", "REJECTED", "check_mode", "is_asked", "judge_block",
-           "judge_disagreement_records", "judge_disagreements_file", "judge_graded", "judge_metrics"]
+           "judge_disagreement_records", "judge_disagreements_file", "judge_graded", "judge_metrics", "unavailable_message"]

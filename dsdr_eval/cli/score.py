@@ -20,26 +20,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from dsdr_eval.api.analysis import run_score
     from dsdr_eval.cli.args import from_namespace
+    from dsdr_eval.judge_grading import unavailable_message
 
     out, metrics = run_score(from_namespace(commands.ScoreOptions, args))
     print_summary(metrics)
     print_agreement(metrics["provenance"].get("source_agreement"), out)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")
-    return judge_exit_code(metrics)
-
-
-def judge_exit_code(metrics: dict[str, Any]) -> int:
-    """1 when a judge call failed (the symbolic results are written all the same; a rerun asks only what
-    is not in judge_cache.jsonl), else 0: an unavailable verdict is never silent."""
-    unavailable = sum((entry.get("judge_grading") or {}).get("n_unavailable", 0)
-                      for entry in metrics["benchmarks"].values())
-    if not unavailable:
-        return 0
-    first = (metrics["provenance"].get("judge_grading") or {}).get("calls", {}).get("first_error")
-    print(f"error: --judge-grading: {unavailable} judge verdicts unavailable (failed calls; first: {first}); "
-          "graded.jsonl and metrics.json are written with the symbolic verdicts and these judge verdicts null; "
-          "rerun to ask again", file=sys.stderr)
-    return 1
+    failed = unavailable_message(metrics)
+    if failed:
+        print(f"error: {failed}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def print_agreement(agreement: dict[str, Any] | None, out: Path | None = None) -> None:

@@ -218,3 +218,19 @@ def test_report_shows_judge_grading_only_when_it_ran(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path / "plain"), "--out", str(tmp_path / "report_plain"), "--no-compare"]) == 0
     assert "Judge grading" not in (tmp_path / "report_plain" / "README.md").read_text()
     assert not (tmp_path / "report_plain" / "judge_grading.csv").exists()
+
+
+def test_api_raises_after_writing_when_the_judge_is_down(tmp_path):
+    import dsdr_eval
+    from dsdr_eval.errors import DsdrError
+
+    write_samples(tmp_path / "samples.jsonl")
+    with FaultServer(default="503") as server:
+        with pytest.raises(DsdrError, match="judge verdicts unavailable"):
+            dsdr_eval.score(str(tmp_path / "samples.jsonl"), out=str(tmp_path / "o"), workers=1, bootstrap=0,
+                            no_progress=True, judge_grading="rejected", judge_model=server.model,
+                            judge_base_url=[server.base_url], max_retries=0)
+    graded = read_jsonl(tmp_path / "o" / "graded.jsonl")
+    asked = [r for r in graded if not r["correct"] and r["extracted"] is not None]
+    assert asked and all(r["judge_note"].startswith("unavailable") and r["judge_verdict"] is None for r in asked)
+    assert sum(r["correct"] for r in graded) >= 1  # the symbolic verdicts are written all the same
