@@ -234,3 +234,20 @@ def test_api_raises_after_writing_when_the_judge_is_down(tmp_path):
     asked = [r for r in graded if not r["correct"] and r["extracted"] is not None]
     assert asked and all(r["judge_note"].startswith("unavailable") and r["judge_verdict"] is None for r in asked)
     assert sum(r["correct"] for r in graded) >= 1  # the symbolic verdicts are written all the same
+
+
+def test_graded_judge_fields_round_trip_and_are_checked(tmp_path):
+    from dsdr_eval.errors import DsdrError
+    from dsdr_eval.rundir.samples import read_graded
+
+    base = {"benchmark": "tiny", "problem_id": "p0", "sample_idx": 0, "gold": "5", "completion": "\\boxed{6}",
+            "extracted": "6", "status": "incorrect", "correct": False, "answer_class": 0}
+    judged = {**base, "judge_verdict": True, "judge_model": "m", "judge_note": "equivalent"}
+    write_jsonl(tmp_path / "graded.jsonl", [judged, {**base, "sample_idx": 1}])
+    first, plain = read_graded(tmp_path / "graded.jsonl")
+    assert (first.judge_verdict, first.judge_model, first.correct) == (True, "m", False)
+    assert {k: first.to_json()[k] for k in judged} == judged
+    assert "judge_verdict" not in plain.to_json()  # written only for a judged sample
+    write_jsonl(tmp_path / "bad.jsonl", [{**judged, "judge_verdict": "yes"}])
+    with pytest.raises(DsdrError, match=r"bad.jsonl:1:judge_verdict: must be true, false or null"):
+        read_graded(tmp_path / "bad.jsonl")
