@@ -144,6 +144,13 @@ def test_all_mode_metrics_against_an_independent_count(tmp_path, capsys):
     with FaultServer(reply=scripted_judge) as again:
         score(tmp_path, again, "all")
         assert again.completion_requests() == []
+    # rescoring without the judge: no judge field, block or disagreement list describes the new verdicts
+    assert cli.main(["score", str(tmp_path / "samples.jsonl"), "--out", str(tmp_path / "out"), "--workers", "1",
+                     "--bootstrap", "0", "--no-progress"]) == 0
+    assert not (tmp_path / "out" / "judge_disagreements.jsonl").exists()
+    assert "judge_verdict" not in read_jsonl(tmp_path / "out" / "graded.jsonl")[0]
+    metrics = read_json(tmp_path / "out" / "metrics.json")
+    assert "judge_grading" not in metrics["benchmarks"]["tiny"] and "judge_grading" not in metrics["provenance"]
 
 
 def test_server_failure_mid_run_keeps_symbolic_results(tmp_path, capsys):
