@@ -20,6 +20,8 @@ from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
 from dsdr_eval.grading import grade_samples, grader_provenance
 from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, parse_reasoning_format
 from dsdr_eval.rundir.jsonl import jsonl_chunks
+from dsdr_eval.judge_grading import OFF, check_mode, judge_disagreements_file, judge_graded, judge_metrics
+from dsdr_eval.llm_judge.answers import AnswerJudge
 from dsdr_eval.metrics import compute_metrics
 from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
 from dsdr_eval.rundir.samples import GradedSample, SamplesFile, graded_from_grader
@@ -41,7 +43,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   options: GradingOptions | None = None, seed: int = 0,
                   samples: SamplesFile | None = None, extraction: str | None = None,
-                  reasoning_format: str | None = None) -> ScoredRun:
+                  reasoning_format: str | None = None, judge: AnswerJudge | None = None,
+                  judge_mode: str = OFF) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
     The whole file is validated before any grading (``dsdr_eval.rundir.samples``); both outputs are written
@@ -52,7 +55,9 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``); None: the run directory's config.json
     ``"extraction"`` (written by ``run`` / ``import``), else the default ``boxed``. ``reasoning_format``:
     how completions mark their reasoning (``dsdr_eval.grading.reasoning``); None: config.json's
-    ``"reasoning_format"``, else ``auto``."""
+    ``"reasoning_format"``, else ``auto``. ``judge`` (an ``AnswerJudge``) and ``judge_mode`` (rejected, all):
+    the judge's second opinion beside the symbolic verdict (``dsdr_eval.judge_grading``), which stays
+    ``correct``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     extraction = extraction if extraction is not None else run_extraction(samples_path.parent)
     get_profile(extraction)  # an unknown profile is refused before the samples are read
@@ -69,6 +74,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                          progress=progress, options=options, extraction=extraction, reasoning_format=reasoning)
     graded = [graded_from_grader(sample, row) for sample, row in zip(records, rows)]
     grading_wall_s = time.perf_counter() - started
+    judged = judge is not None and check_mode(judge_mode) != OFF
+    graded = judge_graded(graded, judge, judge_mode) if judged else graded
 
     for message in no_answer_warnings(graded, extraction):
         warn(message)
@@ -90,6 +97,10 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         provenance["source_agreement"] = agreement
         if agreement["n_disagree"]:
             agreement["disagreements_file"] = DISAGREEMENTS
+    if judged:
+        for name, block in judge_metrics(graded, judge_mode).items():
+            metrics["benchmarks"][name]["judge_grading"] = block
+        provenance["judge_grading"] = judge.provenance(judge_mode)
     run_config = _run_config_summary(samples_path.parent)
     if run_config:
         provenance["run_config"] = run_config
@@ -102,6 +113,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         files[DISAGREEMENTS] = jsonl_chunks(disagreement_records(graded))
     elif (out_dir / DISAGREEMENTS).is_file():
         files[DISAGREEMENTS] = None
+    files.update(judge_disagreements_file(graded if judged else [], out_dir))
     return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
                                                    summary=metrics, files=files))
 

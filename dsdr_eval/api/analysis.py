@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.options.commands import DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, ScoreOptions
+
+if TYPE_CHECKING:  # built inside _answer_judge, only with --judge-grading
+    from dsdr_eval.llm_judge.answers import AnswerJudge
 
 
 def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
@@ -35,12 +38,39 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
         samples, out = path, Path(options.out)
     else:
         raise DsdrError(f"{path}: no such file or directory")
-    with rundir.writer_lock(out):  # one writer per run directory
-        metrics = score_samples(samples, out, timeout_s=options.timeout, workers=options.workers,
-                                progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
-                                options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
-                                extraction=options.extraction, reasoning_format=options.reasoning_format)
+    judge = _answer_judge(options, out)
+    try:
+        with rundir.writer_lock(out):  # one writer per run directory
+            metrics = score_samples(samples, out, timeout_s=options.timeout, workers=options.workers,
+                                    progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
+                                    options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
+                                    extraction=options.extraction, reasoning_format=options.reasoning_format,
+                                    judge=judge, judge_mode=options.judge_grading)
+    finally:
+        if judge is not None:
+            judge.close()
     return out, metrics
+
+
+def _answer_judge(options: ScoreOptions, out: Path) -> "AnswerJudge | None":
+    """The ``AnswerJudge`` of ``--judge-grading rejected|all`` (its cache: OUT/judge_cache.jsonl), else
+    None; the judge options only apply with it."""
+    from dsdr_eval.options.endpoint import JUDGE_ENDPOINT, endpoint_config, given_endpoint_options
+
+    given = (["--judge-model"] if options.judge_model else []) + given_endpoint_options(options, prefix="judge-")
+    if options.judge_grading == "off":
+        if given:
+            raise DsdrError(f"{given[0]} only applies to --judge-grading rejected|all")
+        return None
+    if not options.judge_model:
+        raise DsdrError(f"--judge-grading {options.judge_grading} needs the judge's model: --judge-model MODEL")
+    from dsdr_eval.llm_judge.answers import AnswerJudge
+    from dsdr_eval.llm_judge.cache import JudgeCache
+    from dsdr_eval.openai_api.client import OpenAICompatClient
+
+    out.mkdir(parents=True, exist_ok=True)
+    client = OpenAICompatClient(endpoint_config(options, JUDGE_ENDPOINT, model=options.judge_model, prefix="judge-"))
+    return AnswerJudge(client, cache=JudgeCache(out), progress=not options.no_progress)
 
 
 def run_import(options: ImportOptions, command: list[str]) -> Any:

@@ -101,8 +101,16 @@ def _call_record(name: str, options: Any) -> list[str]:
 @_declared(commands.SCORE)
 def score(*args: Any, **kwargs: Any) -> RunResults:
     """``dsdr-eval score``: grade a samples JSONL (``out`` required) or a run directory (in place, or
-    into ``out``) and compute Pass@k / Avg@k / maj@k with bootstrap CIs. Returns ``load_run(out)``."""
-    written, _ = run_score(ScoreOptions(**checked(commands.SCORE, "score", _bind(score, args, kwargs))))
+    into ``out``) and compute Pass@k / Avg@k / maj@k with bootstrap CIs. Returns ``load_run(out)``.
+
+    With ``judge_grading``: where the CLI exits 1 (a judge call failed), the files are written and a
+    ``DsdrError`` says how many verdicts are unavailable."""
+    from dsdr_eval.judge_grading import unavailable_message
+
+    written, metrics = run_score(ScoreOptions(**checked(commands.SCORE, "score", _bind(score, args, kwargs))))
+    failed = unavailable_message(metrics)
+    if failed:
+        raise DsdrError(f"score {written}: {failed}")
     return load_run(written)
 
 

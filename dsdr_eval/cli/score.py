@@ -4,6 +4,7 @@ summary table."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from dsdr_eval.api.analysis import run_score
     from dsdr_eval.cli.args import from_namespace
+    from dsdr_eval.judge_grading import unavailable_message
 
     out, metrics = run_score(from_namespace(commands.ScoreOptions, args))
     print_summary(metrics)
     print_agreement(metrics["provenance"].get("source_agreement"), out)
     print(f"wrote {out / rundir.GRADED} and {out / rundir.METRICS}")
-    return 0
+    failed = unavailable_message(metrics)
+    if failed:
+        print(f"error: {failed}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def print_agreement(agreement: dict[str, Any] | None, out: Path | None = None) -> None:
@@ -85,6 +90,24 @@ def print_summary(metrics: dict[str, Any]) -> None:
                 numeric_columns("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
                                 "correct/incorrect/none/truncated/timeout/error"), rows)
     print_reasoning_summary(metrics)
+    print_judge_grading(metrics)
+
+
+def print_judge_grading(metrics: dict[str, Any]) -> None:
+    """The symbolic and judge verdicts side by side (% of samples), when `--judge-grading` ran."""
+    from dsdr_eval.cli.tables import Row, numeric_columns, print_table
+
+    rows = []
+    for name, entry in metrics["benchmarks"].items():
+        block = entry.get("judge_grading")
+        if block:
+            accuracy = block["accuracy"]
+            rows.append(Row([name, block["mode"], *(_fmt(accuracy[k]) for k in ("symbolic", "judge", "both", "any")),
+                             *(str(block[k]) for k in ("n_disagree", "n_asked", "n_unsure", "n_unavailable"))]))
+    if rows:
+        print_table("judge grading (% of samples; 'correct' stays the symbolic verdict)",
+                    numeric_columns("benchmark", "mode", "symbolic", "judge", "both", "any", "disagree", "asked",
+                                    "unsure", "unavailable"), rows)
 
 
 STATUS_COLUMNS = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error")

@@ -110,11 +110,10 @@ def parse_judge_response(text: str | None) -> JudgeScores:
 
 
 def parse_equivalence(text: str | None) -> bool | None:
-    """``{"equivalent": true|false}`` -> bool; anything else -> None (undecided, never a guess)."""
+    """``{"equivalent": true|false}`` -> bool; anything else -> None (undecided, never a guess). A reply
+    with both decisions (a judge quoting a hostile solution's ``{"equivalent": true}`` before its own
+    ``false``) is undecided too: which one is the judge's is not ours to guess."""
     if not isinstance(text, str) or not text.strip():
         return None
-    for obj in _json_objects(text):
-        value = obj.get("equivalent")
-        if isinstance(value, bool):
-            return value
-    return None
+    decisions = {obj["equivalent"] for obj in _json_objects(text) if isinstance(obj.get("equivalent"), bool)}
+    return decisions.pop() if len(decisions) == 1 else None

