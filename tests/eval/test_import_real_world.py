@@ -220,3 +220,18 @@ def test_similar_text_needs_most_words_in_common_more_without_a_gold():
     assert matcher.similar(half, "907")[0] is not None  # ~0.6-0.85 of the words and the same gold: the same problem
     assert ProblemMatcher([_problem("a", text + ".", "907")]).similar(half, None) == (None, 0.0)  # no gold: 85 %
     assert ProblemMatcher([_problem("a", text + ".", "907")]).similar(text + " exactly.", None)[0].id == "a"
+
+
+QWEN_MATH_7B_MINERVA = REAL / "qwen25-math-7b" / "minerva_math" / "test_qwen25-math-cot_-1_seed0_t0.0_s0_e-1.jsonl"
+
+
+def test_an_equation_gold_is_not_answered_by_one_of_its_sides_on_a_real_file(tmp_path, capsys):
+    # Qwen2.5-Math-7B on Minerva 119 repeats the question; the flexible profile extracts its last math
+    # span, 'f', the right side of the gold m dv/dt + bv = f. math-verify alone read the gold as an
+    # assignment and graded it correct (rule equation_gold).
+    code, out, err = _run(capsys, "import", QWEN_MATH_7B_MINERVA, "--out", tmp_path / "run")
+    assert code == 0, err
+    code, out, err = _run(capsys, "score", tmp_path / "run")
+    assert code == 0, err
+    graded = {row["problem_id"]: row for row in _lines(tmp_path / "run" / "graded.jsonl")}
+    assert graded["119"]["extracted"] == "f" and graded["119"]["correct"] is False
