@@ -272,11 +272,13 @@ def _type_name(value: Any) -> str:
 def apply_overrides(protocol: Protocol, *, n: int | None = None, temperature: float | None = None,
                     top_p: float | None = None, pass1_temperature: float | None = None,
                     pass1_top_p: float | None = None, max_tokens: int | None = None,
-                    seed: int | None = None, phases: list[str] | None = None) -> Protocol:
+                    seed: int | None = None, phases: list[str] | None = None, top_k: int | None = None,
+                    min_p: float | None = None, pass1_top_k: int | None = None,
+                    pass1_min_p: float | None = None) -> Protocol:
     """Return the protocol with command-line overrides applied.
 
-    ``n``/``temperature``/``top_p`` act on the ``sampling`` phase (or on the only phase of a
-    one-phase protocol); the ``pass1_*`` ones on ``pass1``; ``phases`` keeps only the named phases.
+    ``n``/``temperature``/``top_p``/``top_k``/``min_p`` act on the ``sampling`` phase (or on the only
+    phase of a one-phase protocol); the ``pass1_*`` ones on ``pass1``; ``phases`` keeps only the named phases.
     Any override marks the name with ``+custom`` so a tweaked run never passes for the paper's."""
     new_phases: list[Phase] = []
     target_sampling = PHASE_SAMPLING if any(p.phase == PHASE_SAMPLING for p in protocol.phases) else None
@@ -285,10 +287,14 @@ def apply_overrides(protocol: Protocol, *, n: int | None = None, temperature: fl
         if is_main:
             phase = replace(phase, n=phase.n if n is None else n,
                             temperature=phase.temperature if temperature is None else temperature,
-                            top_p=phase.top_p if top_p is None else top_p)
+                            top_p=phase.top_p if top_p is None else top_p,
+                            top_k=phase.top_k if top_k is None else top_k,
+                            min_p=phase.min_p if min_p is None else min_p)
         if phase.phase == PHASE_PASS1:
             phase = replace(phase, temperature=phase.temperature if pass1_temperature is None else pass1_temperature,
-                            top_p=phase.top_p if pass1_top_p is None else pass1_top_p)
+                            top_p=phase.top_p if pass1_top_p is None else pass1_top_p,
+                            top_k=phase.top_k if pass1_top_k is None else pass1_top_k,
+                            min_p=phase.min_p if pass1_min_p is None else pass1_min_p)
         new_phases.append(phase)
     if phases is not None:
         unknown = sorted(set(phases) - {p.phase for p in new_phases})

@@ -208,11 +208,11 @@ class HFBackend(LocalTokenizerBackend):
             on_results(list(zip(batch, results)))
 
     def generate_batch(self, batch: Sequence[GenerationRequest]) -> list[RequestResult]:
-        """One :func:`hf_sample` call for requests sharing (n, temperature, top_p, max_tokens)."""
+        """One :func:`hf_sample` call for requests sharing (n, temperature, top_p, top_k, min_p, max_tokens)."""
         first = batch[0]
-        settings = {(r.n, r.temperature, r.top_p, r.max_tokens) for r in batch}
+        settings = {(r.n, r.temperature, r.top_p, r.top_k, r.min_p, r.max_tokens) for r in batch}
         if len(settings) != 1:
-            raise ValueError(f"a HF batch needs one (n, temperature, top_p, max_tokens); got {settings}")
+            raise ValueError(f"a HF batch needs one (n, temperature, top_p, top_k, min_p, max_tokens); got {settings}")
         encoded = [encode_prompt(self.tokenizer, r.prompt, chat=self._chat) for r in batch]
         spec = first.sampling_spec(tuple(self.eos_ids))
         batch_seed = derive_seed(0, *(r.seed for r in batch))

@@ -32,7 +32,7 @@ def benchmark_title(name: str) -> str:
 def protocol_differences(runs: list[RunResults]) -> list[str]:
     """Human-readable differences that make numbers incomparable (empty list: same protocol).
 
-    Compared: every phase's n / temperature / top-p, max tokens, template text and chat mode,
+    Compared: every phase's n / temperature / top-p / top-k / min-p, max tokens, template text and chat mode,
     backend name, and the problem count of each shared benchmark. Seeds and library versions are
     stated in the report but do not block it."""
     if len(runs) < 2:
@@ -47,8 +47,10 @@ def protocol_differences(runs: list[RunResults]) -> list[str]:
             if pa is None or pb is None:
                 # A run without a pass1 phase simply has no Pass@1 column; not a mismatch of numbers.
                 continue
-            for attr in ("n", "temperature", "top_p"):
+            for attr in ("n", "temperature", "top_p", "top_k", "min_p"):
                 va, vb = getattr(pa, attr), getattr(pb, attr)
+                if attr in ("top_k", "min_p") and None in (va, vb):
+                    continue  # a run without config.json does not know its cuts (samples do not record them)
                 if va != vb:
                     diffs.append(f"{name}.{attr}: {ref.label}={fmt(va)} vs {run.label}={fmt(vb)}")
         for attr, title in (("max_tokens", "max_tokens"), ("template_sha", "template text"),

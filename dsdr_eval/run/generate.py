@@ -189,7 +189,7 @@ def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: 
     rollouts = 0
     for i, planned in enumerate(plan):
         r = planned.request
-        key = (planned.benchmark, planned.phase.phase, r.n, r.temperature, r.top_p, r.max_tokens)
+        key = (planned.benchmark, planned.phase.phase, r.n, r.temperature, r.top_p, r.top_k, r.min_p, r.max_tokens)
         if current and (key != current_key or rollouts + r.n > capacity or len(current) >= max_prompts):
             batches.append(current)
             current, rollouts = [], 0

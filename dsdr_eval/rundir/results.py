@@ -248,9 +248,13 @@ class PhaseProtocol:
     n: int | None
     temperature: float | None
     top_p: float | None
+    top_k: int | None = 0  # 0 = off (config.json writes them only when on); None = unknown (no config.json)
+    min_p: float | None = 0.0
 
     def describe(self) -> str:
-        return f"{self.phase}: n={fmt(self.n)}, T={fmt(self.temperature)}, top-p={fmt(self.top_p)}"
+        cuts = "".join(f", {name}={fmt(value)}" for name, value in (("top-k", self.top_k), ("min-p", self.min_p))
+                       if value != 0)  # shown when on, or unknown
+        return f"{self.phase}: n={fmt(self.n)}, T={fmt(self.temperature)}, top-p={fmt(self.top_p)}{cuts}"
 
 
 @dataclass(frozen=True)
@@ -277,8 +281,8 @@ class Protocol:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "phases": [{"phase": p.phase, "n": p.n, "temperature": p.temperature, "top_p": p.top_p}
-                       for p in self.phases],
+            "phases": [{"phase": p.phase, "n": p.n, "temperature": p.temperature, "top_p": p.top_p,
+                        "top_k": p.top_k, "min_p": p.min_p} for p in self.phases],
             "max_tokens": self.max_tokens, "seed": self.seed, "template": self.template_name,
             "template_sha256_12": self.template_sha, "template_chat": self.template_chat,
             "backend": self.backend, "backend_version": self.backend_version, "source": self.source,
@@ -298,7 +302,8 @@ def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
         raise DsdrError(f"{path}: field 'protocol' missing or not an object")
     phases = []  # config.json was checked by load_run (fields.check_config)
     for ph in proto.get("phases") or []:
-        phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p")))
+        phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p"),
+                                    ph.get("top_k", 0), ph.get("min_p", 0.0)))
     template = config.get("template") or {}
     template = template if isinstance(template, dict) else {"name": str(template)}
     backend = config.get("backend") or {}
@@ -348,7 +353,7 @@ def protocol_from_graded(graded_path: Path) -> Protocol:
     for phase in sorted(per_phase):
         ns = {c for (ph, _, _), c in counts.items() if ph == phase}
         phases.append(PhaseProtocol(phase, max(ns) if ns else None, single(per_phase[phase]["temperature"]),
-                                    single(per_phase[phase]["top_p"])))
+                                    single(per_phase[phase]["top_p"]), top_k=None, min_p=None))  # not per sample
     return Protocol(phases=tuple(phases), max_tokens=single(max_tokens), seed=single(seeds),
                     source="graded.jsonl (config.json missing)")
 
