@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from dsdr_eval.backends.sampling import SamplingSpec
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, NO_REASONING, split_completion
 from dsdr_eval.prompts import PromptTemplate, render_prompt
 
 
@@ -122,6 +123,7 @@ class LocalTokenizerBackend(Backend):
     tokenizer: Any
     _chat: bool
     chat_template_kwargs: Mapping[str, Any] = MappingProxyType({})  # set by subclasses that take them
+    reasoning_format: str = DEFAULT_REASONING_FORMAT  # the run's --reasoning-format: which tokens reasoned
 
     @property
     def chat(self) -> bool:
@@ -130,3 +132,44 @@ class LocalTokenizerBackend(Backend):
     def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:
         return (render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat,
                               template_kwargs=self.chat_template_kwargs), template.user_message(problem))
+
+    def reasoning_tokens(self, text: str, token_ids: Sequence[int], prompt: str) -> int | None:
+        """How many of the generated ``token_ids`` (decoded: ``text``) are inline reasoning; None without one."""
+        return reasoning_token_count(text, token_ids, self._decode, self.reasoning_format, prompt)
+
+    def _decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+
+def reasoning_token_count(text: str, token_ids: Sequence[int], decode: Callable[[Sequence[int]], str],
+                          reasoning_format: str, prompt: str | None) -> int | None:
+    """The generated tokens that are not the graded answer, for a completion whose reasoning is inline
+    (``<think>...</think>``, SkyThought markers, ``end:MARKER``: ``split_completion`` with the run's
+    format and prompt, so a template that opened ``<think>`` counts from the first token); None when the
+    completion has no reasoning. A local engine has no separate reasoning count (a server's reasoning
+    parser returns one), and without this the run's mean reasoning tokens would be unknown.
+
+    Counted on the generated ids, not a re-tokenization: the answer span's ends are located with the
+    shortest prefix of ``token_ids`` whose decoding reaches them (binary search: O(log n) decodes of
+    prefixes, as the decoded length grows with the prefix). Reasoning = the tokens before the answer
+    span plus those after it (closing markers), the close tag included; an unclosed one: every token."""
+    split = split_completion(text, reasoning_format, prompt=prompt)
+    if split.state == NO_REASONING:
+        return None
+    ids = list(token_ids)
+
+    def tokens_reaching(position: int) -> int:
+        low, high = 0, len(ids)  # the answer: the least k with len(decode(ids[:k])) >= position
+        while low < high:
+            middle = (low + high) // 2
+            if len(decode(ids[:middle])) >= position:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    start, end = split.answer_span
+    first = tokens_reaching(start) if start > 0 else 0
+    # the answer runs to the end of the text: the tokens after it (an EOS that decodes to "") are the answer's
+    last = len(ids) if end >= len(text) else tokens_reaching(end) if end > start else first
+    return first + len(ids) - last

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT
 from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.prompts import PromptTemplate
@@ -106,13 +107,15 @@ def generate(plan: RunPlan, resume: Resume, backend: Any, *, progress: bool, pre
 
 def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
                  openai_options: tuple[Any, dict[str, Any] | None] | None) -> Any:
-    """The engine ``name`` (hf, vllm, openai) for ``model``, built from the backend options."""
+    """The engine ``name`` (hf, vllm, openai) for ``model``, built from the backend options (a local
+    engine counts each completion's inline reasoning tokens with the run's ``--reasoning-format``)."""
+    reasoning = options.reasoning_format or DEFAULT_REASONING_FORMAT
     if name == "hf":
         from dsdr_eval.backends.hf import HFBackend
 
         return HFBackend(model.path, device=options.device, dtype=options.dtype, batch_size=options.batch_size,
                          prompt_mode=options.prompt_mode, revision=model.revision,
-                         chat_template_kwargs=chat_template_kwargs(options))
+                         chat_template_kwargs=chat_template_kwargs(options), reasoning_format=reasoning)
     if name == "vllm":
         from dsdr_eval.backends.vllm import VLLMBackend
 
@@ -121,7 +124,7 @@ def make_backend(name: str, options: RunOptions, model: Any, protocol_seed: int,
                            gpu_memory_utilization=options.gpu_memory_utilization, max_model_len=options.max_model_len,
                            chunk_size=options.chunk_size, prompt_mode=options.prompt_mode, revision=model.revision,
                            enforce_eager=options.enforce_eager, seed=protocol_seed,
-                           chat_template_kwargs=chat_template_kwargs(options))
+                           chat_template_kwargs=chat_template_kwargs(options), reasoning_format=reasoning)
     if name == "openai":
         from dsdr_eval.backends.openai import OpenAIBackend
 
