@@ -158,3 +158,15 @@ def test_hf_sampling_keeps_every_token_inside_top_k_and_min_p(hf_backend):
 
 
 TEMPERATURE = 1.0
+
+
+def test_a_sweep_keeps_one_value_of_each_cut(tmp_path):
+    """Mutant 'top_k / min_p / pass1 twins left out of sweepdir.IDENTITY_OPTIONS': the rerun is accepted."""
+    from dsdr_eval.errors import DsdrError
+    from dsdr_eval.sweepdir import check_settings
+
+    record = {"eval": {"top_k": 20, "min_p": 0.0, "pass1_top_k": 0, "pass1_min_p": 0.05}}
+    check_settings(record, dict(record["eval"]), tmp_path)
+    for key, value in (("top_k", 0), ("min_p", 0.1), ("pass1_top_k", 5), ("pass1_min_p", 0.0)):
+        with pytest.raises(DsdrError, match=f"{key}: .* -> {value}"):
+            check_settings(record, {**record["eval"], key: value}, tmp_path)
