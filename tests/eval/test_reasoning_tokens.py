@@ -102,3 +102,23 @@ def test_hf_run_records_reasoning_tokens_for_a_template_opened_think(tmp_path, t
     assert {g["reasoning_state"] for g in graded} == {"unclosed"} and not any(g["correct"] for g in graded)
     block = read_json(out / "metrics.json")["benchmarks"]["math500"]
     assert block["mean_reasoning_tokens"] == pytest.approx(sum(s["n_reasoning_tokens"] for s in samples) / 3)
+
+
+def test_a_long_trace_decodes_about_its_answer_not_its_reasoning():
+    """A 100k-token closed trace with a 1-token answer: the search decodes a few short suffixes. Mutant 'bisect
+    over prefixes' (decode ids[:k]): about 17 decodes of ~50k ids each, far over the bound."""
+    pieces = ["<think>", *["r"] * 100_000, "</think>", "4"]
+    decoded = []
+
+    def decode(ids):
+        decoded.append(len(ids))
+        return "".join(pieces[i] for i in ids)
+
+    text = "".join(pieces)
+    assert reasoning_token_count(text, range(len(pieces)), decode, "auto", None) == len(pieces) - 1
+    assert sum(decoded) <= 16
+    # unclosed, 2 MB: every token reasons, nothing decoded
+    decoded.clear()
+    long_pieces = ["x" * 1000] * 2000
+    assert reasoning_token_count("".join(long_pieces), range(2000), decode, "think", None) == 2000
+    assert decoded == []
