@@ -122,3 +122,15 @@ def test_a_long_trace_decodes_about_its_answer_not_its_reasoning():
     long_pieces = ["x" * 1000] * 2000
     assert reasoning_token_count("".join(long_pieces), range(2000), decode, "think", None) == 2000
     assert decoded == []
+
+
+def test_vllm_counts_the_generated_ids_without_the_stopping_eos():
+    """vLLM's token_ids end with the EOS that stopped them; the hf backend counts without it: so does vllm."""
+    from types import SimpleNamespace
+
+    from dsdr_eval.backends.vllm import VLLMBackend
+
+    engine = SimpleNamespace(eos_ids=(2,))
+    assert VLLMBackend._content_ids(engine, SimpleNamespace(token_ids=[5, 6, 2], finish_reason="stop")) == [5, 6]
+    assert VLLMBackend._content_ids(engine, SimpleNamespace(token_ids=[5, 2], finish_reason="length")) == [5, 2]
+    assert VLLMBackend._content_ids(engine, SimpleNamespace(token_ids=[5, 6], finish_reason="stop")) == [5, 6]

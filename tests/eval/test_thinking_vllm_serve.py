@@ -93,3 +93,30 @@ def test_template_opened_think_cut_off_by_the_budget_is_truncated(think_server, 
     completions = tmp_path / "completions"
     _run(completions, data_dir, base_url, model, "--api", "completions", "--tokenizer", str(tokenizer_dir))
     assert all(s["prompt"].endswith("<think>\n") for s in _check_truncated(completions))
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_offline_counts_the_reasoning_tokens_of_a_template_opened_think(smollm2_dir, data_dir, tmp_path):
+    """The offline vllm backend with a raw prompt ending in an opened <think>: the budget cuts every trace
+    inside it, so all its generated content tokens are reasoning (n_reasoning_tokens, from the engine's own
+    token ids) and metrics' mean reasoning tokens is known. A subprocess: vLLM's workers need a main guard."""
+    import os
+
+    template = tmp_path / "think.txt"
+    template.write_text("{problem}\n<think>\n", encoding="utf-8")
+    out = tmp_path / "run"
+    cmd = [str(Path(sys.executable).parent / "dsdr-eval"), "run", "--model", "smollm2-135m", "--backend", "vllm",
+           "--benchmarks", "math500", "--limit", "2", "--protocol", "quick", "--n", "2", "--max-tokens", "8",
+           "--template", str(template), "--prompt-mode", "raw", "--data-dir", str(data_dir), "--out", str(out),
+           "--no-diversity", "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    samples = read_jsonl(out / "samples.jsonl")
+    assert len(samples) == 6
+    for sample in samples:
+        assert sample["n_reasoning_tokens"] == sample["n_completion_tokens"] - (sample["finish_reason"] == "stop")
+    graded = read_jsonl(out / "graded.jsonl")
+    assert all(row["status"] == "truncated" and row["reasoning_state"] == "unclosed" for row in graded)
+    block = read_json(out / "metrics.json")["benchmarks"]["math500"]
+    assert block["mean_reasoning_tokens"] == pytest.approx(sum(s["n_reasoning_tokens"] for s in samples) / 6)
