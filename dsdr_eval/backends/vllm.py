@@ -115,6 +115,13 @@ def import_vllm() -> Any:
     return vllm
 
 
+def content_ids(choice: Any, eos_ids: Sequence[int]) -> list[int]:
+    """A vLLM choice's generated ids without the EOS that stopped it (it is not text; the hf backend counts
+    its sequences without it too)."""
+    ids = list(choice.token_ids)
+    return ids[:-1] if choice.finish_reason == "stop" and ids and ids[-1] in eos_ids else ids
+
+
 class VLLMBackend(LocalTokenizerBackend):
     name = "vllm"
 
@@ -203,7 +210,7 @@ class VLLMBackend(LocalTokenizerBackend):
                 completions = tuple(
                     Completion(text=choice.text, finish_reason=choice.finish_reason, n_prompt_tokens=n_prompt,
                                n_completion_tokens=len(choice.token_ids), seed=requests[i].seed,
-                               n_reasoning_tokens=self.reasoning_tokens(choice.text, self._content_ids(choice),
+                               n_reasoning_tokens=self.reasoning_tokens(choice.text, content_ids(choice, self.eos_ids),
                                                                         requests[i].prompt))
                     for choice in sorted(output.outputs, key=lambda c: c.index))
                 if len(completions) != requests[i].n:
@@ -211,11 +218,6 @@ class VLLMBackend(LocalTokenizerBackend):
                 else:
                     results.append((i, RequestResult(completions)))
             on_results(results)
-
-    def _content_ids(self, choice: Any) -> list[int]:
-        """A choice's generated ids without the EOS that stopped it (not text: as the hf backend counts)."""
-        ids = list(choice.token_ids)
-        return ids[:-1] if choice.finish_reason == "stop" and ids and ids[-1] in self.eos_ids else ids
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)

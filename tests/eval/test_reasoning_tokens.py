@@ -128,9 +128,8 @@ def test_vllm_counts_the_generated_ids_without_the_stopping_eos():
     """vLLM's token_ids end with the EOS that stopped them; the hf backend counts without it: so does vllm."""
     from types import SimpleNamespace
 
-    from dsdr_eval.backends.vllm import VLLMBackend
+    from dsdr_eval.backends.vllm import content_ids
 
-    engine = SimpleNamespace(eos_ids=(2,))
-    assert VLLMBackend._content_ids(engine, SimpleNamespace(token_ids=[5, 6, 2], finish_reason="stop")) == [5, 6]
-    assert VLLMBackend._content_ids(engine, SimpleNamespace(token_ids=[5, 2], finish_reason="length")) == [5, 2]
-    assert VLLMBackend._content_ids(engine, SimpleNamespace(token_ids=[5, 6], finish_reason="stop")) == [5, 6]
+    assert content_ids(SimpleNamespace(token_ids=[5, 6, 2], finish_reason="stop"), (2,)) == [5, 6]
+    assert content_ids(SimpleNamespace(token_ids=[5, 2], finish_reason="length"), (2,)) == [5, 2]
+    assert content_ids(SimpleNamespace(token_ids=[5, 6], finish_reason="stop"), (2,)) == [5, 6]
