@@ -301,9 +301,12 @@ def protocol_from_config(config: dict[str, Any], path: Path) -> Protocol:
     if not isinstance(proto, dict):
         raise DsdrError(f"{path}: field 'protocol' missing or not an object")
     phases = []  # config.json was checked by load_run (fields.check_config)
+    # `run` writes the cuts when on (absent: off); an imported tool's file does not say (absent: unknown)
+    imported = config.get("kind") == "import"
     for ph in proto.get("phases") or []:
         phases.append(PhaseProtocol(str(ph["phase"]), ph.get("n"), ph.get("temperature"), ph.get("top_p"),
-                                    ph.get("top_k", 0), ph.get("min_p", 0.0)))
+                                    ph.get("top_k", None if imported else 0),
+                                    ph.get("min_p", None if imported else 0.0)))
     template = config.get("template") or {}
     template = template if isinstance(template, dict) else {"name": str(template)}
     backend = config.get("backend") or {}

@@ -170,3 +170,13 @@ def test_a_sweep_keeps_one_value_of_each_cut(tmp_path):
     for key, value in (("top_k", 0), ("min_p", 0.1), ("pass1_top_k", 5), ("pass1_min_p", 0.0)):
         with pytest.raises(DsdrError, match=f"{key}: .* -> {value}"):
             check_settings(record, {**record["eval"], key: value}, tmp_path)
+
+
+def test_absent_cuts_are_off_for_a_run_and_unknown_for_an_import(tmp_path):
+    from dsdr_eval.rundir.results import protocol_from_config
+
+    phases = {"phases": [{"phase": "sampling", "n": 4, "temperature": 0.6, "top_p": 0.95}], "max_tokens": 64}
+    [run] = protocol_from_config({"kind": "eval", "protocol": phases}, tmp_path).phases
+    [imported] = protocol_from_config({"kind": "import", "protocol": phases}, tmp_path).phases
+    assert (run.top_k, run.min_p) == (0, 0.0) and run.describe() == "sampling: n=4, T=0.6, top-p=0.95"
+    assert (imported.top_k, imported.min_p) == (None, None) and imported.describe().endswith("top-k=?, min-p=?")
