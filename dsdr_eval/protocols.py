@@ -86,17 +86,19 @@ class Phase:
             raise DsdrError(f"phase {self.phase}: top_p must be in (0, 1] (got {self.top_p})")
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Phase:
+    def from_record(cls, record: Mapping[str, Any], *, cuts_known: bool = True) -> Phase:
         """A phase of config.json's ``protocol.phases`` (types checked by ``rundir.result_fields.check_config``);
-        fields this model does not know are ignored."""
+        fields this model does not know are ignored. ``run`` writes top_k / min_p only when on (absent: off);
+        an imported tool's file does not say (``cuts_known=False``: absent is unknown, None)."""
+        top_k, min_p = (0, 0.0) if cuts_known else (None, None)
         return cls(str(record["phase"]), record.get("n"), record.get("temperature"), record.get("top_p"),
-                   top_k=record.get("top_k", 0), min_p=record.get("min_p", 0.0), strict=False)
+                   top_k=record.get("top_k", top_k), min_p=record.get("min_p", min_p), strict=False)
 
     def describe(self) -> str:
-        """``pass1: n=1, T=0.1, top-p=0.9`` (+ ``, top-k=20`` / ``, min-p=0.05`` when on)."""
+        """``pass1: n=1, T=0.1, top-p=0.9`` (+ ``, top-k=20`` / ``, min-p=0.05`` when on, ``=?`` when unknown)."""
         text = f"{self.phase}: n={_shown(self.n)}, T={_shown(self.temperature)}, top-p={_shown(self.top_p)}"
-        return text + "".join(f", {title}={value}" for title, value in (("top-k", self.top_k), ("min-p", self.min_p))
-                              if value)
+        return text + "".join(f", {title}={_shown(value)}" for title, value in (("top-k", self.top_k),
+                                                                                ("min-p", self.min_p)) if value != 0)
 
 
 # What makes two phases' numbers incomparable (a report refuses to put them side by side): every
@@ -135,12 +137,13 @@ class Protocol:
             raise DsdrError(f"protocol {self.name}: max_tokens must be >= 1 (got {self.max_tokens})")
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any], *, extraction: str = DEFAULT_EXTRACTION) -> Protocol:
+    def from_record(cls, record: Mapping[str, Any], *, extraction: str = DEFAULT_EXTRACTION,
+                    cuts_known: bool = True) -> Protocol:
         """config.json's ``protocol`` object (``to_config``'s output, of this or an older version; types
         checked by ``rundir.result_fields.check_config``): a field it lacks is None (a phase's top_k /
-        min_p: off), a field this model does not know is ignored."""
-        return cls(record.get("name"), tuple(Phase.from_record(ph) for ph in record.get("phases") or []),
-                   record.get("max_tokens"), record.get("seed"), extraction, strict=False)
+        min_p: see ``Phase.from_record``), a field this model does not know is ignored."""
+        phases = tuple(Phase.from_record(ph, cuts_known=cuts_known) for ph in record.get("phases") or [])
+        return cls(record.get("name"), phases, record.get("max_tokens"), record.get("seed"), extraction, strict=False)
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, "phases": [_phase_config(p) for p in self.phases],
@@ -332,11 +335,13 @@ def _type_name(value: Any) -> str:
 def apply_overrides(protocol: Protocol, *, n: int | None = None, temperature: float | None = None,
                     top_p: float | None = None, pass1_temperature: float | None = None,
                     pass1_top_p: float | None = None, max_tokens: int | None = None,
-                    seed: int | None = None, phases: list[str] | None = None) -> Protocol:
+                    seed: int | None = None, phases: list[str] | None = None, top_k: int | None = None,
+                    min_p: float | None = None, pass1_top_k: int | None = None,
+                    pass1_min_p: float | None = None) -> Protocol:
     """Return the protocol with command-line overrides applied.
 
-    ``n``/``temperature``/``top_p`` act on the ``sampling`` phase (or on the only phase of a
-    one-phase protocol); the ``pass1_*`` ones on ``pass1``; ``phases`` keeps only the named phases.
+    ``n``/``temperature``/``top_p``/``top_k``/``min_p`` act on the ``sampling`` phase (or on the only
+    phase of a one-phase protocol); the ``pass1_*`` ones on ``pass1``; ``phases`` keeps only the named phases.
     Any override marks the name with ``+custom`` so a tweaked run never passes for the paper's."""
     new_phases: list[Phase] = []
     target_sampling = PHASE_SAMPLING if any(p.phase == PHASE_SAMPLING for p in protocol.phases) else None
@@ -345,10 +350,14 @@ def apply_overrides(protocol: Protocol, *, n: int | None = None, temperature: fl
         if is_main:
             phase = replace(phase, n=phase.n if n is None else n,
                             temperature=phase.temperature if temperature is None else temperature,
-                            top_p=phase.top_p if top_p is None else top_p)
+                            top_p=phase.top_p if top_p is None else top_p,
+                            top_k=phase.top_k if top_k is None else top_k,
+                            min_p=phase.min_p if min_p is None else min_p)
         if phase.phase == PHASE_PASS1:
             phase = replace(phase, temperature=phase.temperature if pass1_temperature is None else pass1_temperature,
-                            top_p=phase.top_p if pass1_top_p is None else pass1_top_p)
+                            top_p=phase.top_p if pass1_top_p is None else pass1_top_p,
+                            top_k=phase.top_k if pass1_top_k is None else pass1_top_k,
+                            min_p=phase.min_p if pass1_min_p is None else pass1_min_p)
         new_phases.append(phase)
     if phases is not None:
         unknown = sorted(set(phases) - {p.phase for p in new_phases})

@@ -32,7 +32,8 @@ SWEEP_FILE = "sweep.json"
 FINAL_RUN_DIR = "final_eval"
 STATUSES = ("pending", "done", "incomplete", "error")
 # The run options whose change changes the numbers: a SWEEP_DIR keeps one value of each.
-IDENTITY_OPTIONS = ("protocol", "n", "temperature", "top_p", "pass1_temperature", "pass1_top_p", "phases",
+IDENTITY_OPTIONS = ("protocol", "n", "temperature", "top_p", "top_k", "min_p", "pass1_temperature", "pass1_top_p",
+                    "pass1_top_k", "pass1_min_p", "phases", "chat_template_kwargs",
                     "max_tokens", "seed", "template", "prompt_mode", "benchmarks", "limit", "subset_seed",
                     "no_diversity")
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from dsdr_eval.backends.sampling import SamplingSpec
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, NO_REASONING, split_completion
 from dsdr_eval.prompts import PromptTemplate, render_prompt
 
 
@@ -122,6 +123,7 @@ class LocalTokenizerBackend(Backend):
     tokenizer: Any
     _chat: bool
     chat_template_kwargs: Mapping[str, Any] = MappingProxyType({})  # set by subclasses that take them
+    reasoning_format: str = DEFAULT_REASONING_FORMAT  # the run's --reasoning-format: which tokens reasoned
 
     @property
     def chat(self) -> bool:
@@ -130,3 +132,49 @@ class LocalTokenizerBackend(Backend):
     def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:
         return (render_prompt(template, problem, tokenizer=self.tokenizer, chat=self._chat,
                               template_kwargs=self.chat_template_kwargs), template.user_message(problem))
+
+    def reasoning_tokens(self, text: str, token_ids: Sequence[int], prompt: str) -> int | None:
+        """How many of the generated ``token_ids`` (decoded: ``text``) are inline reasoning; None without one."""
+        return reasoning_token_count(text, token_ids, self._decode, self.reasoning_format, prompt)
+
+    def _decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+
+def reasoning_token_count(text: str, token_ids: Sequence[int], decode: Callable[[Sequence[int]], str],
+                          reasoning_format: str, prompt: str | None) -> int | None:
+    """The generated tokens that are not the graded answer, for a completion whose reasoning is inline
+    (``<think>...</think>``, SkyThought markers, ``end:MARKER``: ``split_completion`` with the run's
+    format and prompt, so a template that opened ``<think>`` counts from the first token); None when the
+    completion has no reasoning. A local engine has no separate reasoning count (a server's reasoning
+    parser returns one), and without this the run's mean reasoning tokens would be unknown.
+
+    Counted on the generated ids, not a re-tokenization: the answer is the longest run of trailing ids
+    whose decoding fits in the text after the answer's start (so a token that holds the end of the close
+    tag is the reasoning's; an EOS after the answer, decoding to "", is the answer's), found by an
+    exponential then binary search from the end, so the decodes are as long as the answer, not the trace
+    (a 54k-token trace: 15 decodes of the whole took 3 s, this 0.08 s). Everything else -- the reasoning,
+    its tags, any text before it -- is reasoning; an unclosed reasoning (no answer): every token."""
+    split = split_completion(text, reasoning_format, prompt=prompt)
+    if split.state == NO_REASONING:
+        return None
+    ids = list(token_ids)
+
+    def tokens_within(position: int) -> int:
+        """The most trailing ids whose decoding is no longer than ``text[position:]``."""
+        room = len(text) - position
+        fits = lambda count: len(decode(ids[len(ids) - count:])) <= room  # noqa: E731
+        low, high = 0, 1  # low fits (no id always does)
+        while high <= len(ids) and fits(high):
+            low, high = high, high * 2
+        high = min(high, len(ids) + 1)  # high does not fit, or is past every id
+        while low + 1 < high:
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        return low
+
+    start, end = split.answer_span
+    if end <= start:
+        return len(ids)
+    answer = tokens_within(start) - (tokens_within(end) if end < len(text) else 0)
+    return len(ids) - answer

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
 from dsdr_eval.backends.sampling import SamplingSpec, chosen_eos_ids, hf_effective_sampling, hf_generate, hf_generation_config
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT
 from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
 from dsdr_eval.protocols import derive_seed
 
@@ -142,8 +143,10 @@ class HFBackend(LocalTokenizerBackend):
 
     def __init__(self, model_path: str, *, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  prompt_mode: str = "auto", revision: str | None = None, prefill_once: bool = True,
-                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+                 chat_template_kwargs: Mapping[str, Any] | None = None,
+                 reasoning_format: str = DEFAULT_REASONING_FORMAT) -> None:
         self.chat_template_kwargs = MappingProxyType(dict(chat_template_kwargs or {}))
+        self.reasoning_format = reasoning_format
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -208,11 +211,11 @@ class HFBackend(LocalTokenizerBackend):
             on_results(list(zip(batch, results)))
 
     def generate_batch(self, batch: Sequence[GenerationRequest]) -> list[RequestResult]:
-        """One :func:`hf_sample` call for requests sharing (n, temperature, top_p, max_tokens)."""
+        """One :func:`hf_sample` call for requests sharing (n, temperature, top_p, top_k, min_p, max_tokens)."""
         first = batch[0]
-        settings = {(r.n, r.temperature, r.top_p, r.max_tokens) for r in batch}
+        settings = {(r.n, r.temperature, r.top_p, r.top_k, r.min_p, r.max_tokens) for r in batch}
         if len(settings) != 1:
-            raise ValueError(f"a HF batch needs one (n, temperature, top_p, max_tokens); got {settings}")
+            raise ValueError(f"a HF batch needs one (n, temperature, top_p, top_k, min_p, max_tokens); got {settings}")
         encoded = [encode_prompt(self.tokenizer, r.prompt, chat=self._chat) for r in batch]
         spec = first.sampling_spec(tuple(self.eos_ids))
         batch_seed = derive_seed(0, *(r.seed for r in batch))
@@ -221,7 +224,10 @@ class HFBackend(LocalTokenizerBackend):
                                       prefill_once=self._prefill_once)
         if fallback is not None:
             self._prefill_once, self.prefill_fallback_reason = False, fallback
-        return [RequestResult(tuple(Completion(self.tokenizer.decode(list(seq.content_ids), skip_special_tokens=True),
-                                               seq.finish_reason, len(ids), len(seq.token_ids), batch_seed)
-                                    for seq in sequences))
-                for ids, sequences in zip(encoded, sampled)]
+        return [RequestResult(tuple(self._completion(seq, request.prompt, len(ids), batch_seed) for seq in sequences))
+                for request, ids, sequences in zip(batch, encoded, sampled)]
+
+    def _completion(self, seq: SampledSequence, prompt: str, n_prompt: int, seed: int) -> Completion:
+        text = self._decode(seq.content_ids)
+        return Completion(text, seq.finish_reason, n_prompt, len(seq.token_ids), seed,
+                          n_reasoning_tokens=self.reasoning_tokens(text, seq.content_ids, prompt))

@@ -20,6 +20,7 @@ from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenize
 from dsdr_eval.backends.sampling import (VLLM_ENGINE_ARGS, SamplingSpec, checkpoint_generation_config, chosen_eos_ids,
                                          vllm_effective_sampling, vllm_sampling_params)
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT
 from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
 
 
@@ -114,6 +115,13 @@ def import_vllm() -> Any:
     return vllm
 
 
+def content_ids(choice: Any, eos_ids: Sequence[int]) -> list[int]:
+    """A vLLM choice's generated ids without the EOS that stopped it (it is not text; the hf backend counts
+    its sequences without it too)."""
+    ids = list(choice.token_ids)
+    return ids[:-1] if choice.finish_reason == "stop" and ids and ids[-1] in eos_ids else ids
+
+
 class VLLMBackend(LocalTokenizerBackend):
     name = "vllm"
 
@@ -121,8 +129,10 @@ class VLLMBackend(LocalTokenizerBackend):
                  data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, chunk_size: int = 256, prompt_mode: str = "auto",
                  revision: str | None = None, enforce_eager: bool = False, seed: int = 0,
-                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+                 chat_template_kwargs: Mapping[str, Any] | None = None,
+                 reasoning_format: str = DEFAULT_REASONING_FORMAT) -> None:
         self.chat_template_kwargs = MappingProxyType(dict(chat_template_kwargs or {}))
+        self.reasoning_format = reasoning_format
         self.compile_cache = stable_compile_caches()
         vllm = import_vllm()
         import torch
@@ -199,7 +209,9 @@ class VLLMBackend(LocalTokenizerBackend):
                 n_prompt = len(output.prompt_token_ids or [])
                 completions = tuple(
                     Completion(text=choice.text, finish_reason=choice.finish_reason, n_prompt_tokens=n_prompt,
-                               n_completion_tokens=len(choice.token_ids), seed=requests[i].seed)
+                               n_completion_tokens=len(choice.token_ids), seed=requests[i].seed,
+                               n_reasoning_tokens=self.reasoning_tokens(choice.text, content_ids(choice, self.eos_ids),
+                                                                        requests[i].prompt))
                     for choice in sorted(output.outputs, key=lambda c: c.index))
                 if len(completions) != requests[i].n:
                     results.append((i, RequestResult(None, f"vLLM returned {len(completions)} of {requests[i].n} completions")))

@@ -19,6 +19,14 @@ The gold is ``target``, else the data set's ``doc.answer``; a GSM8K-style gold (
 ``#### 18``) is the value after its last ``####`` (as lm-eval's gsm8k task compares it, commas
 between digits dropped). The harness version is in the ``results_<date>.json`` written beside the
 samples, when present.
+
+Chat / thinking models: the completions are ``resps`` (the raw generations), never ``filtered_resps``, so a
+``<think>...</think>`` block (or a prompt whose chat template opened ``<think>``, kept as the sample's
+prompt) stays in the sample and grading splits it (``dsdr_eval.grading.reasoning``) even when the task's
+filter dropped it. lm-eval's ``think_end_token`` model argument (hf, vllm) cuts every generation at that
+token before it is logged: the reasoning is then not in the file at all, and a generation the token
+limit cut off before the token is logged whole, indistinguishable from an answer (lm-eval issue 3382).
+The results file's ``config.model_args`` says whether it was set: the import records it and says so.
 """
 
 from __future__ import annotations
@@ -221,4 +229,34 @@ def _results_file(path: Path, date: str | None, notes: list[str]) -> tuple[str |
     version = content.get("lm_eval_version")
     details = {"results_file": results.name, "git_hash": content.get("git_hash"),
                "model_name": content.get("model_name")}
+    config = content.get("config")
+    reasoning_args = model_reasoning_args(config.get("model_args") if isinstance(config, dict) else None)
+    if reasoning_args:
+        details["model_reasoning_args"] = reasoning_args
+    end = reasoning_args.get("think_end_token")
+    if end is not None:
+        notes.append(f"lm-eval cut each generation at think_end_token {end!r} before logging it (model_args): "
+                     "the reasoning is not in the file, and a generation the token limit cut off before that "
+                     "token is logged whole, as if it were an answer (lm-eval issue 3382). A prompt that opened "
+                     "<think> makes every response unclosed reasoning (graded truncated); --reasoning-format none "
+                     "grades each response as an answer, a cut-off reasoning included. Rerun lm-eval without "
+                     "think_end_token to keep the split")
     return (version if isinstance(version, str) else None), details
+
+
+_REASONING_ARGS = ("think_end_token", "enable_thinking")
+
+
+def model_reasoning_args(model_args: Any) -> dict[str, Any]:
+    """lm-eval's reasoning model arguments (``think_end_token``, ``enable_thinking``) from a results file's
+    ``config.model_args``: a dict, or lm-eval's ``key=value,key=value`` command-line string."""
+    if isinstance(model_args, dict):
+        return {k: model_args[k] for k in _REASONING_ARGS if model_args.get(k) is not None}
+    if not isinstance(model_args, str):
+        return {}
+    found: dict[str, Any] = {}
+    for part in model_args.split(","):
+        key, sep, value = part.partition("=")
+        if sep and key.strip() in _REASONING_ARGS and value.strip():
+            found[key.strip()] = value.strip()
+    return found

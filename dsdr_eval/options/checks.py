@@ -102,6 +102,13 @@ def names(value: str) -> list[str]:
     return listed
 
 
+def top_k(text: str) -> int:
+    """A top-k cut: an integer >= 0, 0 = off; -1 (vLLM's and SGLang's "off") is taken as 0, so a value copied
+    from a vLLM command means the same here (the protocol records 0)."""
+    value = integer(-1)(text)
+    return 0 if value == -1 else value  # type: ignore[return-value]
+
+
 def avg_metric(text: str) -> str:
     """auto, avg@n or avg@K (the second number of a Table 1 cell)."""
     if not re.fullmatch(r"auto|avg@n|avg@[1-9][0-9]*", text):

@@ -13,7 +13,7 @@ from typing import Any
 
 from dsdr_eval.grading.extraction import EXTRACTION_PROFILES
 from dsdr_eval.options import endpoint
-from dsdr_eval.options.checks import avg_metric, integer, names, nonempty, number, output_dir, reasoning_format
+from dsdr_eval.options.checks import avg_metric, integer, names, nonempty, number, output_dir, reasoning_format, top_k
 from dsdr_eval.options.schema import FLAG, REPEATED, Option, options_class
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -58,14 +58,22 @@ RUN: tuple[Option, ...] = (
 
     Option("protocol", "--protocol", default="dsdr-paper", metavar="NAME|FILE", group=_PROTOCOL,
            help=f"a built-in protocol ({', '.join(PROTOCOLS)}) or a protocol file .yaml/.json "
-                "(name, phases [{phase, n, temperature, top_p}], max_tokens, seed; docs/evaluate.md)"),
+                "(name, phases [{phase, n, temperature, top_p, top_k, min_p}], max_tokens, seed; docs/evaluate.md)"),
     Option("n", "--n", check=integer(1), group=_PROTOCOL, help="rollouts of the sampling phase"),
     Option("temperature", "--temperature", check=number(0), group=_PROTOCOL, help="temperature of the sampling phase"),
     Option("top_p", "--top-p", check=number(0, 1, min_open=True), group=_PROTOCOL, help="top-p of the sampling phase"),
+    Option("top_k", "--top-k", check=top_k, group=_PROTOCOL,
+           help="top-k of the sampling phase: the k most likely tokens only (0 or -1 = off; Qwen3 thinking: 20); "
+                "sent as top_k to OpenAI-compatible servers"),
+    Option("min_p", "--min-p", check=number(0, 1, max_open=True), group=_PROTOCOL,
+           help="min-p of the sampling phase: drop tokens below min_p x the top probability (0 = off)"),
     Option("pass1_temperature", "--pass1-temperature", check=number(0), group=_PROTOCOL,
            help="temperature of the pass1 phase"),
     Option("pass1_top_p", "--pass1-top-p", check=number(0, 1, min_open=True), group=_PROTOCOL,
            help="top-p of the pass1 phase"),
+    Option("pass1_top_k", "--pass1-top-k", check=top_k, group=_PROTOCOL, help="top-k of the pass1 phase (0 or -1 = off)"),
+    Option("pass1_min_p", "--pass1-min-p", check=number(0, 1, max_open=True), group=_PROTOCOL,
+           help="min-p of the pass1 phase (0 = off)"),
     Option("phases", "--phases", check=names, group=_PROTOCOL, help="keep only these phases (e.g. sampling)"),
     Option("max_tokens", "--max-tokens", check=integer(1), group=_PROTOCOL,
            help="max response tokens (paper: 4096; Qwen3 runs: 8192)"),

@@ -93,7 +93,7 @@ def _phase_text(run: RunResults) -> str:
 
 
 def _runs_markdown(runs: list[RunResults]) -> str:
-    lines = ["| Run | Directory | Model | Backend | Template | Phases (n, temperature, top-p) | Max tokens | Seed | Benchmarks (problems) |",
+    lines = ["| Run | Directory | Model | Backend | Template | Phases (n, temperature, top-p; top-k, min-p when on) | Max tokens | Seed | Benchmarks (problems) |",
              "|---|---|---|---|---|---|---:|---:|---|"]
     for run in runs:
         p, settings = run.protocol, run.settings
@@ -205,7 +205,8 @@ def _protocol_section(c: ReportContent) -> list[str]:
     runs = c.runs
     lines = ["## Runs and protocol", "",
              "Every number below was computed with the settings in this table "
-             "(n rollouts per problem, temperature, top-p per phase; max tokens; seed; template; backend).", "",
+             "(n rollouts per problem, temperature, top-p, and top-k / min-p when on, per phase; max tokens; seed; "
+             "template; backend).", "",
              _runs_markdown(runs)]
     if {r.settings.source for r in runs} != {"config.json"}:
         lines += ["Protocol source: " + "; ".join(f"{md(r.label)}: {md(r.settings.source)}" for r in runs), ""]

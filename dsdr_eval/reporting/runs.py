@@ -50,6 +50,8 @@ def protocol_differences(runs: list[RunResults]) -> list[str]:
                 continue
             for attr in PHASE_COMPARED:
                 va, vb = getattr(pa, attr), getattr(pb, attr)
+                if attr in ("top_k", "min_p") and None in (va, vb):
+                    continue  # a run without config.json does not know its cuts (samples do not record them)
                 if va != vb:
                     diffs.append(f"{name}.{attr}: {ref.label}={fmt(va)} vs {run.label}={fmt(vb)}")
         compared = [("max_tokens", a.max_tokens, b.max_tokens)] + [

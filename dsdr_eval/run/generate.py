@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval.backends.base import Backend, GenerationRequest, RequestResult
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT
 from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.prompts import PromptTemplate
@@ -105,13 +106,16 @@ def generate(plan: RunPlan, resume: Resume, backend: Any, *, progress: bool, pre
 
 
 def make_backend(plan: RunPlan, options: RunOptions) -> Any:
-    """The engine the plan names (hf, vllm, openai) for its model, built from the backend options."""
+    """The engine the plan names (hf, vllm, openai) for its model, built from the backend options (a local
+    engine counts each completion's inline reasoning tokens with the run's ``--reasoning-format``)."""
     name, model, kwargs = plan.backend_name, plan.model, plan.chat_template_kwargs
+    reasoning = options.reasoning_format or DEFAULT_REASONING_FORMAT
     if name == "hf":
         from dsdr_eval.backends.hf import HFBackend
 
         return HFBackend(model.path, device=options.device, dtype=options.dtype, batch_size=options.batch_size,
-                         prompt_mode=options.prompt_mode, revision=model.revision, chat_template_kwargs=kwargs)
+                         prompt_mode=options.prompt_mode, revision=model.revision, chat_template_kwargs=kwargs,
+                         reasoning_format=reasoning)
     if name == "vllm":
         from dsdr_eval.backends.vllm import VLLMBackend
 
@@ -119,7 +123,8 @@ def make_backend(plan: RunPlan, options: RunOptions) -> Any:
                            data_parallel_size=options.data_parallel_size,
                            gpu_memory_utilization=options.gpu_memory_utilization, max_model_len=options.max_model_len,
                            chunk_size=options.chunk_size, prompt_mode=options.prompt_mode, revision=model.revision,
-                           enforce_eager=options.enforce_eager, seed=plan.protocol.seed, chat_template_kwargs=kwargs)
+                           enforce_eager=options.enforce_eager, seed=plan.protocol.seed, chat_template_kwargs=kwargs,
+                           reasoning_format=reasoning)
     if name == "openai":
         from dsdr_eval.backends.openai import OpenAIBackend
 
@@ -187,7 +192,7 @@ def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: 
     rollouts = 0
     for i, planned in enumerate(plan):
         r = planned.request
-        key = (planned.benchmark, planned.phase.phase, r.n, r.temperature, r.top_p, r.max_tokens)
+        key = (planned.benchmark, planned.phase.phase, r.n, r.temperature, r.top_p, r.top_k, r.min_p, r.max_tokens)
         if current and (key != current_key or rollouts + r.n > capacity or len(current) >= max_prompts):
             batches.append(current)
             current, rollouts = [], 0

@@ -128,6 +128,6 @@ def check_config(config: dict[str, Any], path: Path) -> None:
             if not isinstance(ph, dict) or not isinstance(ph.get("phase"), str):
                 raise DsdrError(f"{where}: must be an object with a 'phase' name")
             typed(ph.get("n"), (int,), "an integer", f"{where}.n")
-            typed(ph.get("top_k"), (int,), "an integer", f"{where}.top_k")
             for key in ("temperature", "top_p", "min_p"):
                 typed(ph.get(key), (int, float), "a number", f"{where}.{key}")
+            typed(ph.get("top_k"), (int,), "an integer", f"{where}.top_k")

@@ -394,7 +394,7 @@ def _protocol(path: Path, config: dict[str, Any], provenance: Provenance) -> tup
         if not isinstance(config["protocol"], dict):
             raise DsdrError(f"{path / rundir.CONFIG}: field 'protocol' missing or not an object")
         extraction = config.get("extraction")
-        protocol = Protocol.from_record(config["protocol"],
+        protocol = Protocol.from_record(config["protocol"], cuts_known=config.get("kind") != "import",
                                         **({"extraction": extraction} if isinstance(extraction, str) else {}))
         settings = settings_from_config(config)
     elif (path / rundir.GRADED).exists():
