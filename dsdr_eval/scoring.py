@@ -194,6 +194,7 @@ def _graded_in_file_order(index: ProblemIndex, grading: _Grading, metrics: Metri
         while next_position in done:
             yield done.pop(next_position)
             next_position = next(order, None)
+        del chunk, numbered, graded  # this chunk's records are not kept while the next one is read
 
 
 def _chunks(groups: Iterator[tuple[int, list[tuple[int, Sample]]]],
