@@ -115,21 +115,9 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
         if grading.registry.counts():
             provenance["grading"]["registry_context"] = grading.registry.counts()
-        provenance.update({
-            "samples_file": str(samples_path.resolve()),
-            "samples_sha256": samples.sha256 if samples is not None else digest.hexdigest(),
-            "n_samples": len(index.lines),
-            "created": rundir.now_iso(),
-            "versions": rundir.library_versions(),
-        })
         agreement = agreement_tally.summary()
-        if agreement is not None:  # an imported run: our grader beside the source tool's
-            provenance["source_agreement"] = agreement
-            if agreement["n_disagree"]:
-                agreement["disagreements_file"] = DISAGREEMENTS
-        run_config = _run_config_summary(samples_path.parent)
-        if run_config:
-            provenance["run_config"] = run_config
+        _add_provenance(provenance, samples_path, samples.sha256 if samples is not None else digest.hexdigest(),
+                        len(index.lines), agreement)
         # the scores' section of metrics.json (diversity / judge blocks already there are kept),
         # graded.jsonl and the disagreements list in one all-or-nothing commit: metrics.json always
         # describes the files beside it (an earlier scoring's list is removed when none disagree now)
@@ -142,6 +130,25 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                                         files=files)
     graded = kept if kept is not None else GradedFile(rundir.run_path(out_dir, rundir.GRADED), len(index.lines))
     return ScoredRun(graded, written)
+
+
+def _add_provenance(provenance: dict[str, Any], samples_path: Path, sha256: str, n_samples: int,
+                    agreement: dict[str, Any] | None) -> None:
+    """The samples read, when, with what, the source's agreement (an imported run) and the run's config."""
+    provenance.update({
+        "samples_file": str(samples_path.resolve()),
+        "samples_sha256": sha256,
+        "n_samples": n_samples,
+        "created": rundir.now_iso(),
+        "versions": rundir.library_versions(),
+    })
+    if agreement is not None:  # an imported run: our grader beside the source tool's
+        provenance["source_agreement"] = agreement
+        if agreement["n_disagree"]:
+            agreement["disagreements_file"] = DISAGREEMENTS
+    run_config = _run_config_summary(samples_path.parent)
+    if run_config:
+        provenance["run_config"] = run_config
 
 
 def _read_back(handle: IO[bytes]) -> Iterator[bytes]:
