@@ -18,8 +18,7 @@ false and differs from ``correct``.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.llm_judge.answers import UNAVAILABLE, UNSURE, AnswerJudge, AnswerQuestion
@@ -67,37 +66,59 @@ def _fraction(count: int, total: int) -> float | None:
     return count / total if total else None
 
 
-def judge_block(records: list[GradedSample], mode: str) -> dict[str, Any]:
-    """One benchmark's ``judge_grading`` block: counts and accuracies over all its samples."""
-    n = len(records)
-    symbolic = [r.correct for r in records]
-    judge = [r.judge_verdict is True for r in records]  # unsure / unavailable / not asked: never correct
-    notes = [r.judge_note or "" for r in records]
-    decided = [r for r in records if r.judge_verdict is not None]
-    measured = mode == ALL  # in rejected mode the accepted samples were never asked
-    return {
-        "mode": mode, "n_samples": n,
-        "n_asked": sum(not note.startswith("not asked") for note in notes),
-        "n_judge_equivalent": sum(r.judge_verdict is True for r in records),
-        "n_judge_not_equivalent": sum(r.judge_verdict is False for r in records),
-        "n_unsure": sum(note.startswith(UNSURE) for note in notes),
-        "n_unavailable": sum(note.startswith(UNAVAILABLE) for note in notes),
-        "accuracy": {"symbolic": _fraction(sum(symbolic), n),
-                     "judge": _fraction(sum(judge), n) if measured else None,
-                     "both": _fraction(sum(s and j for s, j in zip(symbolic, judge)), n) if measured else None,
-                     "any": _fraction(sum(s or j for s, j in zip(symbolic, judge)), n)},
-        "n_disagree": sum(r.judge_verdict != r.correct for r in decided),
-        "n_judge_only": sum(r.judge_verdict is True and not r.correct for r in decided),
-        "n_symbolic_only": sum(r.judge_verdict is False and r.correct for r in decided),
-    }
+class JudgeTally:
+    """Each benchmark's ``judge_grading`` block (counts and accuracies over all its samples), fed one
+    graded record at a time (``score`` streams a run); every sample whose judge verdict (true/false)
+    differs from the symbolic one goes to ``listing`` whole, a JSONL line of judge_disagreements.jsonl
+    (the fields of disagreements.jsonl where they mean the same: ``key, line, gold, status, extraction,
+    extracted, completion``; ``symbolic`` and ``judge`` for the two verdicts)."""
 
+    _COUNTS = ("n_samples", "n_asked", "n_judge_equivalent", "n_judge_not_equivalent", "n_unsure", "n_unavailable",
+               "n_symbolic", "n_judge", "n_both", "n_any", "n_disagree", "n_judge_only", "n_symbolic_only")
 
-def judge_metrics(graded: list[GradedSample], mode: str) -> dict[str, dict[str, Any]]:
-    """benchmark -> ``judge_block`` of its samples."""
-    by_benchmark: dict[str, list[GradedSample]] = {}
-    for record in graded:
-        by_benchmark.setdefault(record.sample.benchmark, []).append(record)
-    return {name: judge_block(records, mode) for name, records in sorted(by_benchmark.items())}
+    def __init__(self, mode: str, listing: IO[bytes]) -> None:
+        self.mode, self.listing = check_mode(mode), listing
+        self.counts: dict[str, dict[str, int]] = {}
+        self.n_disagree = 0
+
+    def add(self, record: GradedSample) -> None:
+        c = self.counts.setdefault(record.sample.benchmark, dict.fromkeys(self._COUNTS, 0))
+        note, verdict = record.judge_note or "", record.judge_verdict
+        judge = verdict is True  # unsure / unavailable / not asked: never correct
+        for name, hit in (("n_samples", True), ("n_asked", not note.startswith("not asked")),
+                          ("n_judge_equivalent", verdict is True), ("n_judge_not_equivalent", verdict is False),
+                          ("n_unsure", note.startswith(UNSURE)), ("n_unavailable", note.startswith(UNAVAILABLE)),
+                          ("n_symbolic", record.correct), ("n_judge", judge), ("n_both", record.correct and judge),
+                          ("n_any", record.correct or judge)):
+            c[name] += bool(hit)
+        if verdict is None or verdict == record.correct:
+            return
+        c["n_disagree"] += 1
+        c["n_judge_only" if verdict else "n_symbolic_only"] += 1
+        self.n_disagree += 1
+        self.listing.writelines(jsonl_chunks([{
+            "key": list(record.key), "line": record.line, "gold": record.sample.gold, "symbolic": record.correct,
+            "judge": verdict, "judge_model": record.judge_model, "status": record.status,
+            "extraction": record.extraction, "extracted": record.extracted, "completion": record.sample.completion}]))
+
+    def blocks(self) -> dict[str, dict[str, Any]]:
+        """benchmark -> its ``judge_grading`` block of metrics.json."""
+        measured = self.mode == ALL  # in rejected mode the accepted samples were never asked
+        out = {}
+        for name, c in sorted(self.counts.items()):
+            n = c["n_samples"]
+            out[name] = {
+                "mode": self.mode, "n_samples": n, "n_asked": c["n_asked"],
+                "n_judge_equivalent": c["n_judge_equivalent"], "n_judge_not_equivalent": c["n_judge_not_equivalent"],
+                "n_unsure": c["n_unsure"], "n_unavailable": c["n_unavailable"],
+                "accuracy": {"symbolic": _fraction(c["n_symbolic"], n),
+                             "judge": _fraction(c["n_judge"], n) if measured else None,
+                             "both": _fraction(c["n_both"], n) if measured else None,
+                             "any": _fraction(c["n_any"], n)},
+                "n_disagree": c["n_disagree"], "n_judge_only": c["n_judge_only"],
+                "n_symbolic_only": c["n_symbolic_only"],
+            }
+        return out
 
 
 def unavailable_message(metrics: dict[str, Any]) -> str | None:
@@ -113,24 +134,5 @@ def unavailable_message(metrics: dict[str, Any]) -> str | None:
             "to ask only for those (the answered ones are in judge_cache.jsonl)")
 
 
-def judge_disagreement_records(graded: list[GradedSample]) -> list[dict[str, Any]]:
-    """Every sample whose judge verdict (true/false) differs from the symbolic one, whole; the fields of
-    disagreements.jsonl where they mean the same (``key, line, gold, status, extraction, extracted,
-    completion``), ``symbolic`` and ``judge`` for the two verdicts."""
-    return [{"key": list(r.key), "line": r.line, "gold": r.sample.gold, "symbolic": r.correct,
-             "judge": r.judge_verdict, "judge_model": r.judge_model, "status": r.status, "extraction": r.extraction,
-             "extracted": r.extracted, "completion": r.sample.completion}
-            for r in graded if r.judge_verdict is not None and r.judge_verdict != r.correct]
-
-
-def judge_disagreements_file(graded: list[GradedSample], out_dir: Path) -> dict[str, Any]:
-    """``update_metrics`` files entry: judge_disagreements.jsonl's lines when some disagree, its removal
-    when an earlier scoring's list is there and none disagree now (or no judge ran), else nothing."""
-    records = judge_disagreement_records(graded)
-    if records:
-        return {JUDGE_DISAGREEMENTS: jsonl_chunks(records)}
-    return {JUDGE_DISAGREEMENTS: None} if (out_dir / JUDGE_DISAGREEMENTS).is_file() else {}
-
-
-__all__ = ["ALL", "JUDGE_DISAGREEMENTS", "MODES", "OFF", "REJECTED", "check_mode", "is_asked", "judge_block",
-           "judge_disagreement_records", "judge_disagreements_file", "judge_graded", "judge_metrics", "unavailable_message"]
+__all__ = ["ALL", "JUDGE_DISAGREEMENTS", "MODES", "OFF", "REJECTED", "JudgeTally", "check_mode", "is_asked",
+           "judge_graded", "unavailable_message"]

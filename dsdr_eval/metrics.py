@@ -39,12 +39,12 @@ import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.grading import status_counts
+from dsdr_eval.grading import STATUSES
 from dsdr_eval.grading.grade import ANSWER_RULES
 from dsdr_eval.grading.reasoning import NO_REASONING, UNCLOSED
 from dsdr_eval.rundir.samples import PASS1, SAMPLING, GradedSample, as_graded
@@ -85,9 +85,6 @@ def majority_correct(classes: list[int | None], correct: list[bool]) -> bool:
     return class_correct[winner]
 
 
-Grouped = dict[str, dict[str, dict[str, list[GradedSample]]]]
-
-
 def iter_by_problem(records: Iterable[Any]) -> Iterator[tuple[tuple[str, str, str], list[Any]]]:
     """((benchmark, phase, problem_id), records sorted by sample_idx) in order of first appearance."""
     groups: dict[tuple[str, str, str], list[Any]] = {}
@@ -97,24 +94,130 @@ def iter_by_problem(records: Iterable[Any]) -> Iterator[tuple[tuple[str, str, st
         yield group, sorted(members, key=lambda r: r.key.sample_idx)
 
 
-def _group(records: Iterable[GradedSample]) -> Grouped:
-    """benchmark -> phase -> problem_id -> records sorted by sample_idx."""
-    grouped: Grouped = defaultdict(lambda: defaultdict(dict))
-    for (benchmark, phase, problem_id), members in iter_by_problem(records):
-        grouped[benchmark][phase][problem_id] = members
-    return grouped
+class _Sampled(NamedTuple):
+    """One problem's "sampling" rollouts, reduced to what the metrics need (its texts are gone)."""
+
+    problem_id: str
+    n: int
+    c: int
+    avg_at: dict[int, float]  # k -> mean correctness of the first k rollouts (AVG_AT, k <= n)
+    maj_at: dict[int, float]  # k -> maj@k (every k of k_values(n))
 
 
-def _per_problem_values(phases: dict[str, dict[str, list[GradedSample]]]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+class _BenchmarkTally:
+    """One benchmark's streamed aggregates: a few numbers per problem and counters per benchmark,
+    so the metrics of a run are computed without holding its records (issue 36)."""
+
+    def __init__(self) -> None:
+        self.sampling: dict[int, _Sampled] = {}  # keyed by first position: order of first appearance
+        self.pass1: dict[int, tuple[str, float]] = {}
+        self.phase_first: dict[str, int] = {}
+        self.status: dict[str, dict[str, int]] = {}  # phase -> status -> count
+        # (a status outside STATUSES, phase) -> (position, sample_idx) where first seen
+        self.status_first: dict[tuple[str, str], tuple[int, int]] = {}
+        self.n_rows = 0
+        self.tokens = [0, 0]  # sum, count of the recorded n_completion_tokens
+        self.reasons = [0, 0]  # finish_reason "length", recorded finish_reasons
+        self.states = [0, 0]  # unclosed, graded with a reasoning state
+        self.reasoning_tokens: list[int] | None = [0]  # sum; None once a sample's count is unknown
+        self.answer_tokens: list[int] | None = [0]
+        self.changed = {rule: 0 for rule in ANSWER_RULES}
+
+    def add(self, position: int, phase: str, members: list[GradedSample]) -> None:
+        problem_id = members[0].key.problem_id
+        self.phase_first[phase] = min(self.phase_first.get(phase, position), position)
+        if phase == SAMPLING:
+            correct = [r.correct for r in members]
+            self.sampling[position] = _Sampled(
+                problem_id, len(members), sum(correct),
+                {k: float(np.mean(correct[:k])) for k in AVG_AT if len(members) >= k},
+                {k: float(majority_correct([r.answer_class for r in members[:k]], correct[:k]))
+                 for k in k_values(len(members))})
+        elif phase == PASS1:
+            self.pass1[position] = (problem_id, float(np.mean([r.correct for r in members])))
+        counts = self.status.setdefault(phase, {})
+        for record in members:
+            counts[record.status] = counts.get(record.status, 0) + 1
+            if record.status not in STATUSES:
+                where = (position, record.key.sample_idx)
+                self.status_first[record.status, phase] = min(self.status_first.get((record.status, phase), where),
+                                                              where)
+            self._add_row(record)
+
+    def _add_row(self, r: GradedSample) -> None:
+        self.n_rows += 1
+        if r.sample.n_completion_tokens is not None:
+            self.tokens[0] += r.sample.n_completion_tokens
+            self.tokens[1] += 1
+        if r.sample.finish_reason is not None:
+            self.reasons[0] += r.sample.finish_reason == "length"
+            self.reasons[1] += 1
+        if r.reasoning_state is not None:
+            self.states[0] += r.reasoning_state == UNCLOSED
+            self.states[1] += 1
+        n = (r.sample.n_reasoning_tokens if r.sample.n_reasoning_tokens is not None
+             else 0 if r.reasoning_state == NO_REASONING else None)
+        answer = None if n is None or r.sample.n_completion_tokens is None else r.sample.n_completion_tokens - n
+        for total, value in ((self.reasoning_tokens, n), (self.answer_tokens, answer)):
+            if total is not None and value is not None:
+                total[0] += value
+        if n is None:
+            self.reasoning_tokens = None
+        if answer is None:
+            self.answer_tokens = None
+        for rule in r.changed_by or ():
+            if rule in self.changed:
+                self.changed[rule] += 1
+
+    def status_counts(self, phases: Iterable[str]) -> dict[str, int]:
+        """Counts over ``phases``: every status of STATUSES, then any other in the order the records are
+        listed (phase, then problem, by first appearance; then sample_idx), as ``grading.status_counts``."""
+        counts = {status: 0 for status in STATUSES}
+        first: dict[str, tuple[int, int, int]] = {}
+        for (status, phase), (position, sample_idx) in self.status_first.items():
+            if phase in phases:
+                where = (self.phase_first[phase], position, sample_idx)
+                first[status] = min(first.get(status, where), where)
+        counts.update((status, 0) for status in sorted(first, key=first.__getitem__))
+        for phase in phases:
+            for status, n in self.status.get(phase, {}).items():
+                counts[status] += n
+        return counts
+
+
+class MetricsAccumulator:
+    """``compute_metrics`` fed one problem at a time: ``add`` each (benchmark, phase, problem_id) group
+    (records sorted by sample_idx, with the position of its first record in the file), then ``result``.
+    What it holds grows with the number of problems, not with the samples' texts."""
+
+    def __init__(self) -> None:
+        self.benchmarks: dict[str, _BenchmarkTally] = {}
+
+    def add(self, position: int, members: list[GradedSample]) -> None:
+        benchmark, phase, _ = members[0].key[:3]
+        self.benchmarks.setdefault(benchmark, _BenchmarkTally()).add(position, phase, members)
+
+    def result(self, *, bootstrap: int = 1000, seed: int = 0) -> dict:
+        """metrics.json content (without grading provenance); see the module docstring."""
+        if bootstrap < 0:
+            raise DsdrError(f"--bootstrap must be >= 0 (got {bootstrap})")
+        benchmarks: dict[str, Any] = {}
+        replicates: dict[str, dict[str, np.ndarray]] = {}
+        for name in sorted(self.benchmarks):
+            benchmarks[name], replicates[name] = _benchmark_entry(name, self.benchmarks[name], bootstrap, seed)
+        return _result(benchmarks, replicates, bootstrap, seed)
+
+
+def _per_problem_values(tally: _BenchmarkTally) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Per-problem metric vectors ("pass@4" -> array [P]; avg@n = c/n, docs/ALGORITHMS.md §5, Eq. 19)
     and the benchmark's descriptive fields."""
     values: dict[str, np.ndarray] = {}
     info: dict[str, Any] = {}
-    sampling = phases.get(SAMPLING, {})
+    sampling = [tally.sampling[p] for p in sorted(tally.sampling)]
+    pass1 = [tally.pass1[p] for p in sorted(tally.pass1)]
     if sampling:
-        problems = list(sampling.values())
-        n = np.array([len(p) for p in problems])
-        c = np.array([sum(r.correct for r in p) for p in problems])
+        n = np.array([p.n for p in sampling])
+        c = np.array([p.c for p in sampling])
         n_min = int(n.min())
         info["n_samples_per_problem"] = n_min
         if int(n.max()) != n_min:
@@ -122,18 +225,15 @@ def _per_problem_values(phases: dict[str, dict[str, list[GradedSample]]]) -> tup
         values["avg@n"] = c / n
         for k in AVG_AT:
             if n_min >= k:
-                values[f"avg@{k}"] = np.array([np.mean([r.correct for r in p[:k]]) for p in problems])
+                values[f"avg@{k}"] = np.array([p.avg_at[k] for p in sampling])
         for k in k_values(n_min):
             values[f"pass@{k}"] = np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)])
-            values[f"maj@{k}"] = np.array([
-                float(majority_correct([r.answer_class for r in p[:k]], [r.correct for r in p[:k]]))
-                for p in problems])
-    pass1 = phases.get(PASS1, {})
+            values[f"maj@{k}"] = np.array([p.maj_at[k] for p in sampling])
     if pass1:
-        values["pass1"] = np.array([np.mean([r.correct for r in p]) for p in pass1.values()])
-    all_ids = set(sampling) | set(pass1)
-    info["n_problems"] = len(all_ids)
-    if sampling and pass1 and set(sampling) != set(pass1):
+        values["pass1"] = np.array([value for _, value in pass1])
+    sampling_ids, pass1_ids = {p.problem_id for p in sampling}, {problem_id for problem_id, _ in pass1}
+    info["n_problems"] = len(sampling_ids | pass1_ids)
+    if sampling and pass1 and sampling_ids != pass1_ids:
         info["n_problems_pass1"] = len(pass1)
     return values, info
 
@@ -196,43 +296,47 @@ def compute_metrics(graded: Iterable[GradedSample | Mapping[str, Any]], *, boots
                     seed: int = 0) -> dict:
     """metrics.json content (without grading provenance) from graded records (graded.jsonl rows as
     dicts are checked like the file's lines: ``samples.as_graded``); see module docstring."""
-    if bootstrap < 0:
-        raise DsdrError(f"--bootstrap must be >= 0 (got {bootstrap})")
-    grouped = _group(as_graded(graded))
-    benchmarks: dict[str, Any] = {}
-    replicates: dict[str, dict[str, np.ndarray]] = {}
-    for name in sorted(grouped):
-        phases = grouped[name]
-        values, info = _per_problem_values(phases)
-        point = {key: float(vector.mean()) for key, vector in values.items()}
-        ci: dict[str, list[float]] = {}
-        replicates[name] = {}
-        if bootstrap > 0:
-            for key, vector in values.items():
-                means = stratified_bootstrap_means({name: vector}, n_boot=bootstrap, seed=seed)
-                replicates[name][key] = means
-                lo, hi = np.percentile(means, [2.5, 97.5])
-                ci[key] = [float(lo), float(hi)]
-        rows = [r for problems in phases.values() for p in problems.values() for r in p]
-        entry: dict[str, Any] = {"n_problems": info["n_problems"]}
-        entry.update({k: v for k, v in info.items() if k != "n_problems"})
-        entry.update(_nest(point))
-        entry["ci95"] = _nest(ci)
-        entry["status_counts"] = _status_counts(rows)
-        entry["status_counts_by_phase"] = {phase: _status_counts(r for p in problems.values() for r in p)
-                                           for phase, problems in sorted(phases.items())}
-        entry["mean_completion_tokens"] = _mean_of([r.sample.n_completion_tokens for r in rows])
-        reasons = [r.sample.finish_reason for r in rows if r.sample.finish_reason is not None]
-        entry["truncated_fraction"] = sum(reason == "length" for reason in reasons) / len(reasons) if reasons else None
-        entry.update(reasoning_summary(rows))
-        benchmarks[name] = entry
+    accumulator = MetricsAccumulator()
+    for position, (_, members) in enumerate(iter_by_problem(as_graded(graded))):
+        accumulator.add(position, members)
+    return accumulator.result(bootstrap=bootstrap, seed=seed)
+
+
+def _benchmark_entry(name: str, tally: _BenchmarkTally, bootstrap: int,
+                     seed: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One benchmark's metrics.json entry and its bootstrap replicates (for the macro average's CI)."""
+    values, info = _per_problem_values(tally)
+    point = {key: float(vector.mean()) for key, vector in values.items()}
+    ci: dict[str, list[float]] = {}
+    replicates: dict[str, np.ndarray] = {}
+    if bootstrap > 0:
+        for key, vector in values.items():
+            means = stratified_bootstrap_means({name: vector}, n_boot=bootstrap, seed=seed)
+            replicates[key] = means
+            lo, hi = np.percentile(means, [2.5, 97.5])
+            ci[key] = [float(lo), float(hi)]
+    phases = sorted(tally.phase_first, key=tally.phase_first.__getitem__)  # order of first appearance
+    entry: dict[str, Any] = {"n_problems": info["n_problems"]}
+    entry.update({k: v for k, v in info.items() if k != "n_problems"})
+    entry.update(_nest(point))
+    entry["ci95"] = _nest(ci)
+    entry["status_counts"] = tally.status_counts(phases)
+    entry["status_counts_by_phase"] = {phase: tally.status_counts([phase]) for phase in sorted(phases)}
+    entry["mean_completion_tokens"] = tally.tokens[0] / tally.tokens[1] if tally.tokens[1] else None
+    entry["truncated_fraction"] = tally.reasons[0] / tally.reasons[1] if tally.reasons[1] else None
+    entry.update(reasoning_summary(tally))
+    return entry, replicates
+
+
+def _result(benchmarks: dict[str, Any], replicates: dict[str, dict[str, np.ndarray]], bootstrap: int,
+            seed: int) -> dict:
     result = {"benchmarks": benchmarks, "average": _macro_average(benchmarks, replicates, bootstrap),
-            "provenance": {"pass@k": "unbiased estimator (Chen et al. 2021), 1 - prod_{i=n-c+1..n}(1 - k/i)",
-                           "maj@k": "majority vote over the first k samples by sample_idx on answer_class; "
-                                    "no-answer samples do not vote; ties -> class seen first",
-                           "ci95": "percentile bootstrap over problems", "bootstrap": bootstrap, "seed": seed,
-                           "bootstrap_streams": BOOTSTRAP_STREAMS,
-                           "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)"}}
+              "provenance": {"pass@k": "unbiased estimator (Chen et al. 2021), 1 - prod_{i=n-c+1..n}(1 - k/i)",
+                             "maj@k": "majority vote over the first k samples by sample_idx on answer_class; "
+                                      "no-answer samples do not vote; ties -> class seen first",
+                             "ci95": "percentile bootstrap over problems", "bootstrap": bootstrap, "seed": seed,
+                             "bootstrap_streams": BOOTSTRAP_STREAMS,
+                             "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)"}}
     if set(TABLE1_BENCHMARKS) < set(benchmarks):
         # Table 1's "Average" is over exactly these five; other benchmarks (amc23) would shift it.
         result["average_table1"] = _macro_average({n: benchmarks[n] for n in TABLE1_BENCHMARKS}, replicates, bootstrap)
@@ -269,33 +373,21 @@ def _macro_average(benchmarks: dict[str, Any], replicates: dict[str, dict[str, n
     return average
 
 
-def _status_counts(records: Iterable[GradedSample]) -> dict[str, int]:
-    return status_counts({"status": r.status} for r in records)
-
-
-def reasoning_summary(rows: list[GradedSample]) -> dict[str, Any]:
+def reasoning_summary(tally: _BenchmarkTally) -> dict[str, Any]:
     """Thinking-model figures of one benchmark (issue 33): the share of samples whose reasoning never
     closed (over the samples graded with a reasoning state), the mean reasoning and answer tokens
     (reasoning: ``n_reasoning_tokens``, 0 for a sample with no reasoning; answer: the completion's
     tokens less those; null unless known for every sample: a mean over the samples that happen to
     have counts -- e.g. only those without reasoning -- would be biased), and how many extracted
     answers each grading rule changed from the whole completion's (``changed_by``)."""
-    states = [r.reasoning_state for r in rows if r.reasoning_state is not None]
-    reasoning_tokens = [r.sample.n_reasoning_tokens if r.sample.n_reasoning_tokens is not None
-                        else 0 if r.reasoning_state == NO_REASONING else None for r in rows]
-    answer_tokens = [None if n is None or r.sample.n_completion_tokens is None else r.sample.n_completion_tokens - n
-                     for r, n in zip(rows, reasoning_tokens)]
-    changed = {rule: sum(rule in (r.changed_by or ()) for r in rows) for rule in ANSWER_RULES}
-    return {"unclosed_reasoning_fraction": sum(s == UNCLOSED for s in states) / len(states) if states else None,
-            "mean_reasoning_tokens": _mean_of_all(reasoning_tokens), "mean_answer_tokens": _mean_of_all(answer_tokens),
-            "answers_changed_by_rule": changed}
+    unclosed, n_states = tally.states
+    return {"unclosed_reasoning_fraction": unclosed / n_states if n_states else None,
+            "mean_reasoning_tokens": _mean_of_all(tally.reasoning_tokens, tally.n_rows),
+            "mean_answer_tokens": _mean_of_all(tally.answer_tokens, tally.n_rows),
+            "answers_changed_by_rule": dict(tally.changed)}
 
 
-def _mean_of_all(values: list[int | None]) -> float | None:
-    """The mean when every value is known, else None."""
-    return float(np.mean(values)) if values and all(v is not None for v in values) else None
-
-
-def _mean_of(values: list[int | None]) -> float | None:
-    present = [v for v in values if v is not None]  # null = not recorded
-    return float(np.mean(present)) if present else None
+def _mean_of_all(total: list[int] | None, n: int) -> float | None:
+    """The mean when every value is known (``total`` not None), else None; token counts are integers,
+    so the sum is exact and the mean is the one np.mean gives."""
+    return total[0] / n if total is not None and n else None

@@ -9,34 +9,56 @@
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, Callable, Iterator, NamedTuple
 
 from dsdr_eval.grading.answer_norm import GradingOptions
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
-from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, extract_answer, get_profile
-from dsdr_eval.grading import grade_samples, grader_provenance
-from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, parse_reasoning_format
-from dsdr_eval.rundir.jsonl import jsonl_chunks
-from dsdr_eval.judge_grading import OFF, check_mode, judge_disagreements_file, judge_graded, judge_metrics
+from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES, get_profile
+from dsdr_eval.grading import GradingPool, default_workers, grade_samples, grader_provenance
+from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, ReasoningFormat, parse_reasoning_format
+from dsdr_eval.progress import progress_bar
+from dsdr_eval.judge_grading import JUDGE_DISAGREEMENTS, OFF, JudgeTally, check_mode, judge_graded
 from dsdr_eval.llm_judge.answers import AnswerJudge
-from dsdr_eval.metrics import compute_metrics
+from dsdr_eval.rundir.jsonl import jsonl_chunks
+from dsdr_eval.rundir.problems import ProblemIndex, iter_groups
+from dsdr_eval.metrics import MetricsAccumulator
+from dsdr_eval.scoring_checks import AgreementTally, NoAnswerTally
 from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
-from dsdr_eval.rundir.samples import GradedSample, SamplesFile, graded_from_grader
+from dsdr_eval.rundir.samples import (GradedSample, Sample, SamplesFile, graded_from_grader, iter_records,
+                                      parse_graded, parse_sample)
 
 
 DISAGREEMENTS = "disagreements.jsonl"  # every sample where our verdict differs from the source tool's
-NO_ANSWER_WARN_FRACTION = 0.2  # above this share of no_answer in a benchmark, the profile is probably wrong
-NO_ANSWER_MIN_SAMPLES = 5  # fewer samples tell a truncated output from a wrong convention too poorly to warn
+GRADE_CHUNK_SAMPLES = 512  # grade at least this many samples per call (whole problems) ...
+GRADE_CHUNK_MAX_SAMPLES = 8192  # ... and at most this many unless one problem alone has more
 
 
 class ScoredRun(NamedTuple):
-    """What one scoring pass produced: the graded records (as written to graded.jsonl) and metrics.json."""
+    """What one scoring pass produced: the graded records and metrics.json. ``graded``: a list when the
+    samples were given in memory (``dsdr-eval run``: the records share their samples' texts), else a
+    ``GradedFile`` that reads graded.jsonl again, one record at a time, each time it is iterated."""
 
-    graded: list[GradedSample]
+    graded: "list[GradedSample] | GradedFile"
     metrics: dict[str, Any]
+
+
+class GradedFile:
+    """graded.jsonl as written by one scoring pass: ``len`` its records, iteration reads them from the
+    file (``iter_records``), so a caller of ``score_records`` never forces a run into memory."""
+
+    def __init__(self, path: Path, n_records: int) -> None:
+        self.path, self.n_records = path, n_records
+
+    def __len__(self) -> int:
+        return self.n_records
+
+    def __iter__(self) -> Iterator[GradedSample]:
+        return iter_records(self.path, parse_graded)
 
 
 def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
@@ -47,176 +69,227 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                   judge_mode: str = OFF) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
-    The whole file is validated before any grading (``dsdr_eval.rundir.samples``); both outputs are written
-    (atomically) only after grading and metrics succeeded, so a failure leaves the previous ones
-    untouched. ``samples``: the file already read in this process (``dsdr-eval run``), not read again.
-    Returns the graded records with the metrics, so a later stage of the same process (diversity)
-    need not read graded.jsonl back. ``extraction``: the answer convention (a profile of
-    ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``); None: the run directory's config.json
-    ``"extraction"`` (written by ``run`` / ``import``), else the default ``boxed``. ``reasoning_format``:
-    how completions mark their reasoning (``dsdr_eval.grading.reasoning``); None: config.json's
-    ``"reasoning_format"``, else ``auto``. ``judge`` (an ``AnswerJudge``) and ``judge_mode`` (rejected, all):
-    the judge's second opinion beside the symbolic verdict (``dsdr_eval.judge_grading``), which stays
-    ``correct``."""
+    The whole file is validated before any grading (an index pass: ``rundir.problems``); then it is
+    read again and graded a few problems at a time, graded.jsonl streamed to a temp file in the
+    samples' order and the metrics, warnings and agreement computed from per-problem aggregates, so
+    memory follows a problem, not the run (issue 36). All outputs are committed (atomically) only
+    after grading and metrics succeeded, so a failure leaves the previous ones untouched.
+    ``samples``: the file already read in this process (``dsdr-eval run``), not read again.
+    ``extraction``: the answer convention (a profile of ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``);
+    None: the run directory's config.json ``"extraction"`` (written by ``run`` / ``import``), else the
+    default ``boxed``. ``reasoning_format``: how completions mark their reasoning
+    (``dsdr_eval.grading.reasoning``); None: config.json's ``"reasoning_format"``, else ``auto``.
+    ``judge`` (an ``AnswerJudge``) and ``judge_mode`` (rejected, all): the judge's second opinion beside
+    the symbolic verdict (``dsdr_eval.judge_grading``), which stays ``correct``."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     extraction = extraction if extraction is not None else run_extraction(samples_path.parent)
     get_profile(extraction)  # an unknown profile is refused before the samples are read
     reasoning = parse_reasoning_format(reasoning_format if reasoning_format is not None
                                        else run_reasoning_format(samples_path.parent))
-    if samples is None:
-        samples = SamplesFile.open(samples_path)
-    records = samples.samples
-    if not records:
+    if samples is None and not samples_path.is_file():
+        raise DsdrError(f"{samples_path}: samples file not found")
+    digest = hashlib.sha256()
+    index = ProblemIndex.build(samples_path, samples.samples if samples is not None else None, parse=parse_sample,
+                               phase=None, on_bytes=digest.update)
+    if not index.lines:
         raise DsdrError(f"{samples_path}: no samples")
-    started = time.perf_counter()
-    rows, context = registry_context([sample.to_json() for sample in records])
-    rows = grade_samples(rows, timeout_s=timeout_s, workers=workers,
-                         progress=progress, options=options, extraction=extraction, reasoning_format=reasoning)
-    graded = [graded_from_grader(sample, row) for sample, row in zip(records, rows)]
-    grading_wall_s = time.perf_counter() - started
+    out_dir.mkdir(parents=True, exist_ok=True)
     judged = judge is not None and check_mode(judge_mode) != OFF
-    graded = judge_graded(graded, judge, judge_mode) if judged else graded
+    grading = _Grading(timeout_s, workers, options, extraction, reasoning, len(index.groups),
+                       (judge, judge_mode) if judged else None)
+    kept: list[GradedSample] | None = [] if samples is not None else None
+    no_answer, metrics_input = NoAnswerTally(extraction), MetricsAccumulator()
+    with tempfile.TemporaryFile(dir=out_dir) as graded_out, tempfile.TemporaryFile(dir=out_dir) as listing, \
+            tempfile.TemporaryFile(dir=out_dir) as judge_listing, \
+            progress_bar(len(index.lines), "grading", unit="sample", enabled=progress) as bar:
+        started = time.perf_counter()
+        agreement_tally = AgreementTally(listing)
+        judge_tally = JudgeTally(judge_mode, judge_listing) if judged else None
+        try:
+            for record in _graded_in_file_order(index, grading, metrics_input, bar.advance):
+                graded_out.writelines(jsonl_chunks([record.to_json()]))
+                no_answer.add(record)
+                agreement_tally.add(record)
+                if judge_tally is not None:
+                    judge_tally.add(record)
+                if kept is not None:
+                    kept.append(record)
+        finally:
+            grading.close()
+        grading_wall_s = time.perf_counter() - started
 
-    for message in no_answer_warnings(graded, extraction):
-        warn(message)
-    metrics = compute_metrics(graded, bootstrap=bootstrap, seed=seed)
-    provenance = metrics["provenance"]
-    provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction, reasoning)
-    provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
-    if context:
-        provenance["grading"]["registry_context"] = context
+        for message in no_answer.messages():
+            warn(message)
+        metrics = metrics_input.result(bootstrap=bootstrap, seed=seed)
+        provenance = metrics["provenance"]
+        provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction, reasoning)
+        provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
+        if grading.registry.counts():
+            provenance["grading"]["registry_context"] = grading.registry.counts()
+        agreement = agreement_tally.summary()
+        _add_provenance(provenance, samples_path, samples.sha256 if samples is not None else digest.hexdigest(),
+                        len(index.lines), agreement)
+        if judge_tally is not None:
+            for name, block in judge_tally.blocks().items():
+                metrics["benchmarks"][name]["judge_grading"] = block
+            provenance["judge_grading"] = judge.provenance(judge_mode)
+        files = _files_beside(out_dir, graded_out, (listing, agreement is not None and agreement["n_disagree"] > 0),
+                              (judge_listing, judge_tally is not None and judge_tally.n_disagree > 0))
+        written = rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"], summary=metrics,
+                                        files=files)
+    graded = kept if kept is not None else GradedFile(rundir.run_path(out_dir, rundir.GRADED), len(index.lines))
+    return ScoredRun(graded, written)
+
+
+def _add_provenance(provenance: dict[str, Any], samples_path: Path, sha256: str, n_samples: int,
+                    agreement: dict[str, Any] | None) -> None:
+    """The samples read, when, with what, the source's agreement (an imported run) and the run's config."""
     provenance.update({
         "samples_file": str(samples_path.resolve()),
-        "samples_sha256": samples.sha256,
-        "n_samples": len(graded),
+        "samples_sha256": sha256,
+        "n_samples": n_samples,
         "created": rundir.now_iso(),
         "versions": rundir.library_versions(),
     })
-    agreement = source_agreement(graded)
     if agreement is not None:  # an imported run: our grader beside the source tool's
         provenance["source_agreement"] = agreement
         if agreement["n_disagree"]:
             agreement["disagreements_file"] = DISAGREEMENTS
-    if judged:
-        for name, block in judge_metrics(graded, judge_mode).items():
-            metrics["benchmarks"][name]["judge_grading"] = block
-        provenance["judge_grading"] = judge.provenance(judge_mode)
     run_config = _run_config_summary(samples_path.parent)
     if run_config:
         provenance["run_config"] = run_config
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # the scores' section of metrics.json (diversity / judge blocks already there are kept),
-    # graded.jsonl and the disagreements list in one all-or-nothing commit: metrics.json always
-    # describes the files beside it (an earlier scoring's list is removed when none disagree now)
-    files: dict[str, Any] = {rundir.GRADED: jsonl_chunks(record.to_json() for record in graded)}
-    if agreement is not None and agreement["n_disagree"]:
-        files[DISAGREEMENTS] = jsonl_chunks(disagreement_records(graded))
-    elif (out_dir / DISAGREEMENTS).is_file():
-        files[DISAGREEMENTS] = None
-    files.update(judge_disagreements_file(graded if judged else [], out_dir))
-    return ScoredRun(graded, rundir.update_metrics(out_dir, rundir.SCORE_SECTION, metrics["benchmarks"],
-                                                   summary=metrics, files=files))
 
 
-def registry_context(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _files_beside(out_dir: Path, graded_out: IO[bytes], *listings: tuple[IO[bytes], bool]) -> dict[str, Any]:
+    """``update_metrics``' files: graded.jsonl, and each disagreements list (the source tool's, the judge's)
+    that has lines; an earlier scoring's list is removed when none disagree now. The scores' section of
+    metrics.json (diversity / judge blocks already there are kept), graded.jsonl and the lists go in one
+    all-or-nothing commit, so metrics.json always describes the files beside it."""
+    files: dict[str, Any] = {rundir.GRADED: _read_back(graded_out)}
+    for name, (listing, has_lines) in zip((DISAGREEMENTS, JUDGE_DISAGREEMENTS), listings):
+        if has_lines:
+            files[name] = _read_back(listing)
+        elif (out_dir / name).is_file():
+            files[name] = None
+    return files
+
+
+def _read_back(handle: IO[bytes]) -> Iterator[bytes]:
+    """A temp file's bytes from its start, in chunks (``rundir.commit_files`` copies them into place)."""
+    handle.seek(0)
+    return iter(lambda: handle.read(1 << 16), b"")
+
+
+class _Grading:
+    """The grader of one scoring pass: one pool of workers for every chunk, the registry's context."""
+
+    def __init__(self, timeout_s: float, workers: int | None, options: GradingOptions | None, extraction: str,
+                 reasoning: ReasoningFormat, n_problems: int, judge: tuple[AnswerJudge, str] | None = None) -> None:
+        self.options, self.extraction, self.reasoning, self.judge = options, extraction, reasoning, judge
+        self.registry = RegistryContext()
+        self.workers = max(1, min(workers or default_workers(), n_problems))
+        self.pool = GradingPool(timeout_s=timeout_s, workers=self.workers)
+
+    def grade(self, numbered: list[tuple[int, Sample]]) -> list[GradedSample]:
+        """Graded records of (position, sample) pairs: whole problems, graded in parallel."""
+        rows = self.registry.fill([(position, record.to_json()) for position, record in numbered])
+        rows = grade_samples(rows, pool=self.pool, progress=False, options=self.options,
+                             extraction=self.extraction, reasoning_format=self.reasoning)
+        graded = [graded_from_grader(record, row) for (_, record), row in zip(numbered, rows)]
+        return judge_graded(graded, *self.judge) if self.judge is not None else graded
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _graded_in_file_order(index: ProblemIndex, grading: _Grading, metrics: MetricsAccumulator,
+                          advance: Callable[[int], None]) -> Iterator[GradedSample]:
+    """Every sample of ``index`` graded, in the file's order: whole problems (``iter_groups``) are
+    graded a chunk at a time (enough of them to keep the workers busy); each problem goes to
+    ``metrics`` by phase; a graded record waits only for the lines before it (problems in flight)."""
+    done: dict[int, GradedSample] = {}
+    order = iter(index.lines)
+    next_position = next(order, None)
+    for chunk in _chunks(iter_groups(index), 2 * grading.workers):
+        numbered = [pair for members in chunk for pair in members]
+        positions = [position for position, _ in numbered]
+        graded = grading.grade(numbered)
+        done.update(zip(positions, graded))
+        for members in chunk:
+            by_phase: dict[str, list[tuple[int, GradedSample]]] = {}
+            for position, _ in members:
+                by_phase.setdefault(done[position].key.phase, []).append((position, done[position]))
+            for phase_members in by_phase.values():
+                metrics.add(phase_members[0][0], sorted((r for _, r in phase_members), key=lambda r: r.key.sample_idx))
+        advance(len(positions))
+        while next_position in done:
+            yield done.pop(next_position)
+            next_position = next(order, None)
+        del chunk, numbered, graded  # this chunk's records are not kept while the next one is read
+
+
+def _chunks(groups: Iterator[tuple[int, list[tuple[int, Sample]]]],
+            min_problems: int) -> Iterator[list[list[tuple[int, Sample]]]]:
+    """Problems in chunks of at least ``GRADE_CHUNK_SAMPLES`` samples and ``min_problems`` problems (the
+    workers grade a chunk's problems in parallel), at most ``GRADE_CHUNK_MAX_SAMPLES`` samples."""
+    chunk: list[list[tuple[int, Sample]]] = []
+    size = 0
+    for _, members in groups:
+        if chunk and size + len(members) > GRADE_CHUNK_MAX_SAMPLES:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(members)
+        size += len(members)
+        if size >= GRADE_CHUNK_SAMPLES and len(chunk) >= min_problems:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+class RegistryContext:
     """Rows of a registry benchmark (``benchmark`` a registered name, ``problem_id`` one of its ids) that
     carry no problem text or answer metadata get the registry's, so the grading rules that read the
     question (ordered lists, extremes) and the metadata apply to a user's own files too; only when the
-    row's gold is the registry's (another gold: another problem, left as it is). The rows given are
-    not changed -> (rows to grade, {benchmark: problems given context})."""
-    wanted = {str(row.get("benchmark")) for row in rows
-              if row.get("benchmark") in BENCHMARKS and (not row.get("problem") or row.get("answer_meta") is None)}
-    registry: dict[tuple[str, str], Problem] = {}
-    for name in sorted(wanted):
-        try:
-            registry.update(((name, p.id), p) for p in load_benchmark(name))
-        except DsdrError as exc:  # no local copy and no hub: graded without the registry's context
-            warn(f"score: benchmark {name}: problem texts not available for grading ({exc})")
-    if not registry:
-        return rows, {}
-    out, given = [], {}
-    for row in rows:
-        known = registry.get((str(row.get("benchmark")), str(row.get("problem_id"))))
-        if known is not None and str(row.get("gold", "")).strip() in (known.answer, known.extra.get("answer_original")):
-            filled = {"problem": row.get("problem") or known.problem,
-                      "answer_meta": row.get("answer_meta") if row.get("answer_meta") is not None else known.answer_meta}
-            if any(row.get(k) != v for k, v in filled.items()):
-                row = {**row, **filled}
-                given.setdefault(known.benchmark, set()).add(known.id)
-        out.append(row)
-    return out, {name: len(ids) for name, ids in given.items()}
+    row's gold is the registry's (another gold: another problem, left as it is). Each benchmark is
+    loaded once per scoring pass; ``counts`` says how many problems were given context."""
+
+    def __init__(self) -> None:
+        self.registry: dict[str, dict[str, Problem]] = {}  # benchmark -> id -> problem ({}: not available)
+        self.given: dict[str, tuple[int, set[str]]] = {}  # benchmark -> (first position given, problem ids)
+
+    def fill(self, numbered: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The rows to grade of (position, row) pairs; the rows given are not changed."""
+        wanted = {str(row.get("benchmark")) for _, row in numbered
+                  if row.get("benchmark") in BENCHMARKS and (not row.get("problem") or row.get("answer_meta") is None)}
+        for name in sorted(wanted - set(self.registry)):
+            try:
+                self.registry[name] = {p.id: p for p in load_benchmark(name)}
+            except DsdrError as exc:  # no local copy and no hub: graded without the registry's context
+                self.registry[name] = {}
+                warn(f"score: benchmark {name}: problem texts not available for grading ({exc})")
+        out = []
+        for position, row in numbered:
+            known = self.registry.get(str(row.get("benchmark")), {}).get(str(row.get("problem_id")))
+            if known is not None and str(row.get("gold", "")).strip() in (known.answer, known.extra.get("answer_original")):
+                filled = {"problem": row.get("problem") or known.problem,
+                          "answer_meta": row.get("answer_meta") if row.get("answer_meta") is not None else known.answer_meta}
+                if any(row.get(k) != v for k, v in filled.items()):
+                    row = {**row, **filled}
+                    first, ids = self.given.setdefault(known.benchmark, (position, set()))
+                    self.given[known.benchmark] = (min(first, position), ids | {known.id})
+            out.append(row)
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """{benchmark: problems given context}, in the order of the first row given context."""
+        return {name: len(ids) for name, (_, ids) in sorted(self.given.items(), key=lambda item: item[1][0])}
 
 
-def source_agreement(graded: list[GradedSample], *, shown: int = 10) -> dict[str, Any] | None:
-    """How often our verdict equals the source tool's (``source_correct``, kept by ``dsdr-eval import``):
-    counts overall and per benchmark, and the first ``shown`` disagreeing samples; None without labels."""
-    pairs = _labelled(graded)
-    if not pairs:
-        return None
-    differ = [(record, theirs) for record, theirs in pairs if record.correct != theirs]
-    per_benchmark: dict[str, dict[str, int]] = {}
-    for record, theirs in pairs:
-        counts = per_benchmark.setdefault(record.sample.benchmark, {"n_compared": 0, "n_agree": 0})
-        counts["n_compared"] += 1
-        counts["n_agree"] += record.correct == theirs
-    return {"n_compared": len(pairs), "n_agree": len(pairs) - len(differ), "n_disagree": len(differ),
-            "fraction": (len(pairs) - len(differ)) / len(pairs), "per_benchmark": per_benchmark,
-            "disagreements": [{"key": list(record.key), "ours": record.correct, "source": theirs,
-                               "extracted": record.extracted,
-                               "source_extracted": record.sample.extra.get("source_extracted")}
-                              for record, theirs in differ[:shown]]}
-
-
-def _labelled(graded: list[GradedSample]) -> list[tuple[GradedSample, bool]]:
-    """The records that carry the source tool's verdict, with that verdict."""
-    return [(record, record.sample.extra["source_correct"]) for record in graded
-            if isinstance(record.sample.extra.get("source_correct"), bool)]
-
-
-def disagreement_records(graded: list[GradedSample]) -> list[dict[str, Any]]:
-    """Every sample whose verdict differs from the source tool's, whole (``DISAGREEMENTS``)."""
-    return [{"key": list(record.key), "line": record.line, "gold": record.sample.gold, "ours": record.correct,
-             "status": record.status, "extraction": record.extraction, "extracted": record.extracted,
-             "source": theirs, "source_extracted": record.sample.extra.get("source_extracted"),
-             "completion": record.sample.completion}
-            for record, theirs in _labelled(graded) if record.correct != theirs]
-
-
-def no_answer_warnings(graded: list[GradedSample], extraction: str,
-                       threshold: float = NO_ANSWER_WARN_FRACTION) -> list[str]:
-    """One line per benchmark (of at least ``NO_ANSWER_MIN_SAMPLES`` samples) where more than
-    ``threshold`` of the samples have no answer under ``extraction``: the share, the profile, the end
-    of one such completion and the profiles that do find an answer in it -- a wrong answer
-    convention must never be a silent 0 %."""
-    per_benchmark: dict[str, list[GradedSample]] = {}
-    for record in graded:
-        per_benchmark.setdefault(record.sample.benchmark, []).append(record)
-    messages = []
-    for benchmark, records in per_benchmark.items():
-        missing = [record for record in records if record.status == "no_answer"]
-        if len(missing) <= threshold * len(records) or len(records) < NO_ANSWER_MIN_SAMPLES:
-            continue
-        # the first in key order, not in file order: concurrent engines append in the order requests finish,
-        # and the warning must read the same on every run
-        example = min(missing, key=lambda record: record.sample.key)
-        others = [name for name in EXTRACTION_PROFILES
-                  if name != extraction and extract_answer(example.sample.completion, name) is not None]
-        hint = (f"; profiles that find an answer in it: {', '.join(others)} (--extraction)" if others
-                else "; no profile finds an answer in it")
-        messages.append(f"{benchmark}: {len(missing)} of {len(records)} samples ({100 * len(missing) / len(records):.0f}%) "
-                        f"have no answer under extraction profile '{extraction}', e.g. problem "
-                        f"{example.sample.problem_id} sample {example.sample.sample_idx} ends "
-                        f"{clip(example.sample.completion, 80, tail=True)}{hint}")
-    return messages
-
-
-def clip(text: Any, width: int, *, tail: bool = False) -> str:
-    """``text`` as a one-line repr of at most about ``width`` characters (its end when ``tail``)."""
-    if not isinstance(text, str):
-        return repr(text)
-    if len(text) > width:
-        text = "..." + text[-width:] if tail else text[:width] + "..."
-    return repr(text)
+def registry_context(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``RegistryContext`` of rows in memory -> (rows to grade, {benchmark: problems given context})."""
+    context = RegistryContext()
+    return context.fill(list(enumerate(rows))), context.counts()
 
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any) -> dict[str, Any]:

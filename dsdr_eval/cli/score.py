@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
 def print_agreement(agreement: dict[str, Any] | None, out: Path | None = None) -> None:
     """Our grader against the source tool's verdicts (an imported run): one clipped line per shown
     disagreement (an extracted answer may be a whole 4 kB response); the full list is in a file."""
-    from dsdr_eval.scoring import clip
+    from dsdr_eval.scoring_checks import clip
 
     if not agreement:
         return

@@ -43,11 +43,12 @@ from dsdr_eval.diversity_metrics.semantic import Encoder, embed_texts, load_enco
 from dsdr_eval.diversity_metrics.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.equivalence import CachedEquivalence, Equivalence
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.rundir.jsonl import iter_jsonl_numbered, jsonl_chunks
+from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import SAMPLING as SAMPLING_PHASE
-from dsdr_eval.rundir.samples import GradedSample, iter_records, parse_graded
+from dsdr_eval.rundir.problems import ProblemIndex, iter_groups
+from dsdr_eval.rundir.samples import GradedSample
 SUBSETS = ("all", "correct")
 TEXT_PARTS = ("answer", "reasoning", "whole")
 DEFAULT_TEXT_PART = "answer"
@@ -93,67 +94,11 @@ def _problem_of(benchmark: str, problem_id: str, members: Sequence[GradedSample]
                           for r in members))
 
 
-@dataclass(frozen=True)
-class ProblemIndex:
-    """Where each problem's "sampling" rollouts are in graded.jsonl (the single low-temperature "pass1"
-    rollout is not part of a group), from one validating pass over the file (``iter_records(path, parse_graded)``:
-    errors name FILE:LINE:FIELD, before any metric is computed). It holds no completion text: a problem's
-    texts are read when its turn comes (``iter_problems``), so a run's diversity holds one problem's
-    texts at a time, not the whole file's. ``records``: the file's records already in memory in this
-    process (``dsdr-eval run`` right after scoring): then the file is not read."""
-
-    path: Path
-    groups: tuple[tuple[str, str], ...]  # (benchmark, problem_id) in order of first appearance
-    sizes: tuple[int, ...]  # rollouts per group
-    lines: Mapping[int, tuple[int, int]]  # line number (position in ``records``) -> (group, sample_idx)
-    records: Sequence[GradedSample] | None = None
-
-    @classmethod
-    def build(cls, path: Path, records: Sequence[GradedSample] | None = None) -> "ProblemIndex":
-        group_of: dict[tuple[str, str], int] = {}
-        sizes: list[int] = []
-        lines: dict[int, tuple[int, int]] = {}
-        for position, record in enumerate(records if records is not None else iter_records(path, parse_graded)):
-            if record.key.phase != SAMPLING_PHASE:
-                continue
-            group = group_of.setdefault((record.key.benchmark, record.key.problem_id), len(group_of))
-            if group == len(sizes):
-                sizes.append(0)
-            sizes[group] += 1
-            lines[position if records is not None else record.line] = (group, record.key.sample_idx)
-        return cls(path, tuple(group_of), tuple(sizes), lines, records)
-
-
 def iter_problems(index: ProblemIndex, text: str = DEFAULT_TEXT_PART) -> Iterator[_Problem]:
-    """The problems of ``index`` in order of first appearance, each as soon as its last rollout is read.
-
-    graded.jsonl is read a second time, one line at a time; the rollouts of a problem whose lines
-    are interleaved with others' (concurrent engines append in the order requests finish) wait in
-    memory until the problem is complete, and a complete problem waits for the earlier ones, so the
-    memory held is that of the problems in flight, one when the file is grouped by problem."""
-    pending: dict[int, list[GradedSample]] = {}
-    complete: dict[int, _Problem] = {}
-    next_group = 0
-    if index.records is not None:
-        numbered: Iterator[tuple[int, GradedSample]] = iter(enumerate(index.records))
-    else:
-        numbered = ((lineno, parse_graded(row, f"{index.path}:{lineno}", sample_idx=index.lines[lineno][1],
-                                          line=lineno)[0])
-                    for lineno, row in iter_jsonl_numbered(index.path, tolerate_truncated_tail=True,
-                                                           on_warning=lambda _: None,
-                                                           exact_number_fields=("gold",))
-                    if lineno in index.lines)
-    for position, record in numbered:
-        if position not in index.lines:
-            continue
-        group = index.lines[position][0]
-        members = pending.setdefault(group, [])
-        members.append(record)
-        if len(members) == index.sizes[group]:
-            complete[group] = _problem_of(*index.groups[group], pending.pop(group), text)
-        while next_group in complete:
-            yield complete.pop(next_group)
-            next_group += 1
+    """The problems of ``index`` (``rundir.problems.iter_groups``: each as soon as its last rollout is
+    read, in order of first appearance), each rollout as its ``text`` part."""
+    for group, members in iter_groups(index):
+        yield _problem_of(*index.groups[group], [record for _, record in members], text)
 
 
 def rollout_text(record: GradedSample, part: str) -> str:

@@ -411,16 +411,17 @@ def as_graded(rows: Iterable[GradedSample | Mapping[str, Any]], *, source: str =
 
 def iter_records(path: str | Path, parse: Callable[..., tuple[Any, list[str]]] = parse_sample, *,
                  on_warning: Callable[[str], None] = warn,
-                 on_partial_tail: Callable[[str], None] | None = None) -> Iterator[Any]:
+                 on_partial_tail: Callable[[str], None] | None = None,
+                 on_bytes: Callable[[bytes], None] | None = None) -> Iterator[Any]:
     """The records of a samples file (``parse=parse_sample``) or a graded file (``parse_graded``),
     one at a time, each validated as ``read_samples`` / ``read_graded`` validate it (against the
     lines before it): a reader that stops early (a display limit) checks no further. A partial last
-    line is skipped with a note to ``on_partial_tail`` (default ``on_warning``)."""
+    line is skipped with a note to ``on_partial_tail`` (default ``on_warning``); ``on_bytes``: each line's bytes."""
     path = Path(path)
     if not path.is_file():
         raise DsdrError(f"{path}: file not found")
     numbered = iter_jsonl_numbered(path, tolerate_truncated_tail=True, on_warning=on_partial_tail or on_warning,
-                                   exact_number_fields=("gold",))  # one line at a time
+                                   exact_number_fields=("gold",), on_bytes=on_bytes)  # one line at a time
     yield from _iter_parsed(numbered, _FileChecks(path), parse, on_warning)
 
 

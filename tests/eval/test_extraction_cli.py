@@ -125,7 +125,7 @@ def test_the_no_answer_warning_names_the_same_example_whatever_the_file_order():
     """A concurrent engine appends samples in the order its requests finish; the warning's example is
     the first missing sample in key order, so the same run reads the same warning every time."""
     from dsdr_eval.rundir.samples import as_graded
-    from dsdr_eval.scoring import no_answer_warnings
+    from dsdr_eval.scoring_checks import no_answer_warnings
 
     rows = [{"benchmark": "b", "phase": "sampling", "problem_id": f"p{i // 3}", "sample_idx": i % 3, "gold": "1",
              "completion": f"ends {i}", "status": "no_answer", "correct": False, "answer_class": None}

@@ -312,6 +312,7 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
     from test_diversity_run import BagOfWordsEncoder
 
     import dsdr_eval.diversity_metrics.run as diversity_run
+    import dsdr_eval.rundir.problems as problem_reader
     from dsdr_eval.run.evaluation import run_evaluation
     from dsdr_eval.options.commands import RunOptions
     from dsdr_eval.rundir.jsonl import read_json
@@ -320,8 +321,8 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
         raise AssertionError("graded.jsonl was read back within the run")
 
     # the two ways the diversity stage reads graded.jsonl: its index pass and its per-problem pass
-    monkeypatch.setattr(diversity_run, "iter_records", no_read_back)
-    monkeypatch.setattr(diversity_run, "iter_jsonl_numbered", no_read_back)
+    monkeypatch.setattr(problem_reader, "iter_records", no_read_back)
+    monkeypatch.setattr(problem_reader, "iter_jsonl_numbered", no_read_back)
     monkeypatch.setattr(diversity_run, "_resolve_encoder", lambda encoder, **kwargs: BagOfWordsEncoder())
     out = tmp_path / "run"
     with FaultServer(reply="The answer is \\boxed{42}.") as server:
