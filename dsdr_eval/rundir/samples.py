@@ -410,8 +410,7 @@ def as_graded(rows: Iterable[GradedSample | Mapping[str, Any]], *, source: str =
 
 
 def iter_records(path: str | Path, parse: Callable[..., tuple[Any, list[str]]] = parse_sample, *,
-                 on_warning: Callable[[str], None] = warn,
-                 on_partial_tail: Callable[[str], None] | None = None,
+                 on_warning: Callable[[str], None] = warn, on_partial_tail: Callable[[str], None] | None = None,
                  on_bytes: Callable[[bytes], None] | None = None) -> Iterator[Any]:
     """The records of a samples file (``parse=parse_sample``) or a graded file (``parse_graded``),
     one at a time, each validated as ``read_samples`` / ``read_graded`` validate it (against the
