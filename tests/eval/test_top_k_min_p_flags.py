@@ -173,10 +173,25 @@ def test_a_sweep_keeps_one_value_of_each_cut(tmp_path):
 
 
 def test_absent_cuts_are_off_for_a_run_and_unknown_for_an_import(tmp_path):
-    from dsdr_eval.rundir.results import protocol_from_config
+    from dsdr_eval.protocols import Protocol
 
     phases = {"phases": [{"phase": "sampling", "n": 4, "temperature": 0.6, "top_p": 0.95}], "max_tokens": 64}
-    [run] = protocol_from_config({"kind": "eval", "protocol": phases}, tmp_path).phases
-    [imported] = protocol_from_config({"kind": "import", "protocol": phases}, tmp_path).phases
+    [run] = Protocol.from_record(phases).phases
+    [imported] = Protocol.from_record(phases, cuts_known=False).phases
     assert (run.top_k, run.min_p) == (0, 0.0) and run.describe() == "sampling: n=4, T=0.6, top-p=0.95"
     assert (imported.top_k, imported.min_p) == (None, None) and imported.describe().endswith("top-k=?, min-p=?")
+
+
+def test_an_imported_run_reads_its_absent_cuts_as_unknown(tmp_path):
+    # an lm-eval file does not say whether top-k / min-p were on: load_run must not claim "off"
+    from pathlib import Path
+
+    from dsdr_eval.cli import main
+    from dsdr_eval.rundir.results import load_run
+
+    source = (Path(__file__).resolve().parent / "real_files" / "lm-eval-gsm8k"
+              / "samples_gsm8k_2026-04-03T02-02-47.394179.jsonl")
+    assert main(["import", str(source), "--out", str(tmp_path / "run")]) == 0
+    assert main(["score", str(tmp_path / "run")]) == 0
+    phases = load_run(tmp_path / "run").protocol.phases
+    assert phases and all((p.top_k, p.min_p) == (None, None) for p in phases)
