@@ -378,6 +378,8 @@ def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None =
     if variables and variables != gold.derivative_variables:
         return AnswerForm(text, verdict="incorrect")  # rule derivatives: dx/ds is not dx/dt
     text = rename_parameter(text, gold.text)
+    if not gold.numeric and _TEXT_WORD_RE.search(text):
+        text = _TEXT_WORD_RE.sub(lambda m: _gold_word(m, gold.text), text)
     if gold.mode == "base":
         pair = named_value(text)  # rule named_values: "n = 52_8"
         return _compare_base(pair[1] if pair else text, gold)
@@ -408,6 +410,17 @@ def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None =
     if gold.mode == "unordered":  # "x \in \{1, 3\}": math-verify compares the whole answer as a set
         return AnswerForm(text)
     return AnswerForm(text, tuple(items), verdict="incorrect")  # rule ordered_list: wrong number of items
+
+
+# rule text_names: \text{SRMC} = \text{LRMC} writes the gold's bare SRMC = LRMC as words (a name of
+# two or more letters in \text, \mathrm, ...), which latex2sympy reads as one symbol, the gold's as a product
+_TEXT_WORD_RE = re.compile(r"\\(?:text|mathrm|textrm|mbox|operatorname)\{\s*([A-Za-z]{2,40})\s*\}")
+
+
+def _gold_word(match: re.Match, gold: str) -> str:
+    """The bare word when the gold writes it bare (not after a backslash, not inside a longer word)."""
+    word = match.group(1)
+    return word if re.search(rf"(?<![\\A-Za-z]){word}(?![A-Za-z])", gold) else match.group()
 
 
 def _name_key(name: str) -> str:

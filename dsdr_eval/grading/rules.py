@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-RULES_VERSION = "5"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
+RULES_VERSION = "6"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
 # 3: grouped_number_gold, extremes in order (ordered_list); 4: unicode_math, spacing, derivatives, equations,
 # named_values, family_parameters, companion_approximation, ordered questions (of each, systems, extremes re-read);
-# 5: equation_gold
+# 5: equation_gold; 6: text_names, hyperbolic
 
 RULES: dict[str, str] = {
     "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
@@ -72,6 +72,10 @@ RULES: dict[str, str] = {
     "equation_gold": "a gold equation whose left side is not one name (m \\frac{dv}{dt} + bv = f, MR = SRMC, "
                      "\\frac{dx}{dt} = kx - a) is a relation: an answer that is not an equation (f, SRMC, kx - a) "
                      "is incorrect; x = 5, f(x) = x^2 name a value, answered by 5 and x^2",
+    "text_names": "a name of two or more letters the gold writes bare, written in \\text{} / \\mathrm{} ... by the answer "
+                  "(\\text{SRMC} = \\text{LRMC} for SRMC = LRMC), is the bare name",
+    "hyperbolic": "sinh / cosh / tanh / coth are rewritten as exponentials on both sides when either has one "
+                  "(\\frac{1}{a}\\sinh(at) is \\frac{1}{2a}(e^{at} - e^{-at}))",
     "named_values": "'x = 6 - 5i' is its value; named items 'c = 0, b = -3' are put in the question's order by "
                     "their names",
     "family_parameters": "a solution family's one integer parameter (the letter multiplying \\pi) takes the "

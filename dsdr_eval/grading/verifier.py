@@ -100,7 +100,27 @@ class Verifier:
             return equal, False
         if self._proportional_equations(gold, pred):
             return True, False
-        return self._verify_pairs(gold, pred)
+        equal, timed_out = self._verify_pairs(gold, pred)
+        if not equal and not timed_out and self._hyperbolic_equal(gold, pred):
+            return True, False
+        return equal, timed_out
+
+    def _hyperbolic_equal(self, gold: list, pred: list) -> bool:
+        """Rule hyperbolic: \\frac{1}{a}\\sinh(at) is \\frac{1}{2a}(e^{at} - e^{-at}); sympy's simplify does
+        not rewrite sinh / cosh / tanh into exponentials, so both sides are, when either has one. Under the
+        answer's budget; an error or a timeout leaves them unequal."""
+        if not (gold and pred and all(isinstance(x[0], sympy.Expr) for x in (gold, pred))):
+            return False
+        if not any(x[0].has(sympy.sinh, sympy.cosh, sympy.tanh, sympy.coth) for x in (gold, pred)):
+            return False
+        try:
+            with self.budget.limit():
+                difference = sympy.simplify(gold[0].rewrite(sympy.exp) - pred[0].rewrite(sympy.exp))
+                return difference == 0
+        except TimeoutException:
+            return False
+        except Exception:  # noqa: BLE001 -- sympy failed on the rewrite: unequal
+            return False
 
     def _proportional_equations(self, gold: list, pred: list) -> bool:
         """Rule equations: two equations are the same when lhs - rhs of one is a nonzero real number

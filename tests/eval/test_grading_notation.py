@@ -53,6 +53,14 @@ CASES = [
     ("y^{\\prime}+r y-r x(t)=0", "0", False), ("a+b=7", "7", False), ("x = y = 3", "3", True),
     ("x=5", "5", True), ("f(x)=x^{2}", "x^2", True), ("m_{1}=n^{2}-n-1", "n^2-n-1", True),
     ("E = mc^{2}", "mc^2", True), ("MR=SRMC", "MR = SRMC", True),
+    # names written as text (Qwen2.5-Math-7B, Minerva 251); hyperbolic functions as exponentials (Minerva 71)
+    ("SRMC=LRMC", "\\text{SRMC} = \\text{LRMC}", True), ("MR=SRMC", "\\mathrm{MR}=\\mathrm{SRMC}", True),
+    ("SRMC=LRMC", "\\text{SRMC} = \\text{MR}", False), ("SRMC=LRMC", "\\text{SRAC} = \\text{LRAC}", False),
+    ("\\frac{1}{2a}(\\exp{a*t} - \\exp{-a*t})", "\\frac1a\\sinh(at)", True),
+    ("\\frac{1}{2a}(\\exp{a*t} - \\exp{-a*t})", "\\frac1a\\sinh(2at)", False),
+    ("\\frac{1}{2 a}\\left(e^{a t}-e^{-a t}\\right)", "\\frac{\\sinh(at)}{a}", True),
+    ("\\frac{1}{2 a}\\left(e^{a t}-e^{-a t}\\right)", "\\frac{\\cosh(at)}{a}", False),
+    ("\\cosh(x)", "\\frac{e^{x}+e^{-x}}{2}", True), ("\\cosh(x)", "\\frac{e^{x}-e^{-x}}{2}", False),
     ("I(0) e^{-\\frac{t}{R C}}", "I(0)e^{-t/(RC)}", True), ("I(0) e^{-\\frac{t}{R C}}", "I(1)e^{-t/(RC)}", False),
     # named values
     ("6 - 5i", "x = 6 - 5i", True), ("6 - 5i", "z=6-5i", True), ("6 - 5i", "x = 6 + 5i", False),

@@ -235,3 +235,5 @@ def test_an_equation_gold_is_not_answered_by_one_of_its_sides_on_a_real_file(tmp
     assert code == 0, err
     graded = {row["problem_id"]: row for row in _lines(tmp_path / "run" / "graded.jsonl")}
     assert graded["119"]["extracted"] == "f" and graded["119"]["correct"] is False
+    # 71: \frac{\sinh(at)}{a} for the gold \frac{1}{2a}(\exp{a*t} - \exp{-a*t}) (rule hyperbolic)
+    assert graded["71"]["correct"] is True
