@@ -341,8 +341,8 @@ REPORT: tuple[Option, ...] = (
            help="put published numbers beside the runs: 'paper' (the DSDR Table 1 block of the runs' "
                 "backbone, else all), 'paper:all', or 'paper:qwen2.5-math-1.5b|qwen3-1.7b|qwen3-4b'"),
     Option("allow_mixed", "--allow-mixed", kind=FLAG, default=False,
-           help="put runs with different protocols (n, temperature, top-p, max tokens, template, "
-                "backend, problem sets) side by side; the report says so"),
+           help="put runs with different protocols (n, temperature, top-p, top-k, min-p, max tokens, "
+                "template, backend, problem sets) side by side; the report says so"),
     Option("ci", "--ci", kind=FLAG, default=False,
            help="show 95% CIs in the Markdown/LaTeX tables (always in the CSV)"),
     Option("avg_metric", "--avg-metric", default="auto", metavar="METRIC", check=avg_metric,
