@@ -418,9 +418,10 @@ _TEXT_WORD_RE = re.compile(r"\\(?:text|mathrm|textrm|mbox|operatorname)\{\s*([A-
 
 
 def _gold_word(match: re.Match, gold: str) -> str:
-    """The bare word when the gold writes it bare (not after a backslash, not inside a longer word)."""
-    word = match.group(1)
-    return word if re.search(rf"(?<![\\A-Za-z]){word}(?![A-Za-z])", gold) else match.group()
+    """The bare word when the gold writes it bare (not after a backslash, not inside a longer word, not in
+    the gold's own \\text{}: \\lambda_{\\text{red}} keeps its text)."""
+    word, bare = match.group(1), _TEXT_WORD_RE.sub(" ", gold)
+    return word if re.search(rf"(?<![\\A-Za-z]){word}(?![A-Za-z])", bare) else match.group()
 
 
 def _name_key(name: str) -> str:

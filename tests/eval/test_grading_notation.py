@@ -55,6 +55,7 @@ CASES = [
     ("E = mc^{2}", "mc^2", True), ("MR=SRMC", "MR = SRMC", True),
     # names written as text (Qwen2.5-Math-7B, Minerva 251); hyperbolic functions as exponentials (Minerva 71)
     ("SRMC=LRMC", "\\text{SRMC} = \\text{LRMC}", True), ("MR=SRMC", "\\mathrm{MR}=\\mathrm{SRMC}", True),
+    ("\\lambda_{\\text {red}} / \\sqrt{2}", "\\lambda_{\\text {red}} / \\sqrt{2}", True),  # the gold's own text
     ("SRMC=LRMC", "\\text{SRMC} = \\text{MR}", False), ("SRMC=LRMC", "\\text{SRAC} = \\text{LRAC}", False),
     ("\\frac{1}{2a}(\\exp{a*t} - \\exp{-a*t})", "\\frac1a\\sinh(at)", True),
     ("\\frac{1}{2a}(\\exp{a*t} - \\exp{-a*t})", "\\frac1a\\sinh(2at)", False),
