@@ -286,12 +286,6 @@ class RegistryContext:
         return {name: len(ids) for name, (_, ids) in sorted(self.given.items(), key=lambda item: item[1][0])}
 
 
-def registry_context(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """``RegistryContext`` of rows in memory -> (rows to grade, {benchmark: problems given context})."""
-    context = RegistryContext()
-    return context.fill(list(enumerate(rows))), context.counts()
-
-
 def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any) -> dict[str, Any]:
     """``score_records`` for callers that need only metrics.json's content (``dsdr-eval score``)."""
     return score_records(samples_path, out_dir, **options).metrics

@@ -13,7 +13,7 @@ import pytest
 
 from dsdr_eval.grading import grade_samples
 from dsdr_eval.grading.answer_norm import normalise, prepare_answer, prepare_gold
-from dsdr_eval.scoring import registry_context, score_records
+from dsdr_eval.scoring import RegistryContext, score_records
 
 from helpers import grading_classes as gc
 
@@ -184,7 +184,8 @@ def test_registry_context_fills_problem_text_and_metadata_only_for_the_registry_
     rows = [{"benchmark": "olympiadbench", "problem_id": "2420", "gold": olympiad["2420"]["answer"]},
             {"benchmark": "olympiadbench", "problem_id": "2490", "gold": "1,2"},  # another gold: left as it is
             {"benchmark": "my_own", "problem_id": "2420", "gold": "2,-1,-18"}]
-    filled, counts = registry_context(rows)
+    context = RegistryContext()
+    filled, counts = context.fill(list(enumerate(rows))), context.counts()
     assert filled[0]["problem"] == olympiad["2420"]["problem"]
     assert filled[0]["answer_meta"]["is_multiple_answer"] is True
     assert "problem" not in filled[1] and "problem" not in filled[2]
