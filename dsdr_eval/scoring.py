@@ -36,6 +36,10 @@ from dsdr_eval.rundir.samples import (GradedSample, Sample, SamplesFile, graded_
 DISAGREEMENTS = "disagreements.jsonl"  # every sample where our verdict differs from the source tool's
 GRADE_CHUNK_SAMPLES = 512  # grade at least this many samples per call (whole problems) ...
 GRADE_CHUNK_MAX_SAMPLES = 8192  # ... and at most this many unless one problem alone has more
+# ... and a chunk ends once its completions hold this many characters, whatever the counts above: a
+# thinking model's 64 rollouts of 128 KB are 8 MB a problem, so 2 x 16 workers' problems would be 256 MB
+# of text, held again by the graded records and the workers' copies.
+GRADE_CHUNK_MAX_CHARS = 64 * 2**20
 
 
 class ScoredRun(NamedTuple):
@@ -231,18 +235,20 @@ def _graded_in_file_order(index: ProblemIndex, grading: _Grading, metrics: Metri
 def _chunks(groups: Iterator[tuple[int, list[tuple[int, Sample]]]],
             min_problems: int) -> Iterator[list[list[tuple[int, Sample]]]]:
     """Problems in chunks of at least ``GRADE_CHUNK_SAMPLES`` samples and ``min_problems`` problems (the
-    workers grade a chunk's problems in parallel), at most ``GRADE_CHUNK_MAX_SAMPLES`` samples."""
+    workers grade a chunk's problems in parallel), at most ``GRADE_CHUNK_MAX_SAMPLES`` samples; a chunk
+    also ends when its completions reach ``GRADE_CHUNK_MAX_CHARS`` (memory follows text, not counts)."""
     chunk: list[list[tuple[int, Sample]]] = []
-    size = 0
+    size = chars = 0
     for _, members in groups:
         if chunk and size + len(members) > GRADE_CHUNK_MAX_SAMPLES:
             yield chunk
-            chunk, size = [], 0
+            chunk, size, chars = [], 0, 0
         chunk.append(members)
         size += len(members)
-        if size >= GRADE_CHUNK_SAMPLES and len(chunk) >= min_problems:
+        chars += sum(len(sample.completion) for _, sample in members)
+        if (size >= GRADE_CHUNK_SAMPLES and len(chunk) >= min_problems) or chars >= GRADE_CHUNK_MAX_CHARS:
             yield chunk
-            chunk, size = [], 0
+            chunk, size, chars = [], 0, 0
     if chunk:
         yield chunk
 

@@ -115,6 +115,26 @@ def test_real_minilm_chunked_mode(minilm) -> None:
     np.testing.assert_allclose(np.linalg.norm(chunk_mean, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow  # loads MiniLM
+def test_long_texts_are_clipped_before_tokenizing_without_changing_an_embedding(minilm) -> None:
+    # Thinking-model traces of ~64 KB: the encoder sees a whitespace-cut prefix, which must hold the
+    # same first 256 tokens. Reference: sentence-transformers on the whole texts, its own truncation.
+    rng = np.random.default_rng(0)
+    words = ["we", "expand", "the", "square", "so", "$x^2+2xy+y^2$", "\\frac{a}{b}", "equals", "12345", "thus"]
+    prose = " ".join(rng.choice(words, size=12000))
+    lines = "\n".join(" ".join(rng.choice(words, size=7)) for _ in range(2000))
+    # words of 150 letters are one [UNK] each: a 8 KB prefix holds ~55 tokens, so the whole text is kept
+    unk_words = " ".join("q" * 150 for _ in range(80)) + " " + prose
+    no_space = "x" * 20000 + " " + prose
+    texts = [prose, lines, unk_words, no_space, "short text, 7."]
+    clipped = minilm._clipped(texts)
+    assert len(clipped[0]) < 9000 and len(clipped[1]) < 9000  # the prose is clipped
+    assert clipped[2] == unk_words and clipped[3] == no_space and clipped[4] == texts[4]
+    raw = minilm.model.encode(texts, batch_size=1, convert_to_numpy=True)
+    expected = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    np.testing.assert_allclose(embed_texts(texts, minilm), expected, atol=1e-5)
+
+
 def test_package_import_is_light_and_exports_the_agreed_api() -> None:
     import subprocess
     import sys

@@ -66,6 +66,18 @@ def test_samples_held_at_once_do_not_grow_with_the_run(tmp_path, monkeypatch):
     assert peaks[24][1] == 2 * 24 * (PER_PROBLEM + 1)  # an index pass and a grading pass, each a line at a time
 
 
+def test_a_chunk_ends_at_its_text_budget(tmp_path, monkeypatch):
+    """Long completions: a chunk closes on its characters before its sample count. Mutant: the
+    ``GRADE_CHUNK_MAX_CHARS`` condition dropped from ``_chunks`` -> the whole run in one chunk: fails."""
+    monkeypatch.setattr(scoring, "GRADE_CHUNK_SAMPLES", 10**6)
+    monkeypatch.setattr(scoring, "GRADE_CHUNK_MAX_CHARS", 1)  # every problem is over budget alone
+    seen = _count_alive(monkeypatch)
+    path = write_samples(tmp_path / "samples.jsonl", 12)
+    scoring.score_records(path, path.parent, workers=1, progress=False, bootstrap=0)
+    assert len(read_graded(path.parent / "graded.jsonl")) == 12 * (PER_PROBLEM + 1)
+    assert seen["max_alive"] <= 2 * (PER_PROBLEM + 1), seen  # one problem graded, the next one read
+
+
 def _outputs(run: Path) -> dict[str, object]:
     metrics = read_json(run / "metrics.json")
     for key in ("created", "samples_file", "versions"):
