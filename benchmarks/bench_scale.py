@@ -239,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=None, help="where the run directories go (default: a temp directory)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
     parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure the run directories a kept invocation left in --work (same sizes and "
+                             "--completion-bytes) instead of writing them again: a 2 GB run takes minutes to write")
     parser.add_argument("--generate-only", default=None, metavar="DIR",
                         help="write the run directory of the first size into DIR and stop")
     args = parser.parse_args(argv)
@@ -249,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown stages: {', '.join(sorted(unknown))}")
     data = Path(os.environ.get("DSDR_DATA_DIR") or REPO.parent / "shared" / "data" / "benchmarks")
     data_dir = data if all((data / f"{b}.jsonl").is_file() for b in BENCHMARKS) else None
+    if args.reuse and not args.work:
+        parser.error("--reuse needs --work (the directory a --keep invocation wrote)")
     if args.generate_only:
         print(json.dumps(write_run(Path(args.generate_only), sizes[0], args.samples, args.completion_bytes, data_dir)))
         return 0
@@ -259,9 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:
             base = work / f"n{size}"
             run_dir = base / "runs" / "run"
-            shutil.rmtree(base, ignore_errors=True)
             started = time.perf_counter()
-            info = write_run(run_dir, size, args.samples, args.completion_bytes, data_dir)
+            if args.reuse and (run_dir / "samples.jsonl").is_file():
+                n_problems = max(1, size // args.samples)
+                info = {"n_samples": n_problems * args.samples, "n_problems": n_problems,
+                        "samples_bytes": (run_dir / "samples.jsonl").stat().st_size, "reused": True}
+            else:
+                shutil.rmtree(base, ignore_errors=True)
+                info = write_run(run_dir, size, args.samples, args.completion_bytes, data_dir)
             info["generate_s"] = round(time.perf_counter() - started, 2)
             print(f"# {info['n_samples']} samples ({info['n_problems']} problems, "
                   f"{info['samples_bytes'] / 2**20:.1f} MB samples.jsonl)", flush=True)

@@ -39,7 +39,7 @@ ENCODE_BATCH_TOKENS = 4096
 # ~0.2 s per text to tokenize for the 256 tokens kept (measured: tokenizing took as long as the
 # forward pass on 64 KB completions). The encoder gets a prefix of this many characters per kept
 # token instead, cut at whitespace, when that prefix alone already fills max_seq_length.
-CLIP_CHARS_PER_TOKEN = 32
+CLIP_CHARS_PER_TOKEN = 16
 _DEFAULT_ALIASES = {DEFAULT_ENCODER.lower(), "sentence-transformers/all-minilm-l6-v2", "minilm"}
 
 
@@ -127,7 +127,9 @@ class Encoder:
                 prefixes[i] = texts[i][:cut].rstrip()
         if not prefixes:
             return texts
-        counts = tokenizer(list(prefixes.values()), add_special_tokens=False, return_attention_mask=False,
+        # truncated at max_seq_length: only "at least that many" matters, and no "longer than the maximum" warning
+        counts = tokenizer(list(prefixes.values()), add_special_tokens=False, truncation=True,
+                           max_length=self.max_seq_length, return_attention_mask=False,
                            return_token_type_ids=False)["input_ids"]
         clipped = list(texts)
         for (i, prefix), ids in zip(prefixes.items(), counts):
