@@ -47,21 +47,28 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class _Order:
-    gram: np.ndarray   # int64 [P]: n-gram id (dense within the group)
-    owner: np.ndarray  # int64 [P]: rollout index of each n-gram occurrence
+    # int32, half of int64's memory (4 orders of a group of long traces are held at once); both are
+    # below 2**31: a gram id is dense (< the group's token count), an owner < G
+    gram: np.ndarray   # int32 [P]: n-gram id (dense within the group)
+    owner: np.ndarray  # int32 [P]: rollout index of each n-gram occurrence
 
 
 class GroupNgrams:
     """Token n-grams (orders 1..4) of one group, counted once, evaluable on any subset."""
 
-    def __init__(self, texts: Sequence[str], *, tokens: Sequence[Sequence[str]] | None = None):
-        if tokens is None:
-            tokens = [tokenize(t if isinstance(t, str) else "") for t in texts]
-        self.group_size = len(tokens)
-        self.lengths = np.asarray([len(t) for t in tokens], dtype=np.int64)
-        flat_tokens = [tok for toks in tokens for tok in toks]
-        vocab = {tok: index for index, tok in enumerate(dict.fromkeys(flat_tokens))}
-        ids = np.fromiter(map(vocab.__getitem__, flat_tokens), dtype=np.int64, count=len(flat_tokens))
+    def __init__(self, texts: Sequence[str]):
+        # Token ids in order of first appearance, one text at a time: a group's token strings are never
+        # all alive at once (64 thinking traces of 128 KB are ~2.5M tokens, ~150 MB as Python strings).
+        vocab: dict[str, int] = {}
+        per_text = []
+        for text in texts:
+            tokens = tokenize(text if isinstance(text, str) else "")
+            per_text.append(np.fromiter((vocab.setdefault(tok, len(vocab)) for tok in tokens), dtype=np.int64,
+                                        count=len(tokens)))
+        self.group_size = len(per_text)
+        self.lengths = np.asarray([a.size for a in per_text], dtype=np.int64)
+        ids = np.concatenate(per_text) if per_text else np.zeros(0, np.int64)
+        del per_text
         owner = np.repeat(np.arange(self.group_size, dtype=np.int64), self.lengths)
         self.orders: list[_Order] = []
         n_tokens = ids.size
@@ -69,7 +76,7 @@ class GroupNgrams:
         base = max(len(vocab), 1)
         for n in range(1, MAX_NGRAM_ORDER + 1):
             if n_tokens - n + 1 <= 0:
-                self.orders.append(_Order(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+                self.orders.append(_Order(np.zeros(0, np.int32), np.zeros(0, np.int32)))
                 continue
             if n > 1:
                 # keys[p] identifies the (n-1)-gram starting at p; extend by the token at p+n-1 and
@@ -78,7 +85,7 @@ class GroupNgrams:
                 _, keys = np.unique(combined, return_inverse=True)
                 keys = keys.astype(np.int64)
             inside = owner[: n_tokens - n + 1] == owner[n - 1:]  # not across a rollout boundary
-            self.orders.append(_Order(keys[inside], owner[: n_tokens - n + 1][inside]))
+            self.orders.append(_Order(keys[inside].astype(np.int32), owner[: n_tokens - n + 1][inside].astype(np.int32)))
 
     def distinct_n(self, n: int, members: np.ndarray | None = None) -> float:
         """Distinct n-grams / n-grams over the rollouts in ``members`` (bool [G]; None = all)."""
@@ -107,7 +114,7 @@ class GroupNgrams:
             if gram.size == 0:
                 continue
             stride = int(gram.max()) + 1
-            pair, counts = np.unique(owner * stride + gram, return_counts=True)
+            pair, counts = np.unique(owner.astype(np.int64) * stride + gram, return_counts=True)
             pair_owner, pair_gram = pair // stride, pair % stride
             # For each gram: the highest count, who holds it, and the second-highest count.
             by_gram = np.lexsort((-counts, pair_gram))

@@ -89,6 +89,28 @@ def test_self_bleu_matches_sacrebleu_sentence_bleu() -> None:
         assert ours_sub[i] == pytest.approx(reference_bleu(sub[k], refs), abs=1e-12)
 
 
+def test_a_group_of_long_traces_holds_its_ngrams_in_bounded_memory() -> None:
+    """Thinking traces: 64 x 128 KB is ~1.7M tokens per group. The counts held are 4 orders x (gram, owner) x
+    4 bytes = 32 B/token, and building them never holds every token string at once (a str is ~50 B)."""
+    import random
+    import tracemalloc
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(5000)] + ["+", "=", "x"]
+    texts = [" ".join(rng.choice(words) for _ in range(20000)) for _ in range(16)]
+    n_tokens = sum(len(tokenize(t)) for t in texts)
+    tracemalloc.start()
+    try:
+        group = GroupNgrams(texts)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # measured: 32 B/token held and 119 B/token peak (int64 counts and one list of all token strings: 64 and 209)
+    assert held / n_tokens < 40 and peak / n_tokens < 160
+    small = GroupNgrams(texts[:3])
+    assert group.distinct_n(2, np.asarray([True] * 3 + [False] * 13)) == pytest.approx(small.distinct_n(2))
+
+
 def test_tokenizer() -> None:
     assert tokenize("So $\\frac{1}{2}$, x=3.") == ["So", "$", "\\", "frac", "{", "1", "}", "{", "2", "}", "$",
                                                   ",", "x", "=", "3", "."]
