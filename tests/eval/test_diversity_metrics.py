@@ -90,7 +90,7 @@ def test_self_bleu_matches_sacrebleu_sentence_bleu() -> None:
 
 
 def test_a_group_of_long_traces_holds_its_ngrams_in_bounded_memory() -> None:
-    """Thinking traces: 64 x 128 KB is ~1.7M tokens per group. The counts held are 4 orders x (gram, owner) x
+    """Thinking traces: 64 x 128 KB is ~2.5M tokens per group. The counts held are 4 orders x (gram, owner) x
     4 bytes = 32 B/token, and building them never holds every token string at once (a str is ~50 B)."""
     import random
     import tracemalloc
