@@ -110,6 +110,10 @@ class TrainConfig:
     formula_rules: str = _f("extended", "formula extraction for D_eq (§3.1; the paper is silent): extended = DIVER's "
                             "\\[..\\], \\(..\\), $$..$$, $..$ plus equation-like \\begin{ENV} (default) | diver = "
                             "the four delimiters only", choices=("extended", "diver"))
+    solution_cut: str = _f("answer-end", "what the diversity terms (D_emb, D_eq, DARLING's partition) read of a rollout: "
+                           "answer-end = its text up to the end of its graded final answer, so text after the answer "
+                           "earns no bonus (issue 42, default) | none = the whole text",
+                           choices=("answer-end", "none"))
     darling_partition: str = _f("embedding", "DARLING partition (dsdr_eval.partition_methods.make_equivalence spec): embedding "
                                 "(cosine >= darling_threshold) | answer-formula | classifier:PATH | judge")
     darling_threshold: float | None = _f(None, "DARLING threshold (embedding cosine / classifier probability; None = dsdr_eval default 0.9 / 0.5)")

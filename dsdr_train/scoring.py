@@ -54,25 +54,42 @@ def groups_of(group_ids: list[int]) -> dict[int, list[int]]:
     return out
 
 
-def group_diversity(batch: RolloutBatch, encoder: Any, formula_rules: str = "extended"
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def solutions(batch: RolloutBatch, graded: list[dict], cut: str) -> list[Any]:
+    """Each rollout's solution (``dsdr_eval.diversity_metrics.solution.cut_at_answer``): its text up to the
+    end of its graded final answer (``answer_end`` of its graded row) under ``cut`` = "answer-end", so what a
+    policy writes after its answer -- a runaway, a dropped ``$`` that opens a span into it -- earns no bonus."""
+    from dsdr_eval.diversity_metrics.solution import check_cut, cut_at_answer
+
+    check_cut(cut)
+    return [cut_at_answer(text, row.get("answer_end") if row.get("extracted") is not None else None, cut)
+            for text, row in zip(batch.texts, graded)]
+
+
+def group_diversity(batch: RolloutBatch, graded: list[dict], encoder: Any, formula_rules: str = "extended",
+                    cut: str = "answer-end") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-rollout (d_emb, d_eq, d) of docs/ALGORITHMS.md §3.1 (Eq. 7, 8, 9), each within its group
-    (one encode call)."""
+    (one encode call), on each rollout's solution (``solutions``)."""
     from dsdr_eval.diversity_metrics import dsdr_diversity_batch
 
-    div = dsdr_diversity_batch(batch.texts, batch.group_ids, encoder=encoder, formula_rules=formula_rules)
+    cut_texts = solutions(batch, graded, cut)
+    div = dsdr_diversity_batch([s.text for s in cut_texts], batch.group_ids, encoder=encoder,
+                               formula_rules=formula_rules, ends_at_answer=[s.ends_at_answer for s in cut_texts])
     return div.d_emb, div.d_eq, div.d
 
 
-def darling_diversity(batch: RolloutBatch, graded: list[dict], equivalence: Any, cfg: TrainConfig) -> np.ndarray:
+def darling_diversity(batch: RolloutBatch, graded: list[dict], equivalence: Any, cfg: Any) -> np.ndarray:
     """DARLING Div per rollout (docs/ALGORITHMS.md §4, Eq. 15) from dsdr_eval's pluggable partition (embedding threshold,
-    answer+formula identity, pair classifier or judge), computed within each group."""
+    answer+formula identity, pair classifier or judge), computed within each group on each rollout's solution
+    (``solutions``). ``cfg``: a TrainConfig or the verl plugin's settings."""
     from dsdr_eval.diversity_metrics import darling_div, darling_partition, formula_set
 
+    cut_texts = solutions(batch, graded, cfg.solution_cut)
     out = np.zeros(len(batch))
     for rows in groups_of(batch.group_ids).values():
-        texts = [batch.texts[i] for i in rows]
+        texts = [cut_texts[i].text for i in rows]
+        sets = [formula_set(cut_texts[i].text, rules=cfg.formula_rules, ends_at_answer=cut_texts[i].ends_at_answer)
+                for i in rows]
         classes = darling_partition(texts, equivalence, answer_classes=[graded[i].get("answer_class") for i in rows],
-                                    formula_sets=[formula_set(t, rules=cfg.formula_rules) for t in texts])
+                                    formula_sets=sets)
         out[rows] = darling_div(classes, floor=cfg.objective.darling_floor)
     return out

@@ -33,7 +33,8 @@ def shape_batch(cfg: TrainConfig, batch: RolloutBatch, graded: list[dict], acc: 
     dsdr_div = darling_div = None
     semantic = formula = None
     if diversity.encoder is not None and (objective.reward == "dsdr" or cfg.log_diversity):
-        d_emb, d_eq, d = scoring.group_diversity(batch, diversity.encoder, cfg.formula_rules)  # Eq. 7, 8, 9
+        d_emb, d_eq, d = scoring.group_diversity(batch, graded, diversity.encoder, cfg.formula_rules,
+                                                 cfg.solution_cut)  # Eq. 7, 8, 9 on each solution
         dsdr_div = torch.tensor(d, dtype=torch.float64)
         semantic, formula = Summary.of(d_emb.tolist()), Summary.of(d_eq.tolist())
     if objective.reward == "darling":  # Eq. 15

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from dsdr_eval.diversity_metrics import load_encoder
+from dsdr_eval.grading import extract_rows
 from dsdr_eval.partition_methods import make_equivalence
 from dsdr_train import scoring
 from dsdr_train.config import TrainConfig
@@ -47,7 +48,8 @@ def test_dsdr_bonus_and_weights_equal_the_compact_trainer(encoder, estimator):
     ours = group_rewards(texts, uids, accuracy, torch.full((8,), 10), 4096, settings, encoder=encoder)
 
     compact = RolloutBatch(texts=A + B, group_ids=[0] * 4 + [1] * 4)
-    d = torch.tensor(scoring.group_diversity(compact, encoder, "extended")[2], dtype=torch.float64)
+    graded = extract_rows({"completion": text} for text in A + B)  # where each solution ends, as the plugin reads it
+    d = torch.tensor(scoring.group_diversity(compact, graded, encoder, "extended")[2], dtype=torch.float64)
     r = torch.tensor(ACC_A + ACC_B, dtype=torch.float64)
     objective = settings.objective
     bonus = dsdr_shaped_rewards(r, d, lambda_d=objective.lambda_d, sigma_d=objective.sigma_d)
@@ -68,7 +70,7 @@ def test_darling_reward_equals_the_compact_trainer(encoder):
                          equivalence=equivalence)
     cfg = TrainConfig(objective=objective_config("darling"))
     compact = RolloutBatch(texts=A + B, group_ids=[0] * 4 + [1] * 4)
-    div = scoring.darling_diversity(compact, [{} for _ in range(8)], equivalence, cfg)
+    div = scoring.darling_diversity(compact, extract_rows({"completion": text} for text in A + B), equivalence, cfg)
     r = torch.tensor(ACC_A + ACC_B, dtype=torch.float64)
     expected = r * torch.tensor(div).clamp(min=0.1)
     assert torch.allclose(ours.shaped.shaped, expected[_compact_rows()], atol=1e-12, rtol=0)

@@ -9,6 +9,7 @@ import torch
 from omegaconf import OmegaConf
 
 from dsdr_eval.diversity_metrics import load_encoder
+from dsdr_eval.grading import extract_rows
 from dsdr_train import scoring
 from dsdr_train.core_algos import RolloutSignals, group_ids_from_prompt_index, objective_config, shape_rewards
 from dsdr_train.integrations.verl.loss import WEIGHTS_FIELD
@@ -81,7 +82,8 @@ def test_advantage_step_on_the_transfer_queue_equals_core_algos(queue):
 
     texts = WordTokenizer().batch_decode(RESPONSES)
     group_ids = group_ids_from_prompt_index(UIDS)
-    d = scoring.group_diversity(RolloutBatch(texts=texts, group_ids=group_ids.tolist()), encoder, "extended")[2]
+    graded = extract_rows({"completion": text} for text in texts)
+    d = scoring.group_diversity(RolloutBatch(texts=texts, group_ids=group_ids.tolist()), graded, encoder, "extended")[2]
     expected = shape_rewards(RolloutSignals(
         accuracy=torch.tensor(ACC, dtype=torch.float64), group_ids=group_ids,
         response_lengths=torch.tensor([len(r) for r in RESPONSES]), max_response_length=8,

@@ -121,7 +121,7 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
                                    batch_size=options.batch_size)
             return compute_run_diversity(options.run_dir, encoder=encoder, equivalence=equivalence,
                                          progress=not options.no_progress, device=options.device, log=log,
-                                         text=options.text)
+                                         text=options.text, cut=options.solution_cut)
     finally:
         equivalence.close()
 

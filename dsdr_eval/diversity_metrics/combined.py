@@ -60,17 +60,20 @@ def dsdr_diversity(texts: list[str], *, encoder: Any = None,
 
 
 def dsdr_diversity_batch(texts: list[str], group_ids: Sequence[Hashable], *, encoder: Any = None,
-                         progress: bool = False, formula_rules: str = "extended") -> DsdrDiversity:
+                         progress: bool = False, formula_rules: str = "extended",
+                         ends_at_answer: Sequence[bool] | None = None) -> DsdrDiversity:
     """d_i for many groups at once: ONE batched encode of all texts, then one product per group.
 
     texts[k] belongs to group group_ids[k] (any hashable; rollouts of one group need not be
-    contiguous). Returns arrays aligned with ``texts`` [N]."""
+    contiguous); ``ends_at_answer[k]``: texts[k] was cut at its graded final answer
+    (``solution.cut_at_answer``: its formula spans close there). Returns arrays aligned with ``texts`` [N]."""
     if len(group_ids) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(group_ids)} group ids")
     texts = [t if isinstance(t, str) else "" for t in texts]
     embeddings = embed_texts(texts, encoder if encoder is not None else load_encoder(),
                              progress=progress)
-    sets = [formula_set(t, rules=formula_rules) for t in texts]
+    ends = [False] * len(texts) if ends_at_answer is None else list(ends_at_answer)
+    sets = [formula_set(t, rules=formula_rules, ends_at_answer=e) for t, e in zip(texts, ends)]
     n = len(texts)
     out = DsdrDiversity(d_emb=np.zeros(n), d_eq=np.zeros(n), d=np.zeros(n), n_formulas=np.zeros(n, dtype=np.int64))
     members: dict[Hashable, list[int]] = {}

@@ -12,7 +12,11 @@ openers wins, and the span runs to the first matching closer:
   prose ("costs $5") then stays prose instead of swallowing the next paragraph.
 * ``\\X`` (any backslash escape, e.g. ``\\$`` or ``\\\\``) outside math is a literal, never an
   opener; inside a span an escaped closer (``\\$``) does not close it.
-* An opener without any closer later in the text is literal text (unbalanced delimiters).
+* An opener without any closer later in the text is literal text (unbalanced delimiters) -- except
+  in a text that ends at its graded final answer (``ends_at_answer``, issue 42): there the first
+  span still open at the end closes at the end (a ``$`` span only if no blank line lies between).
+  The answer ends the solution, so no span crosses it, and ``$1+2=\\boxed{3}`` (the closing ``$``
+  dropped, or cut away with what followed the box) is the formula of ``$1+2=\\boxed{3}$``.
 
 Each extracted span is whitespace-normalised: all whitespace is removed except one space where
 it separates a control word from a following letter (``\\alpha x`` keeps its space, so it does
@@ -122,11 +126,12 @@ def _closing_index(text: str, start: int, closer: str) -> int:
     return text.find(closer, start)  # \end{ENV}
 
 
-def extract_formulas(text: str, *, rules: str = "extended") -> list[str]:
+def extract_formulas(text: str, *, rules: str = "extended", ends_at_answer: bool = False) -> list[str]:
     """The normalised math spans of `text`, in order of appearance, duplicates kept.
 
-    See the module docstring for the rule (``rules``: one of :data:`FORMULA_RULES`). Never raises
-    on any `str`; linear time."""
+    See the module docstring for the rule (``rules``: one of :data:`FORMULA_RULES`;
+    ``ends_at_answer``: the text ends where its graded final answer ends, so the first span still
+    open there closes there). Never raises on any `str`; linear time."""
     if rules not in _RULE_SETS:
         raise ValueError(f"unknown formula rules {rules!r}; expected one of {FORMULA_RULES}")
     opener = _RULE_SETS[rules][0]
@@ -142,6 +147,10 @@ def extract_formulas(text: str, *, rules: str = "extended") -> list[str]:
         end = _ABSENT if closer is None or closer in closer_absent else _closing_index(text, body_start, closer)
         if end == _ABSENT and closer is not None:
             closer_absent.add(closer)
+        if end == _ABSENT and closer is not None and ends_at_answer and not (
+                closer == "$" and text.find("\n\n", body_start) >= 0):
+            spans.append(text[body_start:])  # open at the answer's end: it closes there (module docstring)
+            break
         if end < 0:  # a literal opener; after a lone `$` in prose its candidate closer may open a span
             pos = body_start
             continue
@@ -151,9 +160,9 @@ def extract_formulas(text: str, *, rules: str = "extended") -> list[str]:
     return [span for span in normalised if span]
 
 
-def formula_set(text: str, *, rules: str = "extended") -> frozenset[str]:
-    """S(o): the set of normalised formulas of one rollout."""
-    return frozenset(extract_formulas(text, rules=rules))
+def formula_set(text: str, *, rules: str = "extended", ends_at_answer: bool = False) -> frozenset[str]:
+    """S(o): the set of normalised formulas of one rollout (``extract_formulas``)."""
+    return frozenset(extract_formulas(text, rules=rules, ends_at_answer=ends_at_answer))
 
 
 def formula_uniqueness(formula_sets: Sequence[Iterable[str]]) -> np.ndarray:

@@ -40,9 +40,12 @@ from dsdr_eval.diversity_metrics.partition import (
     gini_simpson,
 )
 from dsdr_eval.diversity_metrics.semantic import Encoder, embed_texts, load_encoder
+from dsdr_eval.diversity_metrics.solution import (DEFAULT_SOLUTION_CUT, DEFAULT_TEXT_PART, TEXT_PART_DEFINITIONS,
+                                                  TEXT_PARTS, SolutionText, check_cut, cut_settings, solution_text)
+from dsdr_eval.diversity_metrics.validity import ValidityCounter
 from dsdr_eval.diversity_metrics.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
 from dsdr_eval.equivalence import CachedEquivalence, Equivalence
-from dsdr_eval.errors import DsdrError
+from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.json_values import to_json_safe
 from dsdr_eval.progress import progress_bar
@@ -50,14 +53,6 @@ from dsdr_eval.rundir.samples import SAMPLING as SAMPLING_PHASE
 from dsdr_eval.rundir.problems import ProblemIndex, iter_groups
 from dsdr_eval.rundir.samples import GradedSample
 SUBSETS = ("all", "correct")
-TEXT_PARTS = ("answer", "reasoning", "whole")
-DEFAULT_TEXT_PART = "answer"
-TEXT_PART_DEFINITIONS = {
-    "answer": "the graded answer part of each completion (a thinking model's reasoning left out; the whole "
-              "completion of a model that does not reason; empty when the reasoning never closed)",
-    "reasoning": "the reasoning of each completion (its reasoning field, else the completion outside its answer part)",
-    "whole": "everything generated: the reasoning field, if any, then the completion",
-}
 
 
 @dataclass(frozen=True)
@@ -66,6 +61,7 @@ class _Rollout:
     text: str
     correct: bool
     answer_class: int | None
+    ends_at_answer: bool = False  # the text ends at its graded final answer (formula spans close there)
 
 
 @dataclass(frozen=True)
@@ -79,43 +75,51 @@ class _Problem:
 # ----------------------------------------------------------------------------- reading
 
 def load_problems(graded_path: Path, records: Sequence[GradedSample] | None = None,
-                  text: str = DEFAULT_TEXT_PART) -> list[_Problem]:
+                  text: str = DEFAULT_TEXT_PART, cut: str = DEFAULT_SOLUTION_CUT) -> list[_Problem]:
     """Every problem of ``iter_problems`` in a list (small runs and tests; a run's diversity streams them).
     ``text``: the part of each rollout measured (``rollout_text``): by default the answer, which for a
-    thinking model excludes its reasoning and for any other model is the whole completion."""
-    return list(iter_problems(ProblemIndex.build(graded_path, records), text))
+    thinking model excludes its reasoning and for any other model is the whole completion; ``cut``: the
+    solution rule (``solution.SOLUTION_CUTS``), by default each text ends at its graded final answer."""
+    return list(iter_problems(ProblemIndex.build(graded_path, records), text, cut))
 
 
-def _problem_of(benchmark: str, problem_id: str, members: Sequence[GradedSample], text: str) -> _Problem:
-    """A problem's rollouts (``members``: its "sampling" records) sorted by sample_idx, each as its ``text`` part."""
+def _problem_of(benchmark: str, problem_id: str, members: Sequence[GradedSample], text: str, cut: str,
+                counter: ValidityCounter | None) -> _Problem:
+    """A problem's rollouts (``members``: its "sampling" records) sorted by sample_idx, each as its ``text``
+    part under ``cut``; each is counted by ``counter`` (what the cut removed, the token cap)."""
     members = sorted(members, key=lambda r: r.key.sample_idx)
+    rollouts = []
+    for record in members:
+        solution = rollout_solution(record, text, cut)
+        if counter is not None:
+            counter.add_rollout(benchmark, record, solution)
+        rollouts.append(_Rollout(record.key.sample_idx, solution.text, record.correct, record.answer_class,
+                                 solution.ends_at_answer))
     return _Problem(benchmark, problem_id, next((r.sample.problem for r in members if r.sample.problem), None),
-                    tuple(_Rollout(r.key.sample_idx, rollout_text(r, text), r.correct, r.answer_class)
-                          for r in members))
+                    tuple(rollouts))
 
 
-def iter_problems(index: ProblemIndex, text: str = DEFAULT_TEXT_PART) -> Iterator[_Problem]:
+def iter_problems(index: ProblemIndex, text: str = DEFAULT_TEXT_PART, cut: str = DEFAULT_SOLUTION_CUT,
+                  counter: ValidityCounter | None = None) -> Iterator[_Problem]:
     """The problems of ``index`` (``rundir.problems.iter_groups``: each as soon as its last rollout is
-    read, in order of first appearance), each rollout as its ``text`` part."""
+    read, in order of first appearance), each rollout as its ``text`` part under ``cut``."""
     for group, members in iter_groups(index):
-        yield _problem_of(*index.groups[group], [record for _, record in members], text)
+        yield _problem_of(*index.groups[group], [record for _, record in members], text, cut, counter)
 
 
-def rollout_text(record: GradedSample, part: str) -> str:
-    """The text of one of ``TEXT_PARTS`` (``TEXT_PART_DEFINITIONS``): the graded answer part, the
-    reasoning (the sample's reasoning field, else the completion outside its answer part, tags
-    included) or everything generated (the reasoning field, if any, then the completion)."""
-    completion, reasoning = record.sample.completion, record.sample.reasoning
-    if part == "answer":
-        return record.answer_text
-    if part == "reasoning":
-        if reasoning is not None:
-            return reasoning
-        start, end = record.answer_span if record.answer_span is not None else (len(completion), len(completion))
-        return completion[:start] + completion[end:]
-    if part == "whole":
-        return completion if reasoning is None else reasoning + "\n" + completion
-    raise DsdrError(f"unknown text part {part!r} (known: {', '.join(TEXT_PARTS)})")
+def rollout_solution(record: GradedSample, part: str, cut: str = DEFAULT_SOLUTION_CUT) -> SolutionText:
+    """The text of one of ``TEXT_PARTS`` (``TEXT_PART_DEFINITIONS``) of a graded rollout, cut at the
+    end of its graded final answer under ``cut`` (``solution.solution_text``)."""
+    sample = record.sample
+    return solution_text(sample.completion, sample.reasoning, record.answer_span,
+                         record.answer_end if record.extracted is not None else None, part, cut)
+
+
+def rollout_text(record: GradedSample, part: str, cut: str = DEFAULT_SOLUTION_CUT) -> str:
+    """The measured text of ``rollout_solution``: the graded answer part, the reasoning (the sample's
+    reasoning field, else the completion outside its answer part, tags included) or everything
+    generated (the reasoning field, if any, then the completion), each ending at the final answer."""
+    return rollout_solution(record, part, cut).text
 
 
 # ----------------------------------------------------------------------------- one group
@@ -180,7 +184,7 @@ def _problem_diversity(problem: _Problem, embeddings: np.ndarray, equivalence: E
     texts = [r.text for r in problem.rollouts]
     answers = [r.answer_class for r in problem.rollouts]
     correct = np.asarray([r.correct for r in problem.rollouts], dtype=bool)
-    sets = [formula_set(t) for t in texts]
+    sets = [formula_set(r.text, ends_at_answer=r.ends_at_answer) for r in problem.rollouts]
     ngrams = GroupNgrams(texts)
     common = dict(texts=texts, embeddings=embeddings, sets=sets, answers=answers, ngrams=ngrams,
                   equivalence=equivalence, problem=problem.problem)
@@ -276,7 +280,8 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
                           progress: bool = True, chunked: bool = False, device: str = "cpu",
                           log: Callable[[str], None] | None = None,
                           graded: Sequence[GradedSample] | None = None,
-                          text: str = DEFAULT_TEXT_PART) -> dict[str, dict[str, Any]]:
+                          text: str = DEFAULT_TEXT_PART, cut: str = DEFAULT_SOLUTION_CUT,
+                          count_window: bool = True) -> dict[str, dict[str, Any]]:
     """Compute every diversity metric of RUN_DIR (see the module docstring).
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
@@ -284,8 +289,11 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     (``dsdr_eval.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
     embedding, classifier:PATH, answer-formula, judge); None = embedding cosine >= 0.9. The
     caller keeps ownership (and closes it). graded: RUN_DIR/graded.jsonl's records when the caller
-    holds them (not read again). text: the part of each rollout measured (``load_problems``).
-    Returns {benchmark: the "diversity" dict written into metrics.json}."""
+    holds them (not read again). text: the part of each rollout measured (``load_problems``); cut:
+    where each text ends (``solution.SOLUTION_CUTS``; by default at its graded final answer).
+    count_window: count every text's encoder tokens for the validity line (one tokenizer pass).
+    Returns {benchmark: the "diversity" dict written into metrics.json}; each has ``validity``
+    (``validity.ValidityCounter``), whose warnings go to ``log``."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
     graded_path = rundir.run_path(run_dir, rundir.GRADED)
     if text not in TEXT_PARTS:
@@ -299,14 +307,17 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     coverage_ns = coverage_orders(max(index.sizes))
     settings = _run_settings(encoder, equivalence, coverage_ns)
     settings["text"] = {"part": text, "definition": TEXT_PART_DEFINITIONS[text]}
+    settings["solution_cut"] = cut_settings(cut)
+    counter = ValidityCounter(check_cut(cut))
     if log:
         log(f"encoding {sum(index.sizes)} rollouts of {len(index.groups)} problems with {settings['encoder']['name']}")
 
     # The per-rollout lines go to an unnamed temp file as they are computed (a run's worth of them
     # as dicts would be the largest thing held); the commit copies it into place.
     with tempfile.TemporaryFile(dir=run_dir) as per_sample:
-        problem_records = _all_problems_diversity(iter_problems(index, text), len(index.groups), encoder, equivalence,
-                                                  coverage_ns, per_sample, progress=progress)
+        problem_records = _all_problems_diversity(iter_problems(index, text, cut, counter), len(index.groups), encoder,
+                                                  equivalence, coverage_ns, per_sample, progress=progress,
+                                                  counter=counter if count_window else None)
 
         # Re-read after the loop: an equivalence that calls out (e.g. the LLM judge) counts its
         # pair decisions while it runs, and those counts belong in the recorded settings.
@@ -314,7 +325,11 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
         by_benchmark: dict[str, list[dict[str, Any]]] = {}
         for record in problem_records:
             by_benchmark.setdefault(record["benchmark"], []).append(record)
-        result = {name: to_json_safe(_benchmark_summary(records, settings)) for name, records in by_benchmark.items()}
+        result = {name: to_json_safe({**_benchmark_summary(records, settings), "validity": counter.summary(name)})
+                  for name, records in by_benchmark.items()}
+        for name, block in result.items():  # what a number measured, said where it is computed
+            for warning in block["validity"]["warnings"]:
+                warn(f"diversity of {name}: {warning}")
 
         # the per-problem / per-sample files, metrics.json's blocks and config.json's settings in one commit
         per_sample.seek(0)
@@ -350,13 +365,16 @@ def _run_settings(encoder: Any, equivalence: Equivalence, coverage_ns: list[int]
 
 def _all_problems_diversity(problems: Iterator[_Problem], n_problems: int, encoder: Any,
                             equivalence: CachedEquivalence, coverage_ns: Sequence[int], per_sample: IO[bytes], *,
-                            progress: bool) -> list[dict[str, Any]]:
+                            progress: bool, counter: ValidityCounter | None = None) -> list[dict[str, Any]]:
     """The per-problem records; each problem's per-rollout records are appended to ``per_sample`` as
     JSONL. One problem at a time: its texts are encoded, measured and dropped before the next is read."""
     problem_records: list[dict[str, Any]] = []
     with progress_bar(n_problems, "diversity", unit="problem", enabled=progress) as bar:
         for problem in problems:
-            embeddings = embed_texts([r.text for r in problem.rollouts], encoder)
+            texts = [r.text for r in problem.rollouts]
+            embeddings = embed_texts(texts, encoder)
+            if counter is not None and isinstance(encoder, Encoder):
+                counter.add_window(problem.benchmark, *encoder.token_counts(texts), encoder.window_settings())
             with single_threaded_blas():
                 problem_record, samples = _problem_diversity(problem, embeddings, equivalence, coverage_ns)
             equivalence.clear()  # its memoised pairs serve only the two subsets of this problem

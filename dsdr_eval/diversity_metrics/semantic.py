@@ -82,6 +82,20 @@ class Encoder:
     def _chunk_tokens(self) -> int:
         return max(1, (self.max_seq_length or 512) - 2)  # room for [CLS] and [SEP]
 
+    def token_counts(self, texts: Sequence[str]) -> tuple[list[int], list[int]]:
+        """(tokens of each text, how many of them the encoder reads): all of them when the windows
+        are pooled (``chunked``), else at most one window. One batched tokenizer call, no truncation."""
+        texts = [clean_text(t) for t in texts]
+        ids = self.model.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False,
+                                   return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        counts = [len(row) for row in ids]
+        window = self._chunk_tokens()
+        return counts, (counts if self.chunked else [min(n, window) for n in counts])
+
+    def window_settings(self) -> dict[str, Any]:
+        return {"max_seq_length": self.max_seq_length, "window_tokens": self._chunk_tokens(),
+                "truncation": "chunk-mean" if self.chunked else "encoder-truncation"}
+
     def texts_per_batch(self) -> int:
         """``batch_size``, lowered so that a batch of texts at max_seq_length holds at most
         ``ENCODE_BATCH_TOKENS`` tokens (the peak memory of a forward pass is bounded by that)."""

@@ -28,8 +28,8 @@ respawn), ``worker`` (the worker process and its zygote), ``task`` (one problem 
 """
 
 from dsdr_eval.grading.extraction import MAX_ANSWER_CHARS, answer_key, extract_answer, extract_answer_with_method
-from dsdr_eval.grading.grade import STATUSES, grade_samples, grader_provenance, status_counts
+from dsdr_eval.grading.grade import STATUSES, extract_rows, grade_samples, grader_provenance, status_counts
 from dsdr_eval.grading.pool import GradingPool, default_workers
 
 __all__ = ["MAX_ANSWER_CHARS", "STATUSES", "GradingPool", "answer_key", "default_workers", "extract_answer",
-           "extract_answer_with_method", "grade_samples", "grader_provenance", "status_counts"]
+           "extract_answer_with_method", "extract_rows", "grade_samples", "grader_provenance", "status_counts"]

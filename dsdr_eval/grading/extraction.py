@@ -58,7 +58,7 @@ Extractors (the ``method`` recorded per sample):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
@@ -79,6 +79,10 @@ class Extraction:
     # "boxed" | "fbox" | "answer_line" | "answer_is" | "minerva" | "gsm8k" | "answer_tag" | "last_math"
     # | "program_output" | "last_number" | None
     method: str | None
+    # where the statement of the answer ends in the text it was read from (exclusive): the closing
+    # brace of the box, the end of the answer line's math span or sentence, ``</answer>``, the number.
+    # The solution a rollout wrote ends there; what follows is not part of it (diversity, issue 42).
+    end: int | None = field(default=None, compare=False)
 
 
 Extractor = Callable[[str], "Extraction | None"]
@@ -203,7 +207,7 @@ def _last_boxed(text: str) -> Extraction | None:
             elif pos > box.end():  # "\boxed 5": the token after the space, up to whitespace or $
                 token = _BARE_BOX_TOKEN_RE.match(text, pos)
                 if token and (best is None or box.start() > best[0]):
-                    best = (box.start(), Extraction(token.group(), method))
+                    best = (box.start(), Extraction(token.group(), method, token.end()))
             box = next(boxes, None)
 
     for token in _BRACE_TOKEN_RE.finditer(text, box.end()):
@@ -220,7 +224,7 @@ def _last_boxed(text: str) -> Extraction | None:
             if open_boxes and open_boxes[-1][0] == depth:
                 _, start, content_start, method = open_boxes.pop()
                 if (best is None or start > best[0]) and _NON_SPACE_RE.search(text, content_start, token.start()):
-                    best = (start, Extraction(text[content_start:token.start()].strip(), method))
+                    best = (start, Extraction(text[content_start:token.start()].strip(), method, token.end()))
     take_boxes_before(len(text) + 1)
     return None if best is None else best[1]
 
@@ -256,27 +260,33 @@ def _last_answer_line(text: str) -> Extraction | None:
     # are consumed as they come (at most one per line and pattern; each costs at most its tail).
     cut = text.rfind("\n", 0, max(0, len(text) - _LAST_LINES_CHARS)) + 1
     for region_start in ((cut, 0) if cut > 0 else (0,)):
-        best: tuple[tuple[int, str], str] | None = None  # ((start, method), answer)
+        best: tuple[tuple[int, str], str, int] | None = None  # ((start, method), answer, end)
         for method, pattern in (("answer_line", _ANSWER_LINE_RE), ("answer_is", _ANSWER_IS_RE)):
             for match in pattern.finditer(text, region_start):
                 key = (match.start(), method)
                 if best is not None and key < best[0]:
                     continue
-                answer = _clean_answer_tail(_tail(text, match))
+                answer, used = _clean_answer_tail_end(_tail(text, match))
                 if answer:
-                    best = (key, answer)
+                    best = (key, answer, match.start("tail") + used)
         if best is not None:
-            return Extraction(best[1], best[0][1])
+            return Extraction(best[1], best[0][1], best[2])
     return None
 
 
-def _clean_answer_tail(tail: str) -> str | None:
-    answer = _first_inline_math(tail)
-    if answer is None:
-        answer = _SENTENCE_END_RE.split(tail, maxsplit=1)[0]  # up to the end of the sentence
+def _clean_answer_tail_end(tail: str) -> tuple[str | None, int]:
+    """(the answer of an answer line's tail, how many characters of the tail its statement takes:
+    up to the end of its first math span, else of its first sentence)."""
+    span = _first_inline_math_span(tail)
+    if span is not None:
+        answer, used = tail[span[0]:span[1]], span[2]
+    else:
+        sentence_end = _SENTENCE_END_RE.search(tail)
+        answer = tail if sentence_end is None else tail[:sentence_end.start()]  # up to the end of the sentence
+        used = len(tail) if sentence_end is None else sentence_end.start() + 1
     answer = answer.strip().strip("*_").strip()
     answer = answer.rstrip(".").strip()
-    return None if _is_placeholder(answer) else answer or None
+    return (None if _is_placeholder(answer) else answer or None), used
 
 
 def _is_placeholder(answer: str) -> bool:
@@ -343,10 +353,10 @@ def _minerva(text: str) -> Extraction | None:
     tail = _tail(text, match)
     end = _MINERVA_END_RE.search(tail)
     if end is None:
-        answer = _clean_answer_tail(tail)
+        answer, used = _clean_answer_tail_end(tail)
     else:  # lm-eval's minerva_math: everything between "is" and ". I hope it is correct"
-        answer = tail[:end.start()].strip().rstrip(".").strip() or None
-    return Extraction(answer, "minerva") if answer and not _is_placeholder(answer) else None
+        answer, used = tail[:end.start()].strip().rstrip(".").strip() or None, end.end()
+    return Extraction(answer, "minerva", match.start("tail") + used) if answer and not _is_placeholder(answer) else None
 
 
 def _plain_number(token: str) -> str:
@@ -358,9 +368,13 @@ def _gsm8k(text: str) -> Extraction | None:
     if match is None:
         return None
     tail = _tail(text, match)
-    number = _NUMBER_RE.search(tail.lstrip("$\\ \t"))  # "#### $1,230" is 1230
-    answer = _plain_number(number.group()) if number else _clean_answer_tail(tail)
-    return Extraction(answer, "gsm8k") if answer else None
+    stripped = tail.lstrip("$\\ \t")
+    number = _NUMBER_RE.search(stripped)  # "#### $1,230" is 1230
+    if number:
+        answer, used = _plain_number(number.group()), len(tail) - len(stripped) + number.end()
+    else:
+        answer, used = _clean_answer_tail_end(tail)
+    return Extraction(answer, "gsm8k", match.start("tail") + used) if answer else None
 
 
 def _answer_tag(text: str) -> Extraction | None:
@@ -376,27 +390,28 @@ def _answer_tag(text: str) -> Extraction | None:
         inner = _last_boxed(content) or _last_answer_line(content)
         answer = inner.answer if inner is not None else content.strip().rstrip(".").strip()
         if answer:
-            return Extraction(answer, "answer_tag")
+            return Extraction(answer, "answer_tag", close + len(_ANSWER_CLOSE))
         close = opening
 
 
-def _last_line(text: str) -> str:
+def _last_line(text: str) -> tuple[str, int]:
+    """The last non-empty line (its last ``_LAST_LINE_CHARS`` characters) and where it starts."""
     end = len(text)
     while end > 0 and text[end - 1].isspace():  # the trailing whitespace, once
         end -= 1
     start = max(text.rfind("\n", 0, end) + 1, end - _LAST_LINE_CHARS)
-    return text[start:end]
+    return text[start:end], start
 
 
 def _last_math(text: str) -> Extraction | None:
-    line, last, position = _last_line(text), None, 0
+    (line, line_start), last, position = _last_line(text), None, 0
     while True:  # spans left to right on a line of at most _LAST_LINE_CHARS characters
         span = _first_inline_math_span(line, position)
         if span is None:
             break
         last, position = span, span[2]
     answer = None if last is None else line[last[0]:last[1]].strip().rstrip(".,;").strip()
-    return Extraction(answer, "last_math") if answer else None
+    return Extraction(answer, "last_math", line_start + last[2]) if answer else None
 
 
 _OUTPUT_OPEN, _FENCE = "```output", "```"
@@ -417,12 +432,13 @@ def _program_output(text: str) -> Extraction | None:
     line_end = text.find("\n", first.start(), end)
     line_end = min(end if line_end < 0 else line_end, first.start() + _FALLBACK_TAIL_CHARS)
     answer = text[first.start():line_end].strip().rstrip(".").strip()
-    return Extraction(answer, "program_output") if answer else None
+    block_end = min(len(text), end + len(_FENCE))  # the block's closing fence (the text's end when unclosed)
+    return Extraction(answer, "program_output", block_end) if answer else None
 
 
 def _last_number(text: str) -> Extraction | None:
     match = _last_match(_NUMBER_RE, text)
-    return None if match is None else Extraction(_plain_number(match.group()), "last_number")
+    return None if match is None else Extraction(_plain_number(match.group()), "last_number", match.end())
 
 
 EXTRACTORS: Mapping[str, Extractor] = MappingProxyType({

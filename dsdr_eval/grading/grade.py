@@ -104,6 +104,19 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     return graded
 
 
+def extract_rows(rows: Iterable[dict], *, extraction: str = DEFAULT_EXTRACTION,
+                 reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> list[dict]:
+    """Copies of ``rows`` (each with a ``completion``) with the fields extraction sets in ``grade_samples``
+    (extracted, extraction, reasoning_state, answer_span, answer_end, ...) and no verdict: where a rollout's
+    answer and solution end, for a caller whose verdicts come from elsewhere (verl's reward function)."""
+    profile, fmt, out = get_profile(extraction), parse_reasoning_format(reasoning_format), []
+    for row in rows:
+        copy = dict(row)
+        _extract_into(copy, {}, profile, fmt)
+        out.append(copy)
+    return out
+
+
 def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> ProblemJob:
     meta = problem["meta"] if isinstance(problem["meta"], dict) else None
     text = problem["problem"] if isinstance(problem["problem"], str) else None
@@ -120,13 +133,15 @@ def _extract_into(out: dict, answer_counts: dict[str, int], profile: ExtractionP
     count answers that need math-verify."""
     completion = out["completion"]
     note, status = None, None
-    out["reasoning_state"], out["answer_span"], out["changed_by"] = None, None, []
+    out["reasoning_state"], out["answer_span"], out["changed_by"], out["answer_end"] = None, None, [], None
     if not isinstance(completion, str):
         extraction, note = Extraction(None, None), f"completion is {type(completion).__name__}, not a string"
         status = "error"
     else:
         extraction, status, note = _extract_answer_part(out, completion, profile, fmt)
     out["extracted"], out["extraction"], out["grade_note"] = extraction.answer, extraction.method, note
+    if extraction.answer is not None and extraction.end is not None:  # issue 42: where the solution ends
+        out["answer_end"] = out["answer_span"][0] + extraction.end
     out["status"] = status or ("no_answer" if extraction.answer is None else None)
     if extraction.answer is not None and len(extraction.answer) > MAX_ANSWER_CHARS:
         out["extracted"] = extraction.answer[:MAX_ANSWER_CHARS]

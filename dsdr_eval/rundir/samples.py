@@ -8,10 +8,9 @@ Reading (``read_samples`` / ``read_graded`` / ``SamplesFile.open``) checks every
 DsdrError ``FILE:LINE:FIELD: message``; consumers take the records and never re-check them. Identity
 fields (``problem_id``, ``gold``, ``benchmark``) must be non-empty valid Unicode: ``problem_id`` may
 be a JSON integer, ``gold`` any finite JSON number, both kept as their exact text (``0.00001`` stays
-``0.00001``). In every other string a lone surrogate (``\\ud800``: valid JSON, not valid Unicode) is
-replaced by U+FFFD with one warning per field, so one hostile completion cannot stop a run.
-``to_json()`` writes a record back with the fields it was read with (schema fields in docs/run_directory.md's
-order, then any other field as read), so a file read and written again keeps its shape.
+``0.00001``). In every other string a lone surrogate (``\\ud800``: valid JSON, not valid Unicode) is replaced
+by U+FFFD with one warning per field, so one hostile completion cannot stop a run. ``to_json()`` writes a record
+back with the fields it was read with (schema fields in docs/run_directory.md's order, then any other as read).
 """
 
 from __future__ import annotations
@@ -118,7 +117,7 @@ class Sample:
 SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not in ("extra", "absent", "line"))
 WRITTEN_WHEN_RECORDED = frozenset({"reasoning", "n_reasoning_tokens"})  # a null is not written: most models do not reason
 GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class", "reasoning_state",
-                "answer_span", "changed_by")
+                "answer_span", "changed_by", "answer_end")
 JUDGE_FIELDS = ("judge_verdict", "judge_model", "judge_note")  # written only when judged (`score --judge-grading`)
 
 
@@ -139,6 +138,7 @@ class GradedSample:
     reasoning_state: str | None = None
     answer_span: tuple[int, int] | None = None
     changed_by: tuple[str, ...] | None = None
+    answer_end: int | None = None  # where the graded answer's statement ends in the completion (issue 42)
     # `score --judge-grading`: the judge's verdict (None: not asked/unsure/unavailable), model, why; not ``correct``
     judge_verdict: bool | None = None
     judge_model: str | None = None
@@ -162,8 +162,7 @@ class GradedSample:
         out = self.sample.to_json()
         out.update((name, getattr(self, name)) for name in GRADE_FIELDS)
         out.update((name, getattr(self, name)) for name in JUDGE_FIELDS if self.judge_model is not None)
-        for name in ("answer_span", "changed_by"):
-            out[name] = None if out[name] is None else list(out[name])
+        out.update((name, None if out[name] is None else list(out[name])) for name in ("answer_span", "changed_by"))
         return out
 
 
@@ -303,6 +302,8 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
                               "null or [start, end] within the completion"),
               "changed_by": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
                              "null or a list of rule names"),
+              "answer_end": (lambda v: v is None or _nonneg_int(v) and v <= len(row.get("completion") or ""), "null or "
+                             "an offset within the completion"),
               "judge_verdict": (lambda v: v is None or isinstance(v, bool), "true, false or null")}
     for name, (accepts, wanted) in checks.items():
         if not accepts(row.get(name)):
@@ -313,8 +314,7 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _grade_values(row: Mapping[str, Any]) -> dict[str, Any]:
     """The grading fields of a row as GradedSample holds them (JSON lists as tuples: records are frozen)."""
     grades = {name: row.get(name) for name in GRADE_FIELDS + JUDGE_FIELDS}
-    for name in ("answer_span", "changed_by"):
-        grades[name] = None if grades[name] is None else tuple(grades[name])
+    grades.update((name, None if grades[name] is None else tuple(grades[name])) for name in ("answer_span", "changed_by"))
     return grades
 
 

@@ -150,7 +150,8 @@ def reference_shaping(spec: Any, batch: RolloutBatch, trainer: Any, cfg: Any) ->
 
     graded = scoring.grade(batch, trainer.setup.problems, cfg)
     acc = [float(r["correct"]) for r in graded]
-    diversity = list(scoring.group_diversity(batch, trainer.setup.diversity.encoder, cfg.formula_rules)[2]) if spec.bonus or spec.lambda_l \
+    diversity = list(scoring.group_diversity(batch, graded, trainer.setup.diversity.encoder, cfg.formula_rules,
+                                                cfg.solution_cut)[2]) if spec.bonus or spec.lambda_l \
         else [0.0] * len(batch)
     div = list(scoring.darling_diversity(batch, graded, trainer.setup.diversity.equivalence, cfg)) if spec.darling else [1.0] * len(batch)
     lengths = [len(o) for o in batch.response_ids]

@@ -287,6 +287,6 @@ def test_formula_rules_reach_the_trainers_diversity():
 
     batch = RolloutBatch(texts=["\\begin{align} x &= 1 \\end{align} so $y$", "so $y$"], group_ids=[0, 0])
     encoder = load_encoder()
-    _, d_eq_extended, _ = scoring.group_diversity(batch, encoder, "extended")
-    _, d_eq_diver, _ = scoring.group_diversity(batch, encoder, "diver")
+    _, d_eq_extended, _ = scoring.group_diversity(batch, [{}, {}], encoder, "extended")
+    _, d_eq_diver, _ = scoring.group_diversity(batch, [{}, {}], encoder, "diver")
     assert list(d_eq_extended) == [0.5, 0.0] and list(d_eq_diver) == [0.0, 0.0]

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from dsdr_eval.grading import extract_rows
 from dsdr_train import scoring
 from dsdr_train.core_algos import RolloutSignals, ShapedRewards, group_ids_from_prompt_index, shape_rewards
 from dsdr_train.integrations.verl.settings import PluginSettings
@@ -71,10 +72,13 @@ def group_rewards(texts: Sequence[str], uids: Sequence[Hashable], accuracy: Tens
     batch = RolloutBatch(texts=list(texts), group_ids=group_ids.tolist())
     objective = settings.objective
     diversity = darling_div = d_emb = d_eq = None
+    # verl's reward gives the verdicts; dsdr's extraction says where each solution ends (the diversity
+    # terms read no further) -- and no answer classes (see settings.PLUGIN_PARTITIONS)
+    graded = extract_rows({"completion": text} for text in texts) if objective.reward in ("dsdr", "darling") else []
     if objective.reward == "dsdr":
-        d_emb, d_eq, diversity = scoring.group_diversity(batch, encoder, settings.formula_rules)
+        d_emb, d_eq, diversity = scoring.group_diversity(batch, graded, encoder, settings.formula_rules,
+                                                         settings.solution_cut)
     if objective.reward == "darling":
-        graded = [{} for _ in texts]  # verl's reward gives no answer classes (see settings.PLUGIN_PARTITIONS)
         darling_div = scoring.darling_diversity(batch, graded, equivalence, settings)
     signals = RolloutSignals(
         accuracy=accuracy.to(torch.float64), group_ids=group_ids,

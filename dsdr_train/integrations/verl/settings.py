@@ -55,6 +55,7 @@ class PluginSettings:
     encoder_chunked: bool = False
     encoder_max_seq_length: int | None = None
     formula_rules: str = "extended"
+    solution_cut: str = "answer-end"  # what the diversity terms read (dsdr_eval.diversity_metrics.solution)
     darling_partition: str = "embedding"
     darling_threshold: float | None = None
 
@@ -110,4 +111,6 @@ def plugin_settings(estimator: str, block: Mapping[str, Any] | None = None) -> P
         raise PluginConfigError(f"dsdr.encoder_device: {device!r}; expected cpu | auto | cuda | cuda:N")
     if block.get("formula_rules", "extended") not in ("extended", "diver"):
         raise PluginConfigError(f"dsdr.formula_rules: {block['formula_rules']!r}; expected extended | diver")
+    if block.get("solution_cut", "answer-end") not in ("answer-end", "none"):
+        raise PluginConfigError(f"dsdr.solution_cut: {block['solution_cut']!r}; expected answer-end | none")
     return PluginSettings(estimator=estimator, objective=objective, **block)

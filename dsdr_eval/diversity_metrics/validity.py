@@ -1,0 +1,126 @@
+"""What a diversity number measured: the validity line of a run's diversity (issue 42).
+
+Per benchmark, over the sampled rollouts: how many the solution cut shortened and the share of
+characters it removed; how many hit the token cap (finish_reason "length": the model never ended its
+solution); how many carried long text after their final answer (a runaway, an invented next turn);
+and how many were longer than the encoder's window (D_emb then compares how solutions begin, unless
+the windows are pooled). A share at or above ``WARN_SHARE`` becomes a warning, which ``diversity``
+prints and the report and the dashboard show beside the numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsdr_eval.diversity_metrics.solution import SolutionText
+from dsdr_eval.rundir.samples import GradedSample
+
+WARN_SHARE = 0.10
+# "long text after the answer": what follows the final answer holds at least this share of the
+# rollout's non-space characters
+LONG_AFTER_ANSWER_SHARE = 0.25
+DEFINITIONS = {
+    "cut": "rollouts whose measured text the solution cut shortened (non-space text after the final answer)",
+    "token_cap": "rollouts that stopped at their token limit (finish_reason 'length')",
+    "long_after_answer": f"rollouts whose text after the final answer holds >= {LONG_AFTER_ANSWER_SHARE:g} of "
+                         "their non-space characters",
+    "over_window": "rollouts whose measured text has more tokens than the encoder reads in one window",
+    "warn_share": f"a warning when a share is >= {WARN_SHARE:g}",
+}
+
+
+def _nonspace(text: str) -> int:
+    return len("".join(text.split()))
+
+
+@dataclass
+class _Counts:
+    rollouts: int = 0
+    cut: int = 0
+    chars_total: int = 0
+    chars_removed: int = 0
+    without_answer_end: int = 0
+    token_cap: int = 0
+    long_after_answer: int = 0
+    window_rollouts: int = 0
+    over_window: int = 0
+    tokens_total: int = 0
+    tokens_seen: int = 0
+    window: dict[str, Any] = field(default_factory=dict)
+
+
+class ValidityCounter:
+    """Counts per benchmark, fed one rollout at a time (a run is read one problem at a time)."""
+
+    def __init__(self, cut: str) -> None:
+        self.cut = cut
+        self.counts: dict[str, _Counts] = {}
+
+    def add_rollout(self, benchmark: str, record: GradedSample, solution: SolutionText) -> None:
+        c = self.counts.setdefault(benchmark, _Counts())
+        c.rollouts += 1
+        removed, after = solution.removed, _nonspace(solution.after)
+        c.cut += bool(removed) and after > 0
+        c.chars_total += len(solution.text) + len(removed)
+        c.chars_removed += len(removed)
+        c.without_answer_end += record.extracted is not None and record.answer_end is None
+        c.token_cap += record.sample.finish_reason == "length"
+        whole = _nonspace(solution.text) + (0 if removed else -after) + after  # the rollout's measured part
+        c.long_after_answer += after > 0 and after >= LONG_AFTER_ANSWER_SHARE * whole
+
+    def add_window(self, benchmark: str, token_counts: Sequence[int], seen: Sequence[int],
+                   window: dict[str, Any]) -> None:
+        """Token counts of a group's measured texts and how many of each the encoder read."""
+        c = self.counts.setdefault(benchmark, _Counts())
+        c.window = window
+        c.window_rollouts += len(token_counts)
+        c.over_window += sum(1 for n, k in zip(token_counts, seen) if k < n)
+        c.tokens_total += int(sum(token_counts))
+        c.tokens_seen += int(sum(seen))
+
+    def summary(self, benchmark: str) -> dict[str, Any]:
+        c = self.counts.get(benchmark, _Counts())
+        n = max(c.rollouts, 1)
+
+        def share(k: int, total: int = n) -> float | None:
+            return k / total if total else None
+
+        out: dict[str, Any] = {
+            "n_rollouts": c.rollouts,
+            "solution_cut": {"rule": self.cut, "n_cut": c.cut, "share_cut": share(c.cut),
+                             "chars_removed_share": share(c.chars_removed, c.chars_total),
+                             "n_without_answer_end": c.without_answer_end},
+            "token_cap": {"n": c.token_cap, "share": share(c.token_cap)},
+            "long_after_answer": {"n": c.long_after_answer, "share": share(c.long_after_answer)},
+            "encoder_window": ({**c.window, "n_rollouts": c.window_rollouts, "n_over_window": c.over_window,
+                                "share_over_window": share(c.over_window, c.window_rollouts),
+                                "tokens_seen_share": share(c.tokens_seen, c.tokens_total)}
+                               if c.window_rollouts else None),
+        }
+        out["warnings"] = warnings(out)
+        return out
+
+
+def warnings(summary: dict[str, Any]) -> list[str]:
+    """The validity warnings of one benchmark's summary (``ValidityCounter.summary``)."""
+    out = []
+    cap, tail, window = summary["token_cap"], summary["long_after_answer"], summary["encoder_window"]
+    cut = summary["solution_cut"]
+    if cap["share"] is not None and cap["share"] >= WARN_SHARE:
+        out.append(f"{cap['share']:.0%} of rollouts hit the token cap (finish 'length'): their solutions never ended")
+    if tail["share"] is not None and tail["share"] >= WARN_SHARE:
+        after = ("cut away before measuring" if cut["rule"] != "none"
+                 else "MEASURED as part of the solution (--solution-cut none)")
+        out.append(f"{tail['share']:.0%} of rollouts carry long text after their final answer ({after})")
+    if cut["n_without_answer_end"]:
+        out.append(f"{cut['n_without_answer_end']} rollouts were graded before answer ends were recorded and keep "
+                   "their whole text: run `dsdr-eval score` again")
+    if window is not None and window["share_over_window"] is not None and window["share_over_window"] >= WARN_SHARE:
+        seen = window["tokens_seen_share"]
+        mode = ("pooled over windows" if window.get("truncation") == "chunk-mean"
+                else f"D_emb read {seen:.0%} of their tokens: it compares how solutions begin (--chunked pools windows)")
+        out.append(f"{window['share_over_window']:.0%} of rollouts exceed the encoder window "
+                   f"({window.get('max_seq_length')} tokens); {mode}")
+    return out

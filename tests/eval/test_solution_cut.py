@@ -1,0 +1,194 @@
+"""Issue 42: diversity measures solutions, not the text written after their final answer.
+
+Each rule is checked against plain expectations written here (where the answer statement ends, what
+the cut keeps), and bites on a named mutant:
+- "cut ignored": run.rollout_solution / scoring.solutions keep the whole text -> the synthetic groups
+  and the trainer test fail;
+- "cut at the first box when the grader took the last" -> test_the_cut_follows_the_graded_answer fails;
+- "span allowed to cross the answer" (formula.extract_formulas ignores ends_at_answer) ->
+  test_a_dropped_dollar_measures_like_the_honest_solution fails;
+- "an extractor without an end" -> test_every_extractor_says_where_its_answer_ends fails.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dsdr_eval.diversity_metrics.formula import formula_set
+from dsdr_eval.diversity_metrics.run import compute_run_diversity, rollout_text
+from dsdr_eval.diversity_metrics.solution import solution_text
+from dsdr_eval.grading import extract_rows, grade_samples
+from dsdr_eval.grading.extraction import EXTRACTORS
+from dsdr_eval.rundir.jsonl import read_json, write_jsonl
+from dsdr_eval.rundir.samples import parse_graded
+
+
+class BagOfWordsEncoder:
+    """Deterministic fake encoder: hashed word counts in 64 dimensions."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 64))
+        for i, text in enumerate(texts):
+            for word in text.split():
+                out[i, zlib.crc32(word.encode()) % 64] += 1.0
+        return out
+
+
+# extractor -> (text, where its answer statement ends: the text before the marker "|")
+STATEMENTS = {
+    "boxed": "We get $x=3$, so \\boxed{3}| Question: next one",
+    "answer_line": "Adding gives three.\nAnswer: $3$| and now I will invent a dialogue",
+    "minerva": "Final Answer: The final answer is $3$. I hope it is correct| User: more",
+    "gsm8k": "3 apples.\n#### 3| Question: How many",
+    "answer_tag": "<think>so 3</think><answer>3</answer>| <answer>junk",
+    "last_math": "so the value is $3$| then",
+    "program_output": "```python\nprint(3)\n```\n```output\n3\n```| extra",
+    "last_number": "we add 1 and 2 to get 3| then so on",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_every_extractor_says_where_its_answer_ends(name):
+    marked = STATEMENTS[name]
+    text, expected_end = marked.replace("|", ""), marked.index("|")
+    found = EXTRACTORS[name](text)
+    assert found is not None and found.answer is not None
+    assert found.end == expected_end, (name, text[:found.end])
+
+
+def test_every_extractor_has_a_statement_case():
+    # a new extractor must say where its answer ends (else the cut keeps what follows its answer)
+    assert set(STATEMENTS) == set(EXTRACTORS)
+
+
+def _graded(completion: str, **row) -> dict:
+    [out] = extract_rows([{"problem_id": "p", "gold": "3", "completion": completion, **row}])
+    return out
+
+
+def test_the_cut_follows_the_graded_answer():
+    # the grader reads the LAST box; the solution ends there, not at the first box
+    text = "First try \\boxed{2}. No wait, $1+2$ is \\boxed{3}. Question: what is 5+5? \\boxed"
+    row = _graded(text)
+    assert row["extracted"] == "3"
+    assert text[:row["answer_end"]].endswith("is \\boxed{3}")
+    # a thinking model: offsets are in the completion, the answer part starts after </think>
+    think = "<think>maybe \\boxed{9}</think>So \\boxed{3} and then <|im_start|>user more"
+    row = _graded(think)
+    assert think[:row["answer_end"]].endswith("So \\boxed{3}")
+
+
+def _record(completion: str, **row) -> object:
+    graded = _graded(completion, **row)
+    graded.update(status="correct", correct=True, answer_class=0)
+    return parse_graded(graded, "test")[0]
+
+
+def test_each_text_part_stops_at_the_answer():
+    completion = "<think>plan</think>So \\boxed{3} runaway text"
+    record = _record(completion)
+    assert rollout_text(record, "answer") == "So \\boxed{3}"
+    assert rollout_text(record, "whole") == "<think>plan</think>So \\boxed{3}"
+    assert rollout_text(record, "reasoning") == "<think>plan</think>"
+    assert rollout_text(record, "answer", cut="none") == "So \\boxed{3} runaway text"
+    # a reasoning field kept apart precedes the completion: never cut
+    record = _record("So \\boxed{3} runaway", reasoning="long thought")
+    assert rollout_text(record, "whole") == "long thought\nSo \\boxed{3}"
+    # no extracted answer: the text is kept
+    record = _record("I do not know, it keeps going")
+    assert rollout_text(record, "answer") == "I do not know, it keeps going"
+
+
+def test_solution_text_with_spans_independent_of_the_grader():
+    # plain offsets: answer part [10, 30), the answer ends at 20
+    completion = "R" * 10 + "A" * 10 + "T" * 10 + "X" * 5
+    cut = solution_text(completion, None, (10, 30), 20, "answer")
+    assert (cut.text, cut.removed, cut.ends_at_answer) == ("A" * 10, "T" * 10, True)
+    cut = solution_text(completion, None, (10, 30), 20, "reasoning")
+    assert cut.text == "R" * 10 and cut.removed == "X" * 5
+    cut = solution_text(completion, None, (10, 30), 20, "whole")
+    assert cut.text == "R" * 10 + "A" * 10 and cut.removed == "T" * 10 + "X" * 5
+
+
+def test_a_dropped_dollar_measures_like_the_honest_solution():
+    honest = "We sum: $1+2=\\boxed{3}$. Then $y_1$ appears"
+    dropped = "We sum: $1+2=\\boxed{3}. Then $y_1$ appears"
+    sets = []
+    for text in (honest, dropped):
+        row = _graded(text)
+        cut = text[:row["answer_end"]]
+        sets.append(formula_set(cut, ends_at_answer=True))
+    assert sets[0] == sets[1] == frozenset({"1+2=\\boxed{3}"})
+    # the span never crosses the answer: what it swallowed before (the whole-text rule) is not a formula
+    assert "1+2=\\boxed{3}.Then" in formula_set(dropped)
+    # a lone currency $ separated by a blank line stays prose
+    assert formula_set("costs $5\n\nso \\boxed{3}", ends_at_answer=True) == frozenset()
+
+
+GROUP = 8
+
+
+def _synthetic_run(tmp_path: Path, kind: str) -> Path:
+    """6 problems x 8 rollouts: the same solution in every rollout, followed by what ``kind`` says."""
+    rows = []
+    for p in range(6):
+        for i in range(GROUP):
+            tail = {"same": "",
+                    "tail": f" Question {p}-{i}: what is $q_{{{p}{i}}}$? invent word{i} token{p * 10 + i}",
+                    "dollar": f" so n={p}{i}$ word{i}"}[kind]
+            solution = ("We compute $a+b=7$ so \\boxed{7}" if kind != "dollar"
+                        else "We compute $a+b=\\boxed{7}")
+            rows.append({"benchmark": "toy", "problem_id": f"p{p}", "sample_idx": i, "phase": "sampling",
+                         "gold": "7", "completion": solution + tail, "finish_reason": "length"})
+    graded = grade_samples(rows, progress=False, workers=1)
+    run = tmp_path / kind
+    run.mkdir()
+    write_jsonl(run / "graded.jsonl", graded)
+    return run
+
+
+@pytest.mark.parametrize("kind", ["same", "tail", "dollar"])
+def test_text_after_the_answer_is_not_diversity(tmp_path, kind):
+    run = _synthetic_run(tmp_path, kind)
+    cut = compute_run_diversity(run, encoder=BagOfWordsEncoder(), progress=False)["toy"]
+    for subset in ("all", "correct"):
+        assert cut[subset]["d_emb"] == pytest.approx(0.0, abs=1e-12)
+        assert cut[subset]["d_eq"] == 0.0
+        assert cut[subset]["vendi_embedding"]["1"] == pytest.approx(1.0, abs=1e-6)
+    whole = compute_run_diversity(run, encoder=BagOfWordsEncoder(), progress=False, cut="none")["toy"]
+    validity = cut["validity"]
+    if kind == "same":
+        assert whole["all"]["d_emb"] == pytest.approx(0.0, abs=1e-12) and validity["solution_cut"]["n_cut"] == 0
+        return
+    # the old rule counted the unique tails (and the dollar-swallowed tail) as diversity
+    assert whole["all"]["d_emb"] > 0.01 and whole["all"]["d_eq"] > 0.3
+    assert validity["solution_cut"]["n_cut"] == 48 and validity["long_after_answer"]["n"] == 48
+    assert validity["token_cap"]["share"] == 1.0
+    assert any("token cap" in w for w in validity["warnings"])
+    assert any("after their final answer" in w for w in validity["warnings"])
+    recorded = read_json(run / "metrics.json")["benchmarks"]["toy"]["diversity"]
+    assert recorded["settings"]["solution_cut"]["rule"] == "none"  # the last computation is what is recorded
+
+
+def test_the_trainers_bonus_is_not_bought_by_text_after_the_answer():
+    from dsdr_train import scoring
+    from dsdr_train.rollout import RolloutBatch
+
+    honest = ["We compute $a+b=7$ so \\boxed{7}"] * 4
+    hack = [f"We compute $a+b=\\boxed{{7}} so n={i}$ word{i} z{i}" for i in range(4)]
+    runaway = [f"We compute $a+b=7$ so \\boxed{{7}} Question {i}: $q_{i}$ word{i}" for i in range(4)]
+    bonus = {}
+    for name, texts in (("honest", honest), ("hack", hack), ("runaway", runaway)):
+        batch = RolloutBatch(texts=texts, group_ids=[0] * 4)
+        graded = extract_rows({"problem_id": "p", "gold": "7", "completion": t} for t in texts)
+        bonus[name] = scoring.group_diversity(batch, graded, BagOfWordsEncoder(), "extended", "answer-end")
+        if name != "honest":
+            uncut = scoring.group_diversity(batch, graded, BagOfWordsEncoder(), "extended", "none")
+            assert uncut[1].mean() >= 0.5 and uncut[2].mean() > 0.25  # the old rule paid for it
+    for name in ("hack", "runaway"):
+        for k in range(3):  # d_emb, d_eq, d: no more than the honest group's (all zero)
+            assert np.all(bonus[name][k] <= bonus["honest"][k] + 1e-12), (name, k)
