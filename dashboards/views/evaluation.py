@@ -88,7 +88,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     with tab_passk:
         _passk_tab(passk)
     with tab_div:
-        _diversity_tab(results.diversity_records(loaded))
+        _diversity_tab(results.diversity_records(loaded), loaded)
     with tab_judge:
         _judge_tab(results.judge_records(loaded), passk)
 
@@ -132,10 +132,15 @@ def _passk_tab(passk: list[dict]) -> None:
                        key="dl_passk")
 
 
-def _diversity_tab(diversity: list[dict]) -> None:
+def _diversity_tab(diversity: list[dict], loaded: list) -> None:
     if not diversity:
         st.info("No diversity in these runs' metrics.json yet: run `dsdr-eval diversity RUN_DIR`.")
         return
+    # the validity line (dsdr_eval.diversity_metrics.validity): what each number measured
+    for run in loaded:
+        for bench, result in run.benchmarks.items():
+            for warning in result.diversity.warnings if result.diversity is not None else ():
+                st.warning(f"{run.label} / {benchmark_title(bench)}: {warning}")
     frame = pd.DataFrame(diversity)
     frame["benchmark"] = frame["benchmark"].map(benchmark_title)
     frame["subset"] = frame["subset"].map({"all": "all", "correct": "correct only"})

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.diversity_metrics.solution import DEFAULT_SOLUTION_CUT, solution_text
 from dsdr_eval.grading.reasoning import split_completion
 from dsdr_eval.llm_judge.cache import JudgeCache
 from dsdr_eval.llm_judge.parse import AXES, JudgeParseError, parse_judge_response
@@ -47,6 +48,7 @@ class JudgeSettings:
     response_format: str = AUTO                # auto (json_schema -> json_object -> text) or one mode
     use_cache: bool = True
     excerpt_chars: int = 600                   # raw reply excerpt kept in judge.jsonl
+    solution_cut: str = DEFAULT_SOLUTION_CUT   # each rollout up to the end of its graded answer (issue 42)
     budget: PromptBudget = field(default_factory=PromptBudget)
 
     def __post_init__(self) -> None:
@@ -128,16 +130,20 @@ def select_rollouts(records: Sequence[Sample | GradedSample], settings: JudgeSet
         selected.append(ProblemRollouts(
             benchmark=benchmark, problem_id=problem_id,
             problem=next((sample_of(r).problem for r in members if sample_of(r).problem is not None), None),
-            texts=[answer_part(r) for r in kept], sample_idx=[r.sample_idx for r in chosen],
+            texts=[answer_part(r, settings.solution_cut) for r in kept], sample_idx=[r.sample_idx for r in chosen],
             n_available=len(members)))
     return selected
 
 
-def answer_part(record: Sample | GradedSample) -> str:
+def answer_part(record: Sample | GradedSample, cut: str = DEFAULT_SOLUTION_CUT) -> str:
     """What the judge reads of a rollout: its answer part (issue 33: a thinking model's reasoning is not
-    its solution) -- as graded, or split with the default reasoning format for an ungraded sample."""
+    its solution) up to the end of its graded final answer under ``cut`` (issue 42: what follows the
+    answer is not the solution) -- as graded, or split with the default reasoning format, uncut, for an
+    ungraded sample."""
     if isinstance(record, GradedSample):
-        return record.answer_text
+        sample = record.sample
+        return solution_text(sample.completion, sample.reasoning, record.answer_span,
+                             record.answer_end if record.extracted is not None else None, "answer", cut).text
     return split_completion(record.completion, reasoning=record.reasoning,
                             prompt=record.prompt).answer(record.completion)
 

@@ -274,7 +274,19 @@ def _diversity_section(c: ReportContent) -> list[str]:
                   "(\"correct\" = computed over the correct rollouts only, as their own group). "
                   + "; ".join(f"{m}: {tables.DIVERSITY_SOURCES[m]}" for m in DIVERSITY_MEASURES)
                   + ". Data: [diversity.csv](diversity.csv).", ""]
+        lines += _validity_lines(c.runs)
     return lines + _plot_section(c.plot_results, "diversity")
+
+
+def _validity_lines(runs: list[RunResults]) -> list[str]:
+    """What the diversity numbers measured: the solution rule and each run's validity warnings."""
+    rules = sorted({str((r.diversity.settings.get("solution_cut") or {}).get("rule", "none (before issue 42)"))
+                    for run in runs for r in run.benchmarks.values() if r.diversity is not None})
+    lines = [f"Measured text of each rollout: solution cut {', '.join(rules)} (answer-end: the text up to the end of "
+             "its graded final answer; docs/diversity.md, \"What text each metric sees\").", ""]
+    warned = [f"- **{run.label} / {benchmark_title(bench)}**: {warning}" for run in runs
+              for bench, r in run.benchmarks.items() if r.diversity is not None for warning in r.diversity.warnings]
+    return lines + (["**Validity warnings** (read these numbers with them):", "", *warned, ""] if warned else [])
 
 
 def _judge_section(c: ReportContent) -> list[str]:

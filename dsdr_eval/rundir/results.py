@@ -112,6 +112,7 @@ class DiversityResults:
     values: Mapping[tuple[str, str], float | None]
     n_problems: int | None
     settings: Mapping[str, Any]
+    warnings: tuple[str, ...] = ()  # the validity line's (diversity_metrics.validity): what a number measured
 
     @classmethod
     def read(cls, block: Any, where: str) -> DiversityResults:
@@ -130,8 +131,10 @@ class DiversityResults:
                     node = fields.obj(node[key], f"{where}.{subset}.{key}") if node.get(key) is not None else {}
                 if path[-1] in node:
                     values[(measure, subset)] = fields.number(node[path[-1]], f"{where}.{subset}.{'.'.join(path)}")
+        validity = block.get("validity") if isinstance(block.get("validity"), dict) else {}
+        warnings = tuple(w for w in validity.get("warnings") or () if isinstance(w, str))
         return cls(values, fields.count(block.get("n_problems"), f"{where}.n_problems"),
-                   block.get("settings") if isinstance(block.get("settings"), dict) else {})
+                   block.get("settings") if isinstance(block.get("settings"), dict) else {}, warnings)
 
     def value(self, measure: str, subset: str = "all") -> float | None:
         return self.values.get((measure, subset))

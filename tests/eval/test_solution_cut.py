@@ -192,3 +192,34 @@ def test_the_trainers_bonus_is_not_bought_by_text_after_the_answer():
     for name in ("hack", "runaway"):
         for k in range(3):  # d_emb, d_eq, d: no more than the honest group's (all zero)
             assert np.all(bonus[name][k] <= bonus["honest"][k] + 1e-12), (name, k)
+
+
+def _scored_runaway_run(tmp_path: Path) -> Path:
+    from dsdr_eval.cli import main as cli
+
+    rows = [{"benchmark": "toy", "problem_id": f"p{p}", "sample_idx": i, "gold": "7", "finish_reason": "length",
+             "completion": f"We compute $a+b=7$ so \\boxed{{7}} Question {p}-{i}: $q_{{{p}{i}}}$ word{i}"}
+            for p in range(3) for i in range(4)]
+    write_jsonl(tmp_path / "in.jsonl", rows)
+    assert cli(["score", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "runs" / "run"), "--no-progress"]) == 0
+    compute_run_diversity(tmp_path / "runs" / "run", encoder=BagOfWordsEncoder(), progress=False)
+    return tmp_path / "runs" / "run"
+
+
+def test_the_report_and_the_dashboard_show_what_the_numbers_measured(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from dsdr_eval.cli import main as cli
+
+    run = _scored_runaway_run(tmp_path)
+    assert cli(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    readme = (tmp_path / "report" / "README.md").read_text()
+    assert "solution cut answer-end" in readme
+    assert "100% of rollouts hit the token cap" in readme and "long text after their final answer" in readme
+    monkeypatch.setenv("DSDR_RUNS_DIR", str(run.parent))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "dashboards" / "app.py"), default_timeout=60)
+    at.query_params["page"] = "evaluation"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = [str(w.value) for w in at.warning]
+    assert any("hit the token cap" in w for w in warnings) and any("after their final answer" in w for w in warnings)
