@@ -42,8 +42,8 @@ def _layout(tmp_path: Path, source: Path, benchmark: str, seeds: dict[int, int] 
 
 
 def test_real_seed_files_become_one_run_with_a_sample_per_seed(tmp_path, capsys):
-    """Mutants: sample_idx by position (``sample_idx=()``): fails the seed check; ``predicted_answer`` or
-    ``symbolic_correct`` not kept: fails; the signature removed from detect: `--from auto` refuses the file."""
+    """Mutants: ``symbolic_correct`` or ``predicted_answer`` not kept (``"correct": None``,
+    ``"extracted": None``): fails."""
     run = tmp_path / "run"
     code, out, err = _run(capsys, "import", NS_2025, "--out", run)  # --from auto, a directory of seed files
     assert code == 0, err
@@ -83,8 +83,10 @@ def test_real_files_scored_agree_with_symbolic_correct_but_the_hand_checked_case
 
 
 def test_benchmark_from_the_eval_results_layout_and_a_file_alone(tmp_path, capsys):
-    """``eval-results/<benchmark>/``: the benchmark's name; one file imported alone keeps its seed as sample_idx.
-    Mutant: ``benchmark_name`` returning None: fails."""
+    """``eval-results/<benchmark>/``: the benchmark's name; one file imported alone (``--from auto``: detected by its
+    keys) keeps its seed as sample_idx. Mutants: ``benchmark_name`` returning None; ``sample_idx=()`` in
+    ``_record`` or write ignoring a record's sample_idx (sample 0); the signature removed from detect (the file
+    alone is refused): each fails."""
     directory = _layout(tmp_path, NS_2025, "mathtrain")
     assert _run(capsys, "import", tmp_path / "ns", "--out", tmp_path / "all")[0] == 0  # the whole output directory
     assert {s.benchmark for s in read_samples(tmp_path / "all" / "samples.jsonl")} == {"mathtrain"}
@@ -155,9 +157,9 @@ def _write(directory: Path, rows: list[dict], seed: int = 0) -> Path:
 
 
 def test_thinking_model_lines_keep_reasoning_tokens_finish_and_the_judge(tmp_path, capsys):
-    """Mutants: reasoning = the whole ``_full_generation`` (answer included): fails; the judge read at the first
-    "Judgement:": fails on line 1; ``num_generated_tokens`` not kept: fails; a 0 reasoning count kept beside a
-    thought (line 4): fails."""
+    """Mutants: reasoning = the whole ``_full_generation`` (answer included); the judge read at the first
+    "Judgement:" (line 1); ``num_generated_tokens`` not kept; a 0 reasoning count kept beside a thought (line 4);
+    write not adding ``source_labels``: each fails."""
     directory = tmp_path / "eval-results" / "toy"
     _write(directory, _thinking_lines())
     code, out, err = _run(capsys, "import", directory, "--out", tmp_path / "run")
@@ -197,7 +199,7 @@ def test_thinking_model_lines_keep_reasoning_tokens_finish_and_the_judge(tmp_pat
 ])
 def test_bad_seed_files_name_file_line_field_and_exit_2(tmp_path, capsys, mutate, expected):
     """Each wrong field or misaligned seed file: one line naming the file, line and field; exit 2; nothing written.
-    Mutant: ``_check_aligned`` not called: the two ``differs`` cases and the short file import silently."""
+    Mutant: ``_check_aligned`` not called: the two ``differs`` cases import silently (the short file: a traceback)."""
     directory = tmp_path / "eval-results" / "toy"
     _write(directory, _thinking_lines(), seed=0)
     rows = _thinking_lines()
