@@ -93,7 +93,7 @@ def read(path: Path, **_: Any) -> SourceRun:
                      "(--benchmark names it)")
     unknown = "temperature, top_p, max_tokens" + ("" if None not in seeds else ", seed")
     notes.append(f"NeMo-Skills output files record no sampling settings: {unknown} unknown"
-                 + ("; seed from each file's name (output-rs<seed>.jsonl)" if None not in seeds else ""))
+                 + ("; each sample's seed is its file's (output-rs<seed>.jsonl)" if None not in seeds else ""))
     _reasoning_notes(records, notes)
     sampling = {"temperature": None, "top_p": None, "max_tokens": None, "seed": seeds[0] if len(seeds) == 1 else None}
     details = {"files": hashes, "n_seed_files": len(files)}

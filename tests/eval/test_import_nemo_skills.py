@@ -240,3 +240,25 @@ def test_the_trimmed_real_test_file_without_generations_is_refused(tmp_path, cap
          "reward_model_score": 0.9999997126314468, "subset_for_metrics": "aime25"}) + "\n", encoding="utf-8")
     code, _, err = _run(capsys, "import", directory, "--out", tmp_path / "run")
     assert code == 2 and "output-rs0.jsonl:1:generation: missing required field 'generation'" in err
+
+
+@pytest.mark.parametrize("directory, registered", [("math-500", "math500"), ("minerva_math", "minerva"),
+                                                   ("aime24", "aime24")])
+def test_nemo_skills_benchmark_names_stand_for_the_registry(tmp_path, data_dir, capsys, directory, registered):
+    """NeMo-Skills' data set directories (``math-500``; ``minerva_math``, prepared from Qwen2.5-Math's data: the
+    registry's ``minerva``) are matched to the registered benchmark by problem text, taking its ids.
+    Mutant: no ``nemo-skills`` entry in write's tool names: minerva_math is not matched."""
+    rows = [json.loads(line) for line in (data_dir / f"{registered}.jsonl").read_text().splitlines()[:3]]
+    lines = [{"id": f"{directory}-{i}", "problem": row["problem"], "expected_answer": row["answer"],
+              "generation": f"So \\boxed{{{row['answer']}}}.", "predicted_answer": row["answer"],
+              "symbolic_correct": True} for i, row in enumerate(rows)]
+    path = tmp_path / "ns" / "eval-results" / directory
+    for seed in range(2):
+        _write(path, lines, seed)
+    code, out, err = _run(capsys, "import", tmp_path / "ns", "--out", tmp_path / "run")
+    assert code == 0, err
+    samples = read_samples(tmp_path / "run" / "samples.jsonl")
+    assert {s.benchmark for s in samples} == {registered}
+    assert [s.problem_id for s in samples] == [row["id"] for row in rows for _ in range(2)]
+    assert [s.extra["source_id"] for s in samples[::2]] == [line["id"] for line in lines]
+    assert "3 of 3 source problems matched" in out
