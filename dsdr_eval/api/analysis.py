@@ -81,7 +81,8 @@ def run_import(options: ImportOptions, command: list[str]) -> Any:
     from dsdr_eval.rundir.directory import writer_lock
 
     fields = FieldMap(id=options.id_field, gold=options.gold_field, completion=options.completion_field,
-                      problem=options.problem_field, prompt=options.prompt_field, correct=options.correct_field)
+                      problem=options.problem_field, prompt=options.prompt_field, correct=options.correct_field,
+                      reasoning=options.reasoning_field, finish_reason=options.finish_reason_field)
     with writer_lock(options.out):  # one writer per run directory
         return import_run(options.tool, Path(options.path), Path(options.out), benchmark=options.benchmark,
                           label=options.label, command=command, data_dir=options.data_dir,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dsdr_eval.importers import evalscope, lighteval, lm_eval, openai_batch, plain, qwen_math, verl
+from dsdr_eval.importers import evalscope, lighteval, lm_eval, nemo_skills, openai_batch, plain, qwen_math, verl
 from dsdr_eval.importers.source import SourceRun
 
 # --from NAME -> reader (one signature: read(path, **options) -> SourceRun; unknown options are ignored)
@@ -20,5 +20,6 @@ IMPORTERS: dict[str, Callable[..., SourceRun]] = {
     verl.TOOL: verl.read,
     openai_batch.TOOL: openai_batch.read,
     evalscope.TOOL: evalscope.read,
+    nemo_skills.TOOL: nemo_skills.read,
     plain.TOOL: plain.read,
 }

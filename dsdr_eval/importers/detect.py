@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.importers import evalscope, lighteval, lm_eval, qwen_math, verl
+from dsdr_eval.importers import evalscope, lighteval, lm_eval, nemo_skills, qwen_math, verl
 
 AUTO = "auto"
 _FIRST_LINE_BYTES = 1 << 24  # a first line longer than 16 MB is read as far as that only
@@ -23,6 +23,7 @@ _SIGNATURES: tuple[tuple[str, tuple[frozenset[str], ...]], ...] = (
     (verl.TOOL, (frozenset({"input", "output", "gts"}), frozenset({"input", "output", "score", "step"}))),
     ("openai-batch", (frozenset({"custom_id", "response"}), frozenset({"custom_id", "error"}))),
     (evalscope.TOOL, evalscope.EARLY_KEYS + evalscope.CURRENT_KEYS),
+    (nemo_skills.TOOL, nemo_skills.SIGNATURES),
 )
 _BATCH_INPUT = frozenset({"custom_id", "body"})
 _EVALSCOPE_PREDICTION = frozenset({"index", "model_output"})
@@ -58,7 +59,8 @@ def directory_files(path: Path) -> dict[str, list[Path]]:
     """Per tool, the result files of an output directory (searched below it, as each tool nests them):
     lm-eval ``samples_<task>_<date>.jsonl``, lighteval ``details_<task>_<date>.parquet``, Qwen
     ``<data_name>/<name>.jsonl`` in math_eval.py's naming, verl ``<step>.jsonl``, evalscope
-    ``reviews/<model>/<benchmark>_<subset>.jsonl`` (its ``predictions/`` files are not reviews)."""
+    ``reviews/<model>/<benchmark>_<subset>.jsonl`` (its ``predictions/`` files are not reviews), NeMo-Skills
+    ``<benchmark>/output-rs<seed>.jsonl`` (``output.jsonl`` when its content is NeMo-Skills')."""
     found: dict[str, list[Path]] = {}
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         name = file.name
@@ -66,6 +68,8 @@ def directory_files(path: Path) -> dict[str, list[Path]]:
                 lighteval.TOOL if lighteval.FILE_NAME.match(name) else
                 verl.TOOL if verl.STEP_FILE.match(name) else
                 evalscope.TOOL if name.endswith(".jsonl") and file.parent.parent.name == "reviews" else
+                nemo_skills.TOOL if nemo_skills.seed_of(file) is not None or (
+                    name == "output.jsonl" and file_format(file) == nemo_skills.TOOL) else
                 qwen_math.TOOL if name.endswith(".jsonl") and qwen_math.file_settings(name) else None)
         if tool is not None:
             found.setdefault(tool, []).append(file)
@@ -102,8 +106,9 @@ def resolve(tool: str, path: Path) -> str:
         if not found:
             raise DsdrError(f"{path}: no result files of lm-eval (samples_<task>_<date>.jsonl), lighteval "
                             "(details_<task>_<date>.parquet), Qwen math_eval.py (<data_name>/<split>_<prompt>_..."
-                            "_seed<S>_t<T>_s<a>_e<b>.jsonl), verl (<step>.jsonl) or evalscope (reviews/<model>/"
-                            "<benchmark>_<subset>.jsonl) in this directory")
+                            "_seed<S>_t<T>_s<a>_e<b>.jsonl), verl (<step>.jsonl), evalscope (reviews/<model>/"
+                            "<benchmark>_<subset>.jsonl) or NeMo-Skills (<benchmark>/output-rs<seed>.jsonl) in this "
+                            "directory")
         if len(found) > 1:
             raise DsdrError(f"{path}: holds {_listing(found)}: say which with --from")
         return next(iter(found))
@@ -111,7 +116,7 @@ def resolve(tool: str, path: Path) -> str:
     if tool == AUTO:
         if detected is None:
             raise DsdrError(f"{path}: not a result file of lm-eval, lighteval, Qwen math_eval.py, verl, evalscope "
-                            "(a reviews/ file) or an OpenAI batch output" + _hint(path)
+                            "(a reviews/ file), NeMo-Skills or an OpenAI batch output" + _hint(path)
                             + "; for any other JSONL give --from jsonl and its field names")
         return detected
     if detected is not None and detected != tool and tool != "jsonl":

@@ -53,6 +53,14 @@ class SourceRecord:
     reasoning: tuple[str | None, ...] = ()
     finish_reasons: tuple[str | None, ...] = ()
     n_reasoning_tokens: tuple[int | None, ...] = ()
+    # per completion, where the source records them: token counts, the sampling seed, the sample_idx
+    # (NeMo-Skills: the seed of its output-rs<seed>.jsonl; empty: 0..n-1 in source order) and other
+    # verdicts of the source kept beside ``source_correct`` (``source_judge_correct``...)
+    n_completion_tokens: tuple[int | None, ...] = ()
+    n_prompt_tokens: tuple[int | None, ...] = ()
+    seeds: tuple[int | None, ...] = ()
+    sample_idx: tuple[int, ...] = ()
+    source_labels: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,41 @@ def labels(value: Any, n: int, where: str, name: str) -> tuple[bool, ...]:
         got = f"{len(value)} items" if isinstance(value, list) else json_type(value)
         raise DsdrError(f"{where}:{name}: must be a list of {n} labels, one per completion (got {got})")
     return tuple(as_label(item, where, f"{name}.{i}") for i, item in enumerate(value))
+
+
+def per_completion(value: Any, n: int, where: str, name: str, kind: type | tuple[type, ...],
+                   wanted: str) -> tuple[Any, ...]:
+    """A field holding one value per completion (a finish reason, a reasoning text): a list of ``n``
+    items aligned with the completions, or, with one completion, the value itself; a null item is
+    "not recorded". () when the field is absent. DsdrError naming the field (``name.i`` for an item)."""
+    if value is None:
+        return ()
+    if isinstance(value, list):
+        if len(value) != n:
+            raise DsdrError(f"{where}:{name}: must be a list of {n} ({wanted} or null), one per completion "
+                            f"(got {len(value)} items)")
+        items = value
+    elif n == 1:
+        items = [value]
+    else:
+        raise DsdrError(f"{where}:{name}: must be a list of {n} ({wanted} or null), one per completion "
+                        f"(got {json_type(value)})")
+    for i, item in enumerate(items):
+        if item is not None and (not isinstance(item, kind) or isinstance(item, bool)):
+            at = f"{name}.{i}" if isinstance(value, list) else name
+            raise DsdrError(f"{where}:{at}: must be {wanted} or null (got {json_type(item)})")
+    return tuple(items)
+
+
+def count(row: dict[str, Any], name: str, where: str) -> int | None:
+    """A token count field: a non-negative integer, or None when absent or null."""
+    value = row.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DsdrError(f"{where}:{name}: must be a non-negative integer or null (got {json_type(value)} "
+                        f"{value!r:.40})")
+    return value
 
 
 def answers(value: Any, n: int) -> tuple[str | None, ...]:

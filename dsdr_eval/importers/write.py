@@ -22,7 +22,7 @@ from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, extending_profile, get_profile
 from dsdr_eval.grading.reasoning import parse_reasoning_format
-from dsdr_eval.importers import IMPORTERS, detect, qwen_math
+from dsdr_eval.importers import IMPORTERS, detect, nemo_skills, qwen_math
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.rundir.jsonl import json_document, jsonl_chunks
 from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
@@ -35,7 +35,8 @@ _REGISTRY_NAMES = {"math500": "math500", "hendrycksmath500": "math500", "minerva
                    "aime24": "aime24", "aime2024": "aime24", "aime25": "aime25", "aime2025": "aime25",
                    "amc23": "amc23", "amc2023": "amc23", "olympiadbench": "olympiadbench"}
 # Qwen2.5-Math's data/minerva_math is Minerva's OCWCourses set (lm-eval's minerva_math is MATH: not here)
-_TOOL_REGISTRY_NAMES = {qwen_math.TOOL: {"minervamath": "minerva"}}
+# (NeMo-Skills' minerva_math is prepared from Qwen2.5-Math's data: the same set)
+_TOOL_REGISTRY_NAMES = {qwen_math.TOOL: {"minervamath": "minerva"}, nemo_skills.TOOL: {"minervamath": "minerva"}}
 
 
 class Imported(NamedTuple):
@@ -111,6 +112,8 @@ def _source_files(tool: str, path: Path) -> list[Path]:
     picks one step's dump; the others: every result file of that tool, one benchmark each)."""
     if not path.is_dir() or tool == "verl":
         return [path]
+    if tool == nemo_skills.TOOL:  # a benchmark is a directory of seed files: its reader reads them together
+        return sorted({file.parent for file in detect.directory_files(path).get(tool, [])}) or [path]
     files, older = detect.latest_runs(detect.directory_files(path).get(tool, []), tool)
     if not files:
         raise DsdrError(f"{path}: no {tool} result files in this directory")
@@ -183,6 +186,7 @@ def _samples(source: SourceRun, path: Path, benchmark: str, registry: ProblemMat
     samples: list[Sample] = []
     skipped: list[str] = []
     next_idx: dict[str, int] = {}
+    used: dict[tuple[str, int], int] = {}  # (problem id, sample_idx) -> the source line that gave it
     golds: dict[str, tuple[str, int]] = {}
     matched: set[str] = set()
     similar: dict[str, float] = {}  # problem id -> word overlap, of the problems matched by similar text
@@ -206,9 +210,12 @@ def _samples(source: SourceRun, path: Path, benchmark: str, registry: ProblemMat
         if first[0] != str(row["gold"]):
             raise DsdrError(f"{where}: gold answer {row['gold']!r} differs from {first[0]!r} given for the same "
                             f"problem {row['problem_id']!r} on line {first[1]}")
-        for j, completion in enumerate(record.completions):
-            idx = next_idx.get(row["problem_id"], 0)
-            next_idx[row["problem_id"]] = idx + 1
+        for j, completion in enumerate(record.completions):  # the source's sample_idx (a seed), else the next
+            idx = record.sample_idx[j] if j < len(record.sample_idx) else next_idx.get(row["problem_id"], 0)
+            next_idx[row["problem_id"]] = max(idx + 1, next_idx.get(row["problem_id"], 0))
+            if used.setdefault((row["problem_id"], idx), record.line) != record.line:
+                raise DsdrError(f"{where}: sample {idx} of problem {row['problem_id']!r} is also given on line "
+                                f"{used[row['problem_id'], idx]} (two source lines are one problem)")
             line = {**row, "sample_idx": idx, "completion": completion, **_sampling(source),
                     **_source_fields(record, j)}
             sample, fields = parse_sample(line, where)
@@ -271,9 +278,13 @@ def _source_fields(record: SourceRecord, j: int) -> dict[str, Any]:
     if j < len(record.source_extracted) and record.source_extracted[j] is not None:
         out["source_extracted"] = record.source_extracted[j]
     for name, values in (("reasoning", record.reasoning), ("finish_reason", record.finish_reasons),
-                         ("n_reasoning_tokens", record.n_reasoning_tokens)):
+                         ("n_reasoning_tokens", record.n_reasoning_tokens),
+                         ("n_completion_tokens", record.n_completion_tokens),
+                         ("n_prompt_tokens", record.n_prompt_tokens), ("seed", record.seeds)):
         if j < len(values) and values[j] is not None:
             out[name] = values[j]
+    if j < len(record.source_labels):
+        out.update(record.source_labels[j])
     return out
 
 

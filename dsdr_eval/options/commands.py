@@ -194,7 +194,7 @@ ScoreOptions: Any = options_class("ScoreOptions", SCORE, "Every ``dsdr-eval scor
 
 # ----------------------------------------------------------------------------- import
 
-IMPORT_FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "openai-batch", "evalscope", "jsonl")  # dsdr_eval.importers.IMPORTERS
+IMPORT_FORMATS = ("lm-eval", "lighteval", "qwen-math", "verl", "openai-batch", "evalscope", "nemo-skills", "jsonl")  # dsdr_eval.importers.IMPORTERS
 _FIELDS = "jsonl field mapping (dotted paths reach nested fields: doc.answer)"
 
 IMPORT: tuple[Option, ...] = (
@@ -205,10 +205,13 @@ IMPORT: tuple[Option, ...] = (
                 "(details_<task>_<date>.parquet), qwen-math "
                 "(Qwen2.5-Math math_eval.py output), verl (trainer.validation_data_dir dump: a "
                 "<step>.jsonl or the directory), openai-batch (a Batch API output file, with "
-                "--batch-input and --benchmark), jsonl (any JSONL, with the field options below)"),
+                "--batch-input and --benchmark), evalscope (a review file reviews/<model>/<benchmark>_<subset>.jsonl), "
+                "nemo-skills (eval-results/<benchmark>/output-rs<seed>.jsonl: give the directory to import every "
+                "seed, one sample each), jsonl (any JSONL, with the field options below)"),
     Option("path", None, metavar="PATH",
            help="the source file, or a tool's output directory: every result file of lm-eval / lighteval / Qwen "
-                "math_eval.py in it, one benchmark each (verl: one step's dump, --step)"),
+                "math_eval.py / evalscope in it, one benchmark each; NeMo-Skills: every benchmark directory's "
+                "seed files, one benchmark each (verl: one step's dump, --step)"),
     Option("out", "--out", required=True, check=output_dir, metavar="RUN_DIR",
            help="the run directory to write (must not already hold samples.jsonl)"),
     Option("benchmark", "--benchmark", check=nonempty, metavar="NAME",
@@ -242,6 +245,12 @@ IMPORT: tuple[Option, ...] = (
            help="prompt sent to the model (default: none)"),
     Option("correct_field", "--correct-field", check=nonempty, group=_FIELDS,
            help="the source's verdict: true/false or 0/1, or a list per completion (default: none)"),
+    Option("reasoning_field", "--reasoning-field", check=nonempty, group=_FIELDS,
+           help="the reasoning kept apart from the completion (a string, or a list aligned with a list of "
+                "completions; default: reasoning, else reasoning_content, where a line has one)"),
+    Option("finish_reason_field", "--finish-reason-field", check=nonempty, group=_FIELDS,
+           help="why generation stopped (stop, length...; a string, or a list aligned with a list of completions; "
+                "default: finish_reason, where a line has one)"),
 )
 ImportOptions: Any = options_class("ImportOptions", IMPORT,
                                    "Every ``dsdr-eval import`` option (``tool`` is ``--from``, a Python keyword).")

@@ -10,7 +10,7 @@ fields (``problem_id``, ``gold``, ``benchmark``) must be non-empty valid Unicode
 be a JSON integer, ``gold`` any finite JSON number, both kept as their exact text (``0.00001`` stays
 ``0.00001``). In every other string a lone surrogate (``\\ud800``: valid JSON, not valid Unicode) is replaced
 by U+FFFD with one warning per field, so one hostile completion cannot stop a run. ``to_json()`` writes a record
-back with the fields it was read with (schema fields in docs/run_directory.md's order, then any other as read).
+back as read (schema fields in docs/run_directory.md's order, then the others).
 """
 
 from __future__ import annotations
@@ -47,9 +47,7 @@ class SampleKey(NamedTuple):
 def clean_text(text: object) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD: what UTF-8 (a file, an HTTP body, the
     Rust tokenizers) can hold. A non-string is "". The project's one text cleaner."""
-    if not isinstance(text, str):
-        return ""
-    return _LONE_SURROGATE.sub(REPLACEMENT, text)
+    return _LONE_SURROGATE.sub(REPLACEMENT, text) if isinstance(text, str) else ""
 
 
 def _nonneg_int(value: Any) -> bool:
@@ -67,6 +65,7 @@ _OPTIONAL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "top_p": (lambda v: is_finite_number(v) and 0 < v <= 1, "a number in (0, 1] or null"),
     "finish_reason": (lambda v: isinstance(v, str), "a string or null"),
     "reasoning": (lambda v: isinstance(v, str), "a string or null"),
+    "reasoning_content": (lambda v: isinstance(v, str), "a string or null"),  # a server's name for it: read as reasoning
     "n_reasoning_tokens": (_nonneg_int, "a non-negative integer or null"),
     "problem": (lambda v: isinstance(v, str), "a string or null"),
     "prompt": (lambda v: isinstance(v, str), "a string or null"),
@@ -178,8 +177,7 @@ def _describe(value: Any) -> str:
 
 # An identity field -> (its name in messages, the JSON numbers it takes, as their exact text: "any"
 # number literal but NaN / Infinity, "int" integers, "" none).
-_IDENTITIES = {"gold": ("gold answer", "any"), "problem_id": ("problem id", "int"),
-               "benchmark": ("benchmark name", "")}
+_IDENTITIES = {"gold": ("gold answer", "any"), "problem_id": ("problem id", "int"), "benchmark": ("benchmark name", "")}
 
 
 def identity_text(value: Any, where: str, kind: str, name: str | None = None) -> str:
@@ -279,6 +277,7 @@ def parse_sample(row: Mapping[str, Any], where: str, *, sample_idx: int = 0,
     rest = _replace_surrogates({k: v for k, v in row.items() if k not in _IDENTITY_FIELDS}, "", where, replaced)
     values = {name: rest.pop(name, None) for name in SCHEMA_FIELDS if name not in _IDENTITY_FIELDS}
     values["sample_idx"] = sample_idx if values["sample_idx"] is None else values["sample_idx"]
+    values["reasoning"] = rest.pop("reasoning_content", None) if values["reasoning"] is None else values["reasoning"]
     absent = frozenset(name for name in SCHEMA_FIELDS if name not in row and name not in ("phase", "sample_idx")
                        and name not in WRITTEN_WHEN_RECORDED)  # those: absent = null, never written
     if benchmark is None:
