@@ -10,6 +10,7 @@ prints and the report and the dashboard show beside the numbers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ WARN_SHARE = 0.10
 # rollout's non-space characters
 LONG_AFTER_ANSWER_SHARE = 0.25
 DEFINITIONS = {
-    "cut": "rollouts whose measured text the solution cut shortened (non-space text after the final answer)",
+    "cut": "rollouts whose measured text the solution cut shortened by more than closing delimiters and punctuation",
     "token_cap": "rollouts that stopped at their token limit (finish_reason 'length')",
     "long_after_answer": f"rollouts whose text after the final answer holds >= {LONG_AFTER_ANSWER_SHARE:g} of "
                          "their non-space characters",
@@ -31,8 +32,14 @@ DEFINITIONS = {
 }
 
 
+# what closes a statement rather than continuing it: the rest of a math span the box sat in (`$`, `\]`,
+# `\)`, `\end{..}`), closing brackets and sentence punctuation ("\boxed{420}.$$" ends there)
+_CLOSING = re.compile(r"\\end\{[^{}\n]{0,40}\}|\\[\])]|[\s$.,;:!)}\]]")
+
+
 def _nonspace(text: str) -> int:
-    return len("".join(text.split()))
+    """Characters of ``text`` that continue it: a tail of only closers and punctuation counts 0."""
+    return len(_CLOSING.sub("", text))
 
 
 @dataclass

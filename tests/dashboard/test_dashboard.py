@@ -105,7 +105,8 @@ def test_evaluation_page_table_passk_diversity_judge(fixture_runs, monkeypatch):
     assert row["AIME24 Avg@16"] == f"{100 * metrics['benchmarks']['aime24']['avg@16']:.1f}"
     charts = at.get("plotly_chart")
     assert len(charts) >= 3 + 2 + 2  # Pass@k (2 benchmarks + average), diversity measures, judge + Pass@k bars
-    assert not at.warning  # same protocol
+    # same protocol: no protocol warning (the diversity validity line may warn: its fixture rollouts hit the cap)
+    assert not [w for w in texts(at, "warning") if "protocol" in w]
     # published rows beside the runs
     at.selectbox(key="eval_reference").set_value("paper:qwen3-4b")
     at.run()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from dsdr_eval.diversity_metrics.formula import formula_set
-from dsdr_eval.diversity_metrics.run import compute_run_diversity, rollout_text
+from dsdr_eval.diversity_metrics.run import compute_run_diversity, rollout_solution, rollout_text
 from dsdr_eval.diversity_metrics.solution import solution_text
 from dsdr_eval.grading import extract_rows, grade_samples
 from dsdr_eval.grading.extraction import EXTRACTORS
@@ -223,3 +223,14 @@ def test_the_report_and_the_dashboard_show_what_the_numbers_measured(tmp_path, m
     assert not at.exception, [e.value for e in at.exception]
     warnings = [str(w.value) for w in at.warning]
     assert any("hit the token cap" in w for w in warnings) and any("after their final answer" in w for w in warnings)
+
+
+def test_a_tail_of_closing_delimiters_is_not_counted_as_cut():
+    from dsdr_eval.diversity_metrics.validity import ValidityCounter
+
+    counter = ValidityCounter("answer-end")
+    for completion in ("We get $$1+2=\\boxed{3}.$$", "So \\[ x = \\boxed{3} \\]", "\\boxed{3} Question: 1+1?"):
+        record = _record(completion)
+        counter.add_rollout("b", record, rollout_solution(record, "answer"))
+    summary = counter.summary("b")["solution_cut"]
+    assert summary["n_cut"] == 1 and 0 < summary["chars_removed_share"] < 1
