@@ -234,3 +234,27 @@ def test_a_tail_of_closing_delimiters_is_not_counted_as_cut():
         counter.add_rollout("b", record, rollout_solution(record, "answer"))
     summary = counter.summary("b")["solution_cut"]
     assert summary["n_cut"] == 1 and 0 < summary["chars_removed_share"] < 1
+
+
+REAL = Path(__file__).resolve().parent / "real_files" / "nemo-skills-2025-08"
+
+
+def test_a_real_runaway_into_an_invented_question_is_cut(tmp_path):
+    # NeMo-Skills' own test outputs (real generations, 3 seeds): one rollout boxes its answer, then
+    # writes "Question: ... My solution: ..." to its token limit (tests/eval/real_files/PROVENANCE.md)
+    from dsdr_eval.cli import main as cli
+    from dsdr_eval.rundir.samples import read_graded
+
+    run = tmp_path / "run"
+    assert cli(["import", str(REAL), "--from", "nemo-skills", "--benchmark", "math", "--out", str(run)]) == 0
+    assert cli(["score", str(run), "--no-progress"]) == 0
+    runaway = [r for r in read_graded(run / "graded.jsonl") if "\n\nQuestion:" in r.sample.completion]
+    assert runaway
+    for record in runaway:
+        # the solution ends at the answer the grader read: here the invented question's own box, the
+        # last one (the audit flags such a rollout: several different final answers)
+        text = rollout_text(record, "answer")
+        assert text.endswith("\\boxed{" + record.extracted + "}"), text[-80:]
+        assert rollout_text(record, "answer", cut="none").startswith(text)
+    result = compute_run_diversity(run, encoder=BagOfWordsEncoder(), progress=False)["math"]
+    assert result["validity"]["solution_cut"]["n_cut"] >= 1
