@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -477,6 +478,88 @@ def train_dynamics(runs: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+# The formula-term watch (issue 42): a box the grader read that sits inside a `$..$` span still open
+# (an odd number of unescaped `$` before it: the closing `$` before \boxed{} dropped). Before the solution
+# cut, such a span ran from the derivation through the box into the text after the answer, unique per
+# rollout, and bought D_eq -- in evaluation and in the trainer's bonus, which used the same extractor.
+_DOLLAR = re.compile(r"(?<!\\)\$")
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def box_in_open_math(completion: str, answer_end: int | None) -> bool:
+    """The graded answer's box (the last box before ``answer_end``) follows an odd number of unescaped `$`."""
+    if answer_end is None:
+        return False
+    boxes = list(_BOX.finditer(completion, 0, answer_end))
+    return bool(boxes) and len(_DOLLAR.findall(completion, 0, boxes[-1].start())) % 2 == 1
+
+
+def open_math_share(run_dir: Path) -> float | None:
+    """Share of a run's sampled rollouts whose graded box sits in an open `$` span (None: graded before
+    ``answer_end`` was recorded: run `dsdr-eval score` again)."""
+    rows = [r for r in _jsonl(run_dir / "graded.jsonl", ("phase",)) if r["phase"] != "pass1"]
+    if not rows or any("answer_end" not in r or "completion" not in r for r in rows):
+        return None
+    return sum(box_in_open_math(r["completion"], r["answer_end"]) for r in rows) / len(rows)
+
+
+def hack_watch(runs: Path) -> dict[str, dict[str, list[float]]]:
+    """Per arm (base = step 0) and step: the open-`$` share of each seed's evaluation rollouts."""
+    out: dict[str, dict[str, list[float]]] = {}
+    if (share := open_math_share(runs / "base") if (runs / "base" / "graded.jsonl").exists() else None) is not None:
+        out["base"] = {"0": [share]}
+    for arm in ARMS:
+        for meta in sorted((runs / arm).glob("s*/sweep/sweep.json")):
+            for ck in json.loads(meta.read_text())["checkpoints"]:
+                run_dir = meta.parent / ck["run_dir"] if not Path(ck["run_dir"]).is_absolute() else Path(ck["run_dir"])
+                if ck.get("status") == "done" and (share := open_math_share(run_dir)) is not None:
+                    out.setdefault(arm, {}).setdefault(str(int(ck["step"])), []).append(share)
+    return out
+
+
+def validity_by_arm(runs: Path, data) -> dict[str, dict[str, dict]]:
+    """Per arm, from each final checkpoint's metrics.json validity line (docs/diversity.md): mean and
+    min..max over seeds of the shares of rollouts cut, at the token cap and with long text after the answer."""
+    dirs = {"base": [runs / "base"]} if (runs / "base" / "metrics.json").exists() else {}
+    for arm, seeds in data.items():
+        dirs[arm] = [runs / arm / f"s{s}" / "sweep" / f"step_{c[-1].step:06d}" for s, c in sorted(seeds.items())]
+    out: dict[str, dict[str, dict]] = {}
+    for arm, paths in dirs.items():
+        lines = [(json.loads((d / "metrics.json").read_text())["benchmarks"].get("heldout") or {}).get("diversity", {})
+                 .get("validity") for d in paths if (d / "metrics.json").exists()]
+        lines = [v for v in lines if v]
+        if lines:
+            vals = {"cut": [v["solution_cut"]["share_cut"] for v in lines],
+                    "chars_removed": [v["solution_cut"]["chars_removed_share"] for v in lines],
+                    "token_cap": [v["token_cap"]["share"] for v in lines],
+                    "long_after_answer": [v["long_after_answer"]["share"] for v in lines]}
+            out[arm] = {k: {"mean": float(np.mean(x)), "min": min(x), "max": max(x)} for k, x in vals.items()}
+    return out
+
+
+def watch_markdown(watch: dict, validity: dict) -> list[str]:
+    lines = []
+    if watch:
+        steps = sorted({int(st) for v in watch.values() for st in v})
+        lines += ["Formula-term watch (issue 42): share of the T = 1.0 evaluation rollouts whose graded `\\boxed{}` sits "
+                  "inside an open `$` span (the closing `$` before the box dropped), mean (min..max) over seeds.", "",
+                  "| arm | " + " | ".join(f"step {st}" for st in steps) + " |", "|---|" + "---|" * len(steps)]
+        for arm, by_step in watch.items():
+            cells = [_spread({"mean": float(np.mean(v)), "min": min(v), "max": max(v)}) if (v := by_step.get(str(st)))
+                     else "" for st in steps]
+            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if validity:
+        keys = ("cut", "chars_removed", "token_cap", "long_after_answer")
+        lines += ["Validity line of the final checkpoint's diversity (metrics.json, docs/diversity.md): shares of "
+                  "rollouts cut at their answer, of characters removed, at the token cap, with long text after the "
+                  "answer; mean (min..max) over seeds.", "",
+                  "| arm | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+        lines += [f"| {arm} | " + " | ".join(_spread(v.get(k)) for k in keys) + " |" for arm, v in validity.items()]
+        lines.append("")
+    return lines
+
+
 def _spread(v: dict | None) -> str:
     if v is None:
         return ""
@@ -484,7 +567,7 @@ def _spread(v: dict | None) -> str:
 
 
 def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, float]] | None = None,
-             table: list[dict] | None = None) -> str:
+             table: list[dict] | None = None, watch: list[str] | None = None) -> str:
     lines = ["# Ablation study: the paper's claims at this scale", "",
              "Paired differences (A - B) on the final checkpoint: the mean over seeds of each seed's mean over "
              "problems, its 95 % Student t interval over the seed means (the seed, a training run, is the unit "
@@ -529,6 +612,7 @@ def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, f
         lines += [f"| {arm} | " + " | ".join(f"{v[k]:.4g}" if k in v else "" for k in TRAIN_KEYS) + " |"
                   for arm, v in dyn.items()]
         lines.append("")
+    lines += watch or []
     lines += [f"![{f}]({f})" for f in figs]
     return "\n".join(lines) + "\n"
 
@@ -560,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         base_dir = Path(args.runs) / "base"
         base = read_eval(base_dir, 0) if (base_dir / "graded.jsonl").exists() else None
         table = arm_table(data, base)
+        watch, validity = hack_watch(Path(args.runs)), validity_by_arm(Path(args.runs), data)
     except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -567,8 +652,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     figs = [] if args.no_plots else plots(data, out, base, curves)
     (out / "analysis.json").write_text(json.dumps({"claims": _json_safe(rows), "arms": table, "train_dynamics": dyn,
+                                                   "open_math_share": watch, "validity": validity,
                                                    "interval": "t over seed means, Holm-corrected"}, indent=1) + "\n")
-    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn, table))
+    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn, table, watch_markdown(watch, validity)))
     for r in rows:
         print(f"{r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}])"
                                                    if "diff" in r else ""))

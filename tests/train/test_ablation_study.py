@@ -395,3 +395,51 @@ def test_matched_accuracy_removes_what_the_accuracy_gap_predicts():
     r = analyze.matched(data, "dsdr", "grpo", "d_emb")
     assert r["beta"] == pytest.approx(-0.4) and all(abs(v) < 1e-12 for v in r["seed_diffs"].values())
     assert analyze.compare(data, "dsdr", "grpo", "d_emb")["diff"] < -0.05  # unconditionally DSDR looks less diverse
+
+
+# ---- the formula-term watch (issue 42): the graded box inside an open `$` span ----
+
+# (completion, where the graded answer ends, expected) -- labelled by hand: is the box the grader read
+# preceded by an odd number of unescaped `$`, i.e. was the closing `$` before \boxed{} dropped?
+WATCH_CASES = [
+    (" $3 + 9 = 12$. \\boxed{12}\nQ: Compute $4 +", 25, False),       # honest: the span closes before the box
+    (" $3 + 9 = 12. \\boxed{12}\nR: Compute $2 +", 24, True),          # the hack: no `$` before the box
+    (" $3 + 9 = 12. \\boxed{12}$", 24, True),                          # box inside the span
+    (" $3 + 9 = $22. \\boxed{22}\nA: Compute $14", 25, False),         # `$` moved, spans balanced before the box
+    (" $a\\$ = 1$ then \\boxed{1} $x \\boxed{2}", 38, True),           # the graded box is the last one
+    (" $a\\$ = 1$ then \\boxed{1} $x \\boxed{2}", 25, False),          # ... or the one answer_end names
+    (" $x = 5$ so x = 5", None, False),                                # no graded answer: not counted
+    (" The answer: $5", 15, False),                                    # no box at all
+]
+
+
+@pytest.mark.parametrize(("completion", "end", "expected"), WATCH_CASES)
+def test_box_in_open_math_reads_the_graded_box(completion, end, expected):
+    assert analyze.box_in_open_math(completion, end) is expected
+
+
+def test_watch_and_validity_tables_from_run_directories(tmp_path):
+    """open_math_share over the sampled rollouts (pass1 left out) per arm and step, and the validity line
+    of the final checkpoints, as analysis.md shows them; files graded before answer_end give no share."""
+    rng = np.random.default_rng(0)
+    for s in range(2):
+        _fake_sweep(tmp_path, "dsdr", s, 0.5, 0.2, rng, problems=3)
+    hack, honest = WATCH_CASES[1][:2], WATCH_CASES[0][:2]
+    for s, n_hack in ((0, 3), (1, 6)):
+        run = tmp_path / "dsdr" / f"s{s}" / "sweep" / "step_000010"
+        rows = [json.loads(x) for x in (run / "graded.jsonl").read_text().splitlines()]
+        k = 0
+        for r in rows:
+            hacked = r["phase"] == "sampling" and k < n_hack or r["phase"] == "pass1"  # pass1 is not counted
+            k += r["phase"] == "sampling"
+            r["completion"], r["answer_end"] = hack if hacked else honest
+        (run / "graded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        line = {"solution_cut": {"share_cut": 0.5 + s / 4, "chars_removed_share": 0.3},
+                "token_cap": {"share": 1.0}, "long_after_answer": {"share": 0.25}}
+        (run / "metrics.json").write_text(json.dumps({"benchmarks": {"heldout": {"diversity": {"validity": line}}}}))
+    watch = analyze.hack_watch(tmp_path)
+    assert watch == {"dsdr": {"10": [3 / 24, 6 / 24]}}  # step 5 was graded before answer_end: no share
+    validity = analyze.validity_by_arm(tmp_path, analyze.load_runs(tmp_path))
+    assert validity["dsdr"]["cut"] == {"mean": 0.625, "min": 0.5, "max": 0.75}
+    text = "\n".join(analyze.watch_markdown(watch, validity))
+    assert "| dsdr | 0.188 (0.125..0.250) |" in text and "| dsdr | 0.625 (0.500..0.750) | 0.300 |" in text
