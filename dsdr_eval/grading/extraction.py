@@ -66,8 +66,9 @@ from dsdr_eval.errors import DsdrError
 
 MAX_ANSWER_CHARS = 1000  # longest gold answer in the six benchmarks is 210 characters
 # 2: profiles (boxed = the rules of version 1) and bounded memory; 3: an answer line holding only an
-# empty box is an echoed instruction, not an answer; final_only (issue 33)
-EXTRACTION_RULES_VERSION = "3"
+# empty box is an echoed instruction, not an answer; final_only (issue 33); 4: <boxed>..</boxed> tags are boxes,
+# a box with nothing in it stops the guess extractors, an answer phrase's display math may span lines (issue 43)
+EXTRACTION_RULES_VERSION = "4"
 _FALLBACK_TAIL_CHARS = 4 * MAX_ANSWER_CHARS
 _LAST_LINES_CHARS = 8192
 _LAST_LINE_CHARS = 2 * MAX_ANSWER_CHARS
@@ -76,7 +77,7 @@ _LAST_LINE_CHARS = 2 * MAX_ANSWER_CHARS
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None
-    # "boxed" | "fbox" | "answer_line" | "answer_is" | "minerva" | "gsm8k" | "answer_tag" | "last_math"
+    # "boxed" | "fbox" | "boxed_tag" | "answer_line" | "answer_is" | "minerva" | "gsm8k" | "answer_tag" | "last_math"
     # | "program_output" | "last_number" | None
     method: str | None
 
@@ -118,6 +119,11 @@ def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "
     for name in chosen.extractors:
         if final_only and name in GUESS_EXTRACTORS:
             continue
+        if name in GUESS_EXTRACTORS and "boxed" in chosen.extractors and has_box(text):
+            # only empty (or unclosed) boxes, or the box extractor would have won: the model put its
+            # answer in a box and the box holds none -- Qwen2.5-Math's extract_answer returns "" there,
+            # never the last number of the derivation before it (issue 43)
+            break
         found = EXTRACTORS[name](text)
         # a box's content is the model's answer as written (nested empty boxes included); any other
         # extractor's text holding only empty boxes is an echoed instruction (_is_placeholder)
@@ -141,7 +147,7 @@ def choose_extraction(override: str | None, protocol_profile: str, task_profiles
     return get_profile(distinct[0] if distinct else protocol_profile).name
 
 
-_BOX_METHODS = frozenset({"boxed", "fbox"})
+_BOX_METHODS = frozenset({"boxed", "fbox", "boxed_tag"})
 _BLOCK_ONLY_EXTRACTORS = frozenset({"program_output"})  # find nothing without their block (```output)
 
 
@@ -174,8 +180,44 @@ _BARE_BOX_TOKEN_RE = re.compile(r"[^\s$]{1,%d}" % (MAX_ANSWER_CHARS + 1))
 _NON_SPACE_RE = re.compile(r"\S")
 
 
+_TAG_OPEN, _TAG_CLOSE = "<boxed>", "</boxed>"
+
+
+def has_box(text: str) -> bool:
+    """Whether ``text`` writes a box at all (``\\boxed`` / ``\\fbox`` / a ``<boxed>`` tag), empty or not."""
+    return _TAG_OPEN in text or _BOX_RE.search(text) is not None
+
+
 def _last_boxed(text: str) -> Extraction | None:
-    """The box with the largest start whose content is not empty (brace-matched), or None.
+    """The last box whose content is not empty: a ``\\boxed{..}`` / ``\\fbox{..}`` (``_last_command_box``)
+    or a ``<boxed>..</boxed>`` tag -- what an RL model trained on an R1 template writes after
+    ``</think>`` (issue 43: 76 right answers read as none) -- whichever starts later."""
+    command = _last_command_box(text)
+    tag = _last_tag_box(text) if _TAG_OPEN in text else None
+    if tag is None or (command is not None and command[0] > tag[0]):
+        return None if command is None else command[1]
+    return tag[1]
+
+
+def _last_tag_box(text: str) -> tuple[int, Extraction] | None:
+    """(start, extraction) of the last non-empty ``<boxed>..</boxed>``; each step searches a disjoint stretch."""
+    close = len(text)
+    while True:
+        close = text.rfind(_TAG_CLOSE, 0, close)
+        if close < 0:
+            return None
+        opening = text.rfind(_TAG_OPEN, 0, close)
+        if opening < 0:
+            return None
+        answer = text[opening + len(_TAG_OPEN):close].strip()
+        if answer:
+            return opening, Extraction(answer, "boxed_tag")
+        close = opening
+
+
+def _last_command_box(text: str) -> tuple[int, Extraction] | None:
+    """(start, extraction) of the ``\\boxed`` / ``\\fbox`` with the largest start whose content is not
+    empty (brace-matched), or None.
 
     One pass over the braces after the first box, in step with the box matches. Memory is O(1):
     a depth counter and at most two open boxes. An open box whose opening brace is followed by
@@ -222,7 +264,50 @@ def _last_boxed(text: str) -> Extraction | None:
                 if (best is None or start > best[0]) and _NON_SPACE_RE.search(text, content_start, token.start()):
                     best = (start, Extraction(text[content_start:token.start()].strip(), method))
     take_boxes_before(len(text) + 1)
-    return None if best is None else best[1]
+    return best
+
+
+def last_boxes(text: str, limit: int) -> list[str]:
+    """The non-empty contents of the last ``limit`` ``\\boxed{..}`` / ``\\fbox{..}`` (brace-matched, at
+    most ``MAX_ANSWER_CHARS`` characters each) and ``<boxed>`` tags, in text order; a box holding a
+    box is read by the inner one. One regex pass keeps the last ``limit`` starts; each is then
+    matched over at most ``MAX_ANSWER_CHARS`` characters: linear in the text."""
+    starts: list[int] = []
+    for match in _BOX_RE.finditer(text):
+        starts.append(match.end())
+        if len(starts) > limit:
+            del starts[0]
+    found = [(start, content) for start in starts for content in (_braced(text, start),) if content]
+    if _TAG_OPEN in text:
+        close = len(text)
+        while len(found) < 2 * limit:
+            close = text.rfind(_TAG_CLOSE, 0, close)
+            opening = text.rfind(_TAG_OPEN, 0, close) if close >= 0 else -1
+            if opening < 0:
+                break
+            content = text[opening + len(_TAG_OPEN):close].strip()
+            if content and len(content) <= MAX_ANSWER_CHARS:
+                found.append((opening, content))
+            close = opening
+    found.sort()
+    return [content for _, content in found[-limit:] if not _BOX_RE.search(content) and _TAG_OPEN not in content]
+
+
+def _braced(text: str, position: int) -> str | None:
+    """The stripped content of the brace group opening at ``position`` (after spaces), or None."""
+    while position < len(text) and text[position] in " \t":
+        position += 1
+    if position >= len(text) or text[position] != "{":
+        return None
+    depth, start = 0, position + 1
+    for token in _BRACE_TOKEN_RE.finditer(text, position, min(len(text), start + MAX_ANSWER_CHARS + 1)):
+        if token.group() == "{":
+            depth += 1
+        elif token.group() == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:token.start()].strip() or None
+    return None
 
 
 # --- answer lines ---------------------------------------------------------------------------
@@ -262,11 +347,40 @@ def _last_answer_line(text: str) -> Extraction | None:
                 key = (match.start(), method)
                 if best is not None and key < best[0]:
                     continue
-                answer = _clean_answer_tail(_tail(text, match))
+                answer = _answer_after(text, match)
                 if answer:
                     best = (key, answer)
         if best is not None:
             return Extraction(best[1], best[0][1])
+    return None
+
+
+def _answer_after(text: str, match: re.Match, group: str = "tail") -> str | None:
+    """The answer an answer phrase gives: its tail cut as ``_clean_answer_tail`` does, except display
+    math the phrase opens but closes on a later line ("The answer is: \\[" then the value and "\\]"
+    on the next lines, or the phrase alone on its line before it), read whole (issue 43)."""
+    tail = _tail(text, match, group)
+    spanning = _math_across_lines(text, match.start(group), tail)
+    return spanning if spanning is not None else _clean_answer_tail(tail)
+
+
+def _math_across_lines(text: str, start: int, tail: str) -> str | None:
+    """The content of the math span that starts the text at ``start`` (after spaces and newlines) when
+    the tail (the rest of the phrase's line) is empty or opens a span it does not close; else None.
+    At most ``_FALLBACK_TAIL_CHARS`` characters are read: one ``find`` per delimiter kind."""
+    stripped = tail.strip()
+    if stripped and not (stripped.startswith(("$", "\\[", "\\(")) and _first_inline_math(tail) is None):
+        return None
+    window = text[start:start + _FALLBACK_TAIL_CHARS]
+    first = _NON_SPACE_RE.search(window)
+    if first is None:
+        return None
+    for opening, closing in _MATH_DELIMITERS:
+        if window.startswith(opening, first.start()):
+            content_start = first.start() + len(opening)
+            close = window.find(closing, content_start + 1)
+            answer = window[content_start:close].strip().rstrip(".,;").strip() if close >= 0 else ""
+            return answer if answer and not _is_placeholder(answer) else None
     return None
 
 
@@ -282,7 +396,7 @@ def _clean_answer_tail(tail: str) -> str | None:
 def _is_placeholder(answer: str) -> bool:
     """"The answer is within \\boxed{}." -- the prompt's instruction echoed: a box with nothing in it
     marks where an answer would go, so a phrase holding only empty boxes holds no answer."""
-    return bool(answer) and _BOX_RE.search(answer) is not None and _last_boxed(answer) is None
+    return bool(answer) and has_box(answer) and _last_boxed(answer) is None
 
 
 _SENTENCE_END_RE = re.compile(r"\.\s|\.$")
@@ -343,7 +457,7 @@ def _minerva(text: str) -> Extraction | None:
     tail = _tail(text, match)
     end = _MINERVA_END_RE.search(tail)
     if end is None:
-        answer = _clean_answer_tail(tail)
+        answer = _answer_after(text, match)
     else:  # lm-eval's minerva_math: everything between "is" and ". I hope it is correct"
         answer = tail[:end.start()].strip().rstrip(".").strip() or None
     return Extraction(answer, "minerva") if answer and not _is_placeholder(answer) else None

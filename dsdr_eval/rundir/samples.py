@@ -118,7 +118,7 @@ class Sample:
 SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not in ("extra", "absent", "line"))
 WRITTEN_WHEN_RECORDED = frozenset({"reasoning", "n_reasoning_tokens"})  # a null is not written: most models do not reason
 GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class", "reasoning_state",
-                "answer_span", "changed_by")
+                "answer_span", "changed_by", "audit")
 JUDGE_FIELDS = ("judge_verdict", "judge_model", "judge_note")  # written only when judged (`score --judge-grading`)
 
 
@@ -139,6 +139,8 @@ class GradedSample:
     reasoning_state: str | None = None
     answer_span: tuple[int, int] | None = None
     changed_by: tuple[str, ...] | None = None
+    # dsdr_eval.grading.audit: the doubts a person should look at (flag names); None in a file graded before them
+    audit: tuple[str, ...] | None = None
     # `score --judge-grading`: the judge's verdict (None: not asked/unsure/unavailable), model, why; not ``correct``
     judge_verdict: bool | None = None
     judge_model: str | None = None
@@ -162,7 +164,7 @@ class GradedSample:
         out = self.sample.to_json()
         out.update((name, getattr(self, name)) for name in GRADE_FIELDS)
         out.update((name, getattr(self, name)) for name in JUDGE_FIELDS if self.judge_model is not None)
-        for name in ("answer_span", "changed_by"):
+        for name in ("answer_span", "changed_by", "audit"):
             out[name] = None if out[name] is None else list(out[name])
         return out
 
@@ -303,6 +305,8 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
                               "null or [start, end] within the completion"),
               "changed_by": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
                              "null or a list of rule names"),
+              "audit": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                        "null or a list of audit flag names"),
               "judge_verdict": (lambda v: v is None or isinstance(v, bool), "true, false or null")}
     for name, (accepts, wanted) in checks.items():
         if not accepts(row.get(name)):
@@ -313,7 +317,7 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _grade_values(row: Mapping[str, Any]) -> dict[str, Any]:
     """The grading fields of a row as GradedSample holds them (JSON lists as tuples: records are frozen)."""
     grades = {name: row.get(name) for name in GRADE_FIELDS + JUDGE_FIELDS}
-    for name in ("answer_span", "changed_by"):
+    for name in ("answer_span", "changed_by", "audit"):
         grades[name] = None if grades[name] is None else tuple(grades[name])
     return grades
 
