@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from dsdr_eval.grading.extraction import (ExtractionProfile, answer_key, extract_answer_with_method, last_boxes)
+from dsdr_eval.grading.extraction import (KEY_DROP_RE, ExtractionProfile, answer_key, extract_answer_with_method,
+                                         last_boxes)
 
 AUDIT_VERSION = "1"
 
@@ -34,8 +35,8 @@ JUDGE_DISAGREEMENT = "judge_disagreement"
 
 # name -> (what it means, what to do about it); the order is the order of the listing and the counts
 FLAGS: dict[str, tuple[str, str]] = {
-    GOLD_IN_ANSWER: ("the gold answer is written near the end of the answer part, yet the verdict is incorrect or "
-                     "no answer", "read the end of the answer part: a convention the extraction profile does not "
+    GOLD_IN_ANSWER: ("the gold answer is written near the end of the answer part (after the extracted answer, "
+                     "when there is one), yet the verdict is incorrect or no answer", "read the end of the answer part: a convention the extraction profile does not "
                      "read (another --extraction), an equivalent form the rules miss (report it), or a wrong final "
                      "answer after a right intermediate one (nothing to do)"),
     UNEXTRACTED_ANSWER: ("the answer part has text but no extraction step of the profile found an answer in it",
@@ -85,7 +86,7 @@ def audit_flags(row: Mapping[str, Any], profile: ExtractionProfile) -> list[str]
     finish = row.get("finish_reason")
     extracted = row.get("extracted")
     flags = []
-    if status in _NO_ANSWER and gold_in_text(str(row.get("gold", "")), answer_part[-GOLD_WINDOW_CHARS:]):
+    if status in _NO_ANSWER and gold_in_text(str(row.get("gold", "")), _after_answer(answer_part, extracted)):
         flags.append(GOLD_IN_ANSWER)
     if status == "no_answer" and answer_part.strip():
         flags.append(UNEXTRACTED_ANSWER)
@@ -116,6 +117,19 @@ def with_judge_flag(flags: "tuple[str, ...] | list[str] | None", verdict: bool |
     return tuple(flag for flag in (flags or ()) if flag != JUDGE_DISAGREEMENT) + (JUDGE_DISAGREEMENT,)
 
 
+def _after_answer(answer_part: str, extracted: Any) -> str:
+    """Where a missed gold would be written: the last ``GOLD_WINDOW_CHARS`` of the answer part, and of
+    those only what follows the last occurrence of the extracted answer -- a gold written before the
+    answer the model settled on is a step of its derivation (gold 4 in ``2 \\cdot 3 \\cdot 4``), one
+    written after it is an answer the extraction did not read (``\\[`` taken for ``\\[\\frac{207}{64}\\]``)."""
+    start = max(0, len(answer_part) - GOLD_WINDOW_CHARS)
+    if isinstance(extracted, str) and extracted:
+        found = answer_part.rfind(extracted, start)
+        if found >= 0:
+            start = found + len(extracted)
+    return answer_part[start:]
+
+
 def _reasoning_text(row: Mapping[str, Any], completion: str, span: "tuple[int, int] | list[int]") -> str:
     """The reasoning: the sample's own reasoning field, else the completion outside its answer part."""
     reasoning = row.get("reasoning")
@@ -128,33 +142,56 @@ def _reasoning_text(row: Mapping[str, Any], completion: str, span: "tuple[int, i
 
 def gold_in_text(gold: str, text: str) -> bool:
     """Whether ``gold`` is written in ``text`` as a whole token: compared in ``answer_key`` form (no
-    spaces, ``$``, ``\\left`` ...), not inside a longer number or word (gold 5 is not in 15, -5, 5.2 or x5)."""
+    spaces, ``$``, ``\\left`` ...), not inside a longer number or name (gold 12 is not in 112, -12,
+    12.5 or x12; it is in "is 12" although the key drops the space)."""
     key = answer_key(gold)
     if not key or not text:
         return False
-    haystack = answer_key(text)
+    haystack, origin = keyed(text)
     start = haystack.find(key)
     while start >= 0:
         end = start + len(key)
-        if not (_continues(haystack, start - 1, key[0], -1) or _continues(haystack, end, key[-1], 1)):
+        glued = start > 0 and origin[start - 1] == origin[start] - 1  # no space or markup dropped between
+        if not (_continues(haystack, start - 1, key[0], -1, glued) or _continues(haystack, end, key[-1], 1, True)):
             return True
         start = haystack.find(key, start + 1)
     return False
 
 
-def _continues(text: str, i: int, edge: str, step: int) -> bool:
+def keyed(text: str) -> tuple[str, list[int]]:
+    """``answer_key(text)`` without its final strip, with the position in ``text`` of each character kept
+    (one pass of the key's drop pattern; ``\\dfrac`` / ``\\tfrac`` read as ``\\frac``)."""
+    pieces: list[str] = []
+    origin: list[int] = []
+    position = 0
+    for match in KEY_DROP_RE.finditer(text):
+        if match.start() > position:
+            _keep(text, position, match.start(), pieces, origin)
+        position = match.end()
+    _keep(text, position, len(text), pieces, origin)
+    return "".join(pieces), origin
+
+
+def _keep(text: str, start: int, end: int, pieces: list[str], origin: list[int]) -> None:
+    segment = text[start:end].replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    pieces.append(segment)
+    origin.extend(range(start, start + len(segment)))  # after a \dfrac an offset is one off: adjacency only
+
+
+def _continues(text: str, i: int, edge: str, step: int, glued: bool) -> bool:
     """The character at ``i`` (before the token: ``step`` -1, after it: 1) extends the token whose
     character at that edge is ``edge``: a digit, a decimal point or digit group before a digit, a sign
-    before a number; a letter after a letter."""
+    before a number, a letter written right before a number (x12, a name; not 12cm after it); a letter
+    next to a letter. ``glued``: nothing was dropped between them (a space makes "is 12" two tokens)."""
     if i < 0 or i >= len(text):
         return False
     char = text[i]
     if edge.isdigit():
-        if char.isdigit() or (step < 0 and char == "-"):
+        if char.isdigit() or (step < 0 and (char == "-" or (char.isalpha() and glued))):
             return True
         beyond = i + step
         return char in ".," and 0 <= beyond < len(text) and text[beyond].isdigit()
-    return edge.isalpha() and char.isalpha()
+    return edge.isalpha() and char.isalpha() and glued
 
 
 # --- several final answers ------------------------------------------------------------------------

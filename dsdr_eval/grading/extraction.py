@@ -572,12 +572,12 @@ EXTRACTION_PROFILES: Mapping[str, ExtractionProfile] = MappingProxyType({profile
 
 # --- cheap string normalisation (answer classes only) ---------------------------------------
 
-_KEY_DROP_RE = re.compile(r"\\left|\\right|\\displaystyle|\\[!,;: ]|\s|\$|\^\{?\\circ\}?")
+KEY_DROP_RE = re.compile(r"\\left|\\right|\\displaystyle|\\[!,;: ]|\s|\$|\^\{?\\circ\}?")
 
 
 def answer_key(answer: str) -> str:
     """A cheap normal form: answers with equal keys are in the same class without math-verify.
     Linear: one alternation of literals and single characters, no nested quantifiers."""
-    key = _KEY_DROP_RE.sub("", answer)
+    key = KEY_DROP_RE.sub("", answer)
     key = key.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     return key.rstrip(".")
