@@ -19,29 +19,28 @@ from dsdr_eval.judge_grading import judge_graded
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_jsonl
 from dsdr_eval.rundir.samples import GradedSample, parse_sample
 
-LOOP = "Let me check again. The sum is 12 and the answer is 12. " * 12
-
-
 def row(pid, completion, gold="12", **extra):
     return {"benchmark": "tiny", "problem_id": pid, "gold": gold, "completion": completion, **extra}
 
 
-# (flag, a row that raises it, its clean twin that must not)
+UNIT = "We try the next case: the total stays the same, so we check the sum of the parts once more. "  # 97 chars
+
+# (flag, a row that raises it, its clean twin that must not): each twin sits just across the flag's rule
 CASES = [
-    ("gold_in_answer", row("g1", "We get 12 apples in total, so there are **12** apples."),
-     row("g2", "We get 12 apples in total, so the answer is $\\boxed{12}$.")),
+    ("gold_in_answer", row("g1", "So the answer is \\boxed{13}. Wait: recounting, there are **12** apples."),
+     row("g2", "We get 12 apples in one basket, so the answer is \\boxed{13}.")),  # the gold before the answer
     ("unextracted_answer", row("u1", "Therefore there are twelve of them, which is our result."),
-     row("u2", "Therefore the answer is $\\boxed{12}$.")),
+     row("u2", "<think>I cannot decide on twelve.</think>   ")),  # an empty answer part
     ("answer_in_reasoning", row("r1", "<think>So the answer is \\boxed{12}.</think>\n\nI hope this helps."),
-     row("r2", "<think>So the answer is 12.</think>\n\nThe answer is $\\boxed{12}$.")),
+     row("r2", "<think>So the answer is \\boxed{12}. Let me verify", finish_reason="length")),  # cut inside it
     ("guess_unfinished", row("f1", "First, 7 + 5 = 12", extraction="flexible"),
-     row("f2", "First, 7 + 5 = 12", finish_reason="stop")),
+     row("f2", "First, 7 + 5 = 12", finish_reason="stop", extraction="flexible")),
     ("finish_length", row("l1", "So far the answer is \\boxed{12}", finish_reason="length"),
      row("l2", "So the answer is \\boxed{12}", finish_reason="stop")),
     ("several_answers", row("s1", "It is \\boxed{11} or maybe \\boxed{12}."),
-     row("s2", "We have $x = \\boxed{12}$, so the answer is \\boxed{12}.")),
-    ("repetition_loop", row("p1", "Start. \\boxed{12} " + LOOP + LOOP[:40]),
-     row("p2", "Start. " + LOOP[:200] + " So the answer is \\boxed{12}.")),
+     row("s2", "We have \\boxed{x = 12}, so the answer is \\boxed{12}.")),
+    ("repetition_loop", row("p1", "Start. \\boxed{12} " + UNIT * 3 + UNIT[:40]),
+     row("p2", "Start. \\boxed{12} " + UNIT * 2 + UNIT[:40])),  # two copies are not a loop
     ("grading_error", row("e1", "The answer is \\boxed{12}.", gold="}{"),
      row("e2", "The answer is \\boxed{12}.")),
 ]
@@ -217,7 +216,9 @@ def test_metrics_count_score_prints_and_audit_lists(tmp_path, capsys):
     expected = {flag: sum(flag in r["audit"] for r in graded) for flag in FLAGS}
     assert metrics["benchmarks"]["tiny"]["audit_counts"] == expected
     assert metrics["benchmarks"]["tiny"]["audit_flagged"] == sum(bool(r["audit"]) for r in graded)
-    assert expected["gold_in_answer"] >= 1 and expected["repetition_loop"] == 1
+    # under the default profile f1 / f2 ("7 + 5 = 12", no box) have no answer and end with the gold
+    assert {r["problem_id"] for r in graded if "gold_in_answer" in r["audit"]} == {"g1", "f1", "f2"}
+    assert expected["repetition_loop"] == 1
     provenance = metrics["provenance"]["grading"]["audit"]
     assert set(provenance["flags"]) == set(FLAGS) and provenance["audit_version"]
     assert "audit: samples a person should look at" in printed and "repetition_loop" in printed
