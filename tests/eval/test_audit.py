@@ -23,7 +23,8 @@ def row(pid, completion, gold="12", **extra):
     return {"benchmark": "tiny", "problem_id": pid, "gold": gold, "completion": completion, **extra}
 
 
-UNIT = "We try the next case: the total stays the same, so we check the sum of the parts once more. "  # 97 chars
+UNIT = ("We try the next case: the total stays the same, so we check the sum of the parts once more, "
+        "and then we add the last two terms again to be sure. ")  # 145 characters
 
 # (flag, a row that raises it, its clean twin that must not): each twin sits just across the flag's rule
 CASES = [
@@ -240,3 +241,23 @@ def test_a_graded_file_without_audit_still_reads(tmp_path):
     (tmp_path / "graded.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
     from dsdr_eval.rundir.samples import iter_records, parse_graded
     assert next(iter_records(tmp_path / "graded.jsonl", parse_graded)).audit is None
+
+
+def test_real_excerpts_flag_the_known_misses_and_nothing_on_clean_samples(tmp_path):
+    """The committed Qwen2.5-Math math_eval.py excerpts (tests/eval/real_files/PROVENANCE.md): Minerva idx
+    224 states "36 milliliters" unboxed and `flexible` takes a math span of its last line (a known miss:
+    the gold after the guess), idx 119 only repeats the question (its last math span is a guess); idx 71
+    boxes a right answer. Sky-T1's idx 10 and 41 are cut inside their thought: truncated, no final answer
+    in the reasoning to point at. The files record no finish reason."""
+    real = cli.__file__.rsplit("/dsdr_eval/", 1)[0] + "/tests/eval/real_files"
+    expected = {
+        "qwen25-math-7b/minerva_math/test_qwen25-math-cot_-1_seed0_t0.0_s0_e-1.jsonl":
+            {"71": [], "119": ["guess_unfinished"], "224": ["gold_in_answer", "guess_unfinished"]},
+        "sky-t1-27b/amc23/test_Sky-T1_-1_seed0_t0.0_s0_e-1.jsonl": {"1": [], "3": [], "10": [], "27": [], "41": []},
+    }
+    for i, (name, flags) in enumerate(expected.items()):
+        run = tmp_path / f"run{i}"
+        assert cli.main(["import", f"{real}/{name}", "--out", str(run)]) == 0
+        assert cli.main(["score", str(run), "--workers", "1", "--bootstrap", "0", "--no-progress"]) == 0
+        graded = {r["problem_id"]: r["audit"] for r in read_jsonl(run / "graded.jsonl")}
+        assert graded == flags, name
