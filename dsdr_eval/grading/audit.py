@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from dsdr_eval.grading.extraction import (KEY_DROP_RE, ExtractionProfile, answer_key, extract_answer_with_method,
-                                         last_boxes)
+from dsdr_eval.grading.boxes import last_boxes
+from dsdr_eval.grading.extraction import KEY_DROP_RE, ExtractionProfile, answer_key, extract_answer_with_method
 
 AUDIT_VERSION = "1"
 
@@ -36,9 +36,10 @@ JUDGE_DISAGREEMENT = "judge_disagreement"
 # name -> (what it means, what to do about it); the order is the order of the listing and the counts
 FLAGS: dict[str, tuple[str, str]] = {
     GOLD_IN_ANSWER: ("the gold answer is written near the end of the answer part (after the extracted answer, "
-                     "when there is one), yet the verdict is incorrect or no answer", "read the end of the answer part: a convention the extraction profile does not "
-                     "read (another --extraction), an equivalent form the rules miss (report it), or a wrong final "
-                     "answer after a right intermediate one (nothing to do)"),
+                     "when there is one), yet the verdict is incorrect or no answer",
+                     "read the end of the answer part: a convention the extraction profile does not read (another "
+                     "--extraction), an equivalent form the rules miss (report it), or a right intermediate value "
+                     "before a wrong final answer (nothing to do)"),
     UNEXTRACTED_ANSWER: ("the answer part has text but no extraction step of the profile found an answer in it",
                          "look for the answer's markup; if the model marks its answer another way, score again with "
                          "the --extraction profile that reads it"),

@@ -133,14 +133,12 @@ class GradedSample:
     extracted: str | None = None
     extraction: str | None = None
     grade_note: str | None = None
-    # dsdr_eval.grading.reasoning: "none" | "closed" | "unclosed"; the graded slice [start, end) of the
-    # completion; the rules that changed the extracted answer from the whole completion's (issue 33).
-    # None in a file graded before them.
+    # dsdr_eval.grading.reasoning: "none" | "closed" | "unclosed"; the graded slice [start, end) of the completion;
+    # the rules that changed the extracted answer from the whole completion's (issue 33). None: graded before them.
     reasoning_state: str | None = None
     answer_span: tuple[int, int] | None = None
     changed_by: tuple[str, ...] | None = None
-    # dsdr_eval.grading.audit: the doubts a person should look at (flag names); None in a file graded before them
-    audit: tuple[str, ...] | None = None
+    audit: tuple[str, ...] | None = None  # dsdr_eval.grading.audit's flags (None: graded before issue 43)
     # `score --judge-grading`: the judge's verdict (None: not asked/unsure/unavailable), model, why; not ``correct``
     judge_verdict: bool | None = None
     judge_model: str | None = None
@@ -303,10 +301,8 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
               "answer_span": (lambda v: v is None or (isinstance(v, list) and len(v) == 2 and all(map(_nonneg_int, v))
                                                       and v[0] <= v[1] <= len(row.get("completion") or "")),
                               "null or [start, end] within the completion"),
-              "changed_by": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-                             "null or a list of rule names"),
-              "audit": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-                        "null or a list of audit flag names"),
+              **dict.fromkeys(("changed_by", "audit"), (lambda v: v is None or (isinstance(v, list) and all(
+                  isinstance(x, str) for x in v)), "null or a list of names")),
               "judge_verdict": (lambda v: v is None or isinstance(v, bool), "true, false or null")}
     for name, (accepts, wanted) in checks.items():
         if not accepts(row.get(name)):
