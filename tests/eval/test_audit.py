@@ -142,6 +142,7 @@ def test_repetition_loop_is_linear_and_exact():
     ("flexible", "2+3=5. The answer is within \\boxed{}.", None, None),
     ("tool-output", "2+3=5. The answer is within \\boxed{}.\n```output\n5\n```", None, None),
     ("flexible", "2+3=5. The answer is 5.", "5", "answer_is"),
+    ("gsm8k", "2+3=5. The answer is within \\boxed{}.", "5", "last_number"),  # lm-eval's convention reads no box
     ("boxed", "Thus the answer is: \\[\n\\frac{207}{64}\n\\]", "\\frac{207}{64}", "answer_is"),
     ("boxed", "Thus the answer is:\n\n$$\n\\frac{207}{64}\n$$\nDone.", "\\frac{207}{64}", "answer_is"),
     ("boxed", "Final answer:\n\\[\n 7\n\\]", "7", "answer_line"),
