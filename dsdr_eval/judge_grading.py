@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import IO, Any
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.audit import with_judge_flag
 from dsdr_eval.llm_judge.answers import UNAVAILABLE, UNSURE, AnswerJudge, AnswerQuestion
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.samples import GradedSample
@@ -55,7 +56,8 @@ def judge_graded(graded: list[GradedSample], judge: AnswerJudge, mode: str) -> l
     for i, record in enumerate(graded):
         if i in verdicts:
             out.append(replace(record, judge_verdict=verdicts[i].verdict, judge_model=model,
-                               judge_note=verdicts[i].note))
+                               judge_note=verdicts[i].note,
+                               audit=with_judge_flag(record.audit, verdicts[i].verdict, record.correct)))
         else:
             note = NOT_ASKED_NO_ANSWER if record.extracted is None else NOT_ASKED_CORRECT
             out.append(replace(record, judge_verdict=None, judge_model=model, judge_note=note))

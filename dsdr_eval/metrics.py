@@ -46,6 +46,7 @@ import numpy as np
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import STATUSES
 from dsdr_eval.grading.grade import ANSWER_RULES
+from dsdr_eval.grading.audit import FLAGS as AUDIT_FLAGS
 from dsdr_eval.grading.reasoning import NO_REASONING, UNCLOSED
 from dsdr_eval.rundir.samples import PASS1, SAMPLING, GradedSample, as_graded
 
@@ -122,6 +123,8 @@ class _BenchmarkTally:
         self.reasoning_tokens: list[int] | None = [0]  # sum; None once a sample's count is unknown
         self.answer_tokens: list[int] | None = [0]
         self.changed = {rule: 0 for rule in ANSWER_RULES}
+        self.audit = dict.fromkeys(AUDIT_FLAGS, 0)  # issue 43: samples raising each flag
+        self.audited = [0, 0]  # samples with any flag, samples audited (graded.jsonl with an audit)
 
     def add(self, position: int, phase: str, members: list[GradedSample]) -> None:
         problem_id = members[0].key.problem_id
@@ -168,6 +171,11 @@ class _BenchmarkTally:
         for rule in r.changed_by or ():
             if rule in self.changed:
                 self.changed[rule] += 1
+        if r.audit is not None:
+            self.audited[0] += bool(r.audit)
+            self.audited[1] += 1
+            for flag in r.audit:
+                self.audit[flag] = self.audit.get(flag, 0) + 1
 
     def status_counts(self, phases: Iterable[str]) -> dict[str, int]:
         """Counts over ``phases``: every status of STATUSES, then any other in the order the records are
@@ -325,6 +333,10 @@ def _benchmark_entry(name: str, tally: _BenchmarkTally, bootstrap: int,
     entry["mean_completion_tokens"] = tally.tokens[0] / tally.tokens[1] if tally.tokens[1] else None
     entry["truncated_fraction"] = tally.reasons[0] / tally.reasons[1] if tally.reasons[1] else None
     entry.update(reasoning_summary(tally))
+    # issue 43: samples raising each audit flag (doubts for a person, never a verdict); null when the
+    # graded records carry no audit (a graded.jsonl written before it)
+    entry["audit_counts"] = dict(tally.audit) if tally.audited[1] else None
+    entry["audit_flagged"] = tally.audited[0] if tally.audited[1] else None
     return entry, replicates
 
 

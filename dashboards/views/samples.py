@@ -20,6 +20,7 @@ from dashboards.views.common import display_labels, diversity_index, inline_code
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.diversity_metrics.formula import formula_set  # the one formula extractor (DSDR §3.1)
 from dsdr_eval.diversity_metrics.run import rollout_text
+from dsdr_eval.grading.audit import FLAGS as AUDIT_FLAGS
 from dsdr_eval.reporting.runs import benchmark_title, order_benchmarks
 from dsdr_eval.rundir.samples import GradedSample, Sample, SampleKey, sample_of
 
@@ -29,6 +30,7 @@ STATUSES = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error"
 ICONS = {"correct": ":green[●]", "incorrect": ":red[●]", "no_answer": ":orange[○]", "truncated": ":orange[◐]",
          "timeout": ":violet[◷]", "error": ":red[■]", "ungraded": ":gray[·]"}
 MAX_ROLLOUTS_SHOWN = 64
+ALL_SAMPLES = "(every sample)"  # the audit filter's first choice: no filter
 # diversity_per_sample.jsonl (dsdr-eval diversity): DSDR d = (d_emb + d_eq)/2 within the problem's
 # rollouts, DARLING div; the same with suffix _correct within the correct rollouts only.
 HEADER_DIVERSITY = ("d", "d_emb", "d_eq", "div")
@@ -108,14 +110,33 @@ def _load_diversity(entry: data.RunEntry) -> dict[SampleKey, dict[str, float]]:
     return loaded.value
 
 
-def _pick_problem(records: list[Record], graded: bool) -> tuple[str, str, list[Record]]:
-    """(benchmark, problem_id, its rollouts ordered by phase and sample_idx), as chosen in the page."""
+def _audit(record: Record) -> tuple[str, ...]:
+    """The audit flags of a graded record (issue 43; none for a sample, or a file graded before them)."""
+    return (record.audit or ()) if isinstance(record, GradedSample) else ()
+
+
+def _pick_flag(column, records: list[Record]) -> str | None:
+    """The audit flag chosen (None: every sample), among those the benchmark's records raise, with counts."""
+    counts = Counter(flag for r in records for flag in _audit(r))
+    options = [ALL_SAMPLES, *(flag for flag in AUDIT_FLAGS if counts[flag])]
+    chosen = column.selectbox("Audit flag", options, key="samples_audit",
+                              format_func=lambda f: f if f == ALL_SAMPLES else f"{f} ({counts[f]})",
+                              help="only the problems and rollouts raising this audit flag "
+                                   "(docs/evaluate.md, Audit flags; `dsdr-eval audit RUN_DIR` lists them)")
+    return None if chosen == ALL_SAMPLES else chosen
+
+
+def _pick_problem(records: list[Record], graded: bool) -> tuple[str, str | None, str | None, list[Record]]:
+    """(benchmark, audit flag or None, problem_id, its rollouts ordered by phase and sample_idx), as chosen
+    in the page; problem_id None when no problem raises the flag."""
     benchmarks = order_benchmarks({r.key.benchmark for r in records})
-    c1, c2 = st.columns([1, 3])
+    c1, c3, c2 = st.columns([1, 1, 3])
     benchmark = c1.selectbox("Benchmark", benchmarks, format_func=benchmark_title, key="samples_benchmark")
+    flag = _pick_flag(c3, [r for r in records if r.key.benchmark == benchmark])
+    flagged = {r.key.problem_id for r in records if r.key.benchmark == benchmark and flag in _audit(r)}
     by_problem: dict[str, list[Record]] = {}
     for r in records:
-        if r.key.benchmark == benchmark:
+        if r.key.benchmark == benchmark and (flag is None or r.key.problem_id in flagged):
             by_problem.setdefault(r.key.problem_id, []).append(r)
 
     def describe(pid: str) -> str:
@@ -124,8 +145,10 @@ def _pick_problem(records: list[Record], graded: bool) -> tuple[str, str, list[R
         return f"{pid} — {n_correct}/{len(group)} correct" if graded else f"{pid} — {len(group)} rollouts"
 
     problem_id = c2.selectbox("Problem", list(by_problem), format_func=describe, key="samples_problem")
+    if problem_id is None:
+        return benchmark, flag, None, []
     group = sorted(by_problem[problem_id], key=lambda r: (r.key.phase, r.key.sample_idx))
-    return benchmark, problem_id, group
+    return benchmark, flag, problem_id, group
 
 
 def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry] | None) -> None:
@@ -143,7 +166,10 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
         st.info("This run has no samples yet.")
         return
     diversity = _load_diversity(entry)
-    benchmark, problem_id, group = _pick_problem(records, entry.has(rundir.GRADED))
+    benchmark, flag, problem_id, group = _pick_problem(records, entry.has(rundir.GRADED))
+    if problem_id is None:
+        st.info("No problem of this benchmark raises the audit flag.")
+        return
 
     f1, f2, f3 = st.columns([3, 2, 1])
     present_statuses = [s for s in STATUSES if any(_status(r) == s for r in group)]
@@ -161,7 +187,8 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     counts = Counter(_status(r) for r in group)
     st.caption(" · ".join(f"{ICONS[s]} {s}: {counts[s]}" for s in STATUSES if counts[s]))
 
-    shown = [r for r in group if _status(r) in statuses and r.key.phase in chosen_phases]
+    shown = [r for r in group if _status(r) in statuses and r.key.phase in chosen_phases
+             and (flag is None or flag in _audit(r))]
     if not shown:
         st.info("No rollout matches the filters.")
         return
@@ -178,7 +205,8 @@ def _header(record: Record, div: dict[str, float]) -> str:
             + (f" · {sample.n_completion_tokens} tok" if sample.n_completion_tokens is not None else "")
             + (" · hit the token limit" if sample.finish_reason == "length" else "")
             + (" · reasoning unclosed" if isinstance(record, GradedSample) and record.reasoning_state == "unclosed"
-               else ""))
+               else "")
+            + (f" · audit: {', '.join(_audit(record))}" if _audit(record) else ""))
 
 
 def _rollouts(shown: list[Record], formula_group: list[Record] | None,
@@ -215,6 +243,7 @@ def _rollouts(shown: list[Record], formula_group: list[Record] | None,
                 st.code(sample.completion, language=None, wrap_lines=True)
         table.append({"benchmark": benchmark, "problem_id": problem_id, "phase": r.key.phase,
                       "sample_idx": r.key.sample_idx, "status": _status(r), "extracted": _extracted(r),
+                      "audit": ", ".join(_audit(r)),
                       "finish_reason": sample.finish_reason, "n_completion_tokens": sample.n_completion_tokens,
                       **div, "completion": sample.completion})
     st.download_button("Download these rollouts (CSV)", pd.DataFrame(table).to_csv(index=False),

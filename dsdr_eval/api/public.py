@@ -26,8 +26,8 @@ from dsdr_eval.api.analysis import run_diversity, run_import, run_judging, run_r
 from dsdr_eval.run.evaluation import run_evaluation
 from dsdr_eval.api.sweeping import run_sweep
 from dsdr_eval.options import commands
-from dsdr_eval.options.commands import (DiversityOptions, ImportOptions, JudgeOptions, ReportOptions, RunOptions,
-                                        ScoreOptions)
+from dsdr_eval.options.commands import (AuditOptions, DiversityOptions, ImportOptions, JudgeOptions, ReportOptions,
+                                        RunOptions, ScoreOptions)
 from dsdr_eval.options.schema import Option, checked, keyword_spelling, signature
 from dsdr_eval.rundir.results import RunResults, load_run
 
@@ -172,6 +172,19 @@ def report(*args: Any, **kwargs: Any) -> dict[str, Any]:
     runs_given, command = given.pop("runs"), given.pop("command")  # runs: checked as paths here, not as a comma-list
     options = ReportOptions(runs=runs_given, **checked(commands.REPORT, "report", given))
     return run_report(options, command=command or _call_record("report", options))
+
+
+@_declared(commands.AUDIT)
+def audit(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """``dsdr-eval audit``: the samples of a scored run directory (or graded.jsonl) ``path`` that raise
+    audit flags (docs/evaluate.md "Audit flags"), each a dict with ``key``, ``line``, ``audit`` (its
+    flags), ``status``, ``gold``, ``extracted``, ``extraction``, ``finish_reason``, ``problem``,
+    ``answer_end`` (the end of the graded answer part); only ``flag`` / ``benchmark`` when given, at
+    most ``limit``. The counts per benchmark are in ``load_run(path)``'s metrics (``audit_counts``)."""
+    from dsdr_eval.audit_listing import flagged_samples
+
+    options = AuditOptions(**checked(commands.AUDIT, "audit", _bind(audit, args, kwargs)))
+    return list(flagged_samples(options.path, flag=options.flag, benchmark=options.benchmark, limit=options.limit))
 
 
 def _paths(name: str, values: Any) -> list[str]:

@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "import": ("dsdr_eval.cli.importing", "import another tool's results (lm-eval, lighteval, Qwen2.5-Math, verl, OpenAI batch, JSONL) as a run directory"),
     "sweep": ("dsdr_eval.cli.sweep", "evaluate every (K-th) checkpoint of a training run, one run directory each (resumable)"),
     "report": ("dsdr_eval.cli.report", "tables and plots comparing runs against the paper's numbers"),
+    "audit": ("dsdr_eval.cli.audit", "list the graded samples a person should look at (audit flags of a scored run)"),
 }
 
 

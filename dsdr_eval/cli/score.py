@@ -91,6 +91,26 @@ def print_summary(metrics: dict[str, Any]) -> None:
                                 "correct/incorrect/none/truncated/timeout/error"), rows)
     print_reasoning_summary(metrics)
     print_judge_grading(metrics)
+    print_audit(metrics)
+
+
+def print_audit(metrics: dict[str, Any], title_hint: bool = True) -> None:
+    """The samples raising each audit flag (issue 43), per benchmark: a column per flag that any
+    benchmark raises; nothing when no sample is flagged."""
+    from dsdr_eval.audit_listing import audit_counts
+    from dsdr_eval.cli.tables import Row, numeric_columns, print_table
+
+    counts = audit_counts(metrics)
+    raised = [flag for flag in next(iter(counts.values()), {}) if any(c.get(flag) for c in counts.values())]
+    if not raised:
+        if counts:
+            print("audit: no sample flagged")
+        return
+    rows = [Row([name, str(metrics["benchmarks"][name].get("audit_flagged", "-")), *(str(c.get(f, 0)) for f in raised)])
+            for name, c in counts.items()]
+    hint = "; `dsdr-eval audit RUN_DIR` lists them" if title_hint else ""
+    print_table(f"audit: samples a person should look at (docs/evaluate.md, Audit flags{hint})",
+                numeric_columns("benchmark", "flagged", *raised), rows)
 
 
 def print_judge_grading(metrics: dict[str, Any]) -> None:

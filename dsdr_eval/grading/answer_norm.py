@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from dsdr_eval.grading.answer_values import (MAX_RELATION_TEXT, has_number_subscript, is_plain_number, named_value,
                                              numeral_value, relation_rule, relation_tokens, strip_ordinal)
+from dsdr_eval.grading.constants import constant_names
 from dsdr_eval.grading.notation import derivative_forms, rename_parameter, unicode_math
 from dsdr_eval.grading.rules import RULES, RULES_VERSION
 
@@ -63,6 +64,8 @@ class GoldForm:
     derivative_variables: frozenset[str] = field(default_factory=frozenset)  # t of the gold's dx/dt (rule derivatives)
     note: str | None = None  # how the gold was read when that differs from how it is written (extremes)
     names: tuple[str, ...] = ()  # the quantities the question names, in its order ("values of $a$ and $b$")
+    # rule arbitrary_constants: (the gold's arbitrary constants, names the question gives), latex2sympy's names
+    constants: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
 
 @dataclass(frozen=True)
@@ -219,11 +222,17 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-_ITEM_WORDS_RE = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:or|and)\s*\}|\\quad|\\qquad|(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])|;")
+# rule and_lists: "1 \\text{, and } 2", "1 \\& 2", "both 1 and 2", rows "1 \\\\ 2" list items as commas do
+_TEXT_CMD = r"\\(?:text|mbox|mathrm|textrm)\s*\{"
+_ITEM_WORDS_RE = re.compile(_TEXT_CMD + r"\s*(?:,\s*(?:or|and)?|or|and)\s*,?\s*\}|\\quad|\\qquad|\\&"
+                            r"|(?<![A-Za-z\\])(?:or|and)(?![A-Za-z])|;")
+_BOTH_RE = re.compile(r"^\s*(?:" + _TEXT_CMD + r"\s*both\s*\}|both(?![A-Za-z]))\s*")
 
 
 def _answer_items(text: str, ordered: bool) -> list[str]:
-    text = _ITEM_WORDS_RE.sub(",", text)
+    text = _ITEM_WORDS_RE.sub(",", _BOTH_RE.sub("", text))
+    if "\\\\" in text and "\\begin" not in text:  # rows of a list, not of a matrix
+        text = text.replace("\\\\", ",")
     wrapped = unwrap_tuple(text)
     if wrapped and (ordered or wrapped[0] == "\\{"):
         text = wrapped[1]
@@ -362,7 +371,8 @@ def prepare_gold(gold: str, meta: Mapping[str, Any] | None = None, problem: str 
     return GoldForm(text, mode=mode, items=tuple(items), numeric=numeric, imaginary_unit=imaginary,
                     base=None, exempt_words=exempt, percent=percent, relations=relations,
                     derivative_variables=variables, note=note,
-                    names=names if len(names) == len(items) else ())
+                    names=names if len(names) == len(items) else (),
+                    constants=constant_names(text, problem) if mode == "single" and not numeric else ((), ()))
 
 
 def prepare_answer(answer: str, gold: GoldForm, options: GradingOptions | None = None) -> AnswerForm:
@@ -476,7 +486,7 @@ def _compare_base(text: str, gold: GoldForm) -> AnswerForm:
 
 def wire_gold(gold: GoldForm) -> tuple:
     """The gold as the worker receives it (plain tuples pickle fast)."""
-    return (gold.text, gold.mode, gold.items, gold.imaginary_unit)
+    return (gold.text, gold.mode, gold.items, gold.imaginary_unit, gold.constants)
 
 
 def wire_answer(answer: AnswerForm) -> tuple:

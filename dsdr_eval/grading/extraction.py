@@ -8,7 +8,8 @@ text and the answer it returns (a 20 MB completion must not cost a gigabyte):
 
 * boxes: one regex pass for ``\\boxed``/``\\fbox`` merged with one pass over the braces that keeps
   a depth counter and at most two open boxes (an open box that already holds a ``\\boxed`` can
-  never lose to an older one, see ``_last_boxed``), never a table of every brace;
+  never lose to an older one, see ``boxes._last_command_box``), never a table of every brace; ``<boxed>`` tags
+  by ``rfind`` steps over disjoint stretches;
 * answer lines: regexes in which no quantified run can be re-scanned (``_atomic``), so a failed
   match costs the length of the whitespace after its keyword, once; matches are consumed as they
   come (the best so far is kept), never collected;
@@ -63,11 +64,13 @@ from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
 from dsdr_eval.errors import DsdrError
+from dsdr_eval.grading.boxes import MAX_ANSWER_CHARS, has_box, last_box
 
-MAX_ANSWER_CHARS = 1000  # longest gold answer in the six benchmarks is 210 characters
+_NON_SPACE_RE = re.compile(r"\S")
 # 2: profiles (boxed = the rules of version 1) and bounded memory; 3: an answer line holding only an
-# empty box is an echoed instruction, not an answer; final_only (issue 33)
-EXTRACTION_RULES_VERSION = "3"
+# empty box is an echoed instruction, not an answer; final_only (issue 33); 4: <boxed>..</boxed> tags are boxes,
+# a box with nothing in it stops the guess extractors, an answer phrase's display math may span lines (issue 43)
+EXTRACTION_RULES_VERSION = "4"
 _FALLBACK_TAIL_CHARS = 4 * MAX_ANSWER_CHARS
 _LAST_LINES_CHARS = 8192
 _LAST_LINE_CHARS = 2 * MAX_ANSWER_CHARS
@@ -76,7 +79,7 @@ _LAST_LINE_CHARS = 2 * MAX_ANSWER_CHARS
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None
-    # "boxed" | "fbox" | "answer_line" | "answer_is" | "minerva" | "gsm8k" | "answer_tag" | "last_math"
+    # "boxed" | "fbox" | "boxed_tag" | "answer_line" | "answer_is" | "minerva" | "gsm8k" | "answer_tag" | "last_math"
     # | "program_output" | "last_number" | None
     method: str | None
     # where the statement of the answer ends in the text it was read from (exclusive): the closing
@@ -122,6 +125,11 @@ def extract_answer_with_method(text: str, profile: "str | ExtractionProfile" = "
     for name in chosen.extractors:
         if final_only and name in GUESS_EXTRACTORS:
             continue
+        if name in GUESS_EXTRACTORS and "boxed" in chosen.extractors and has_box(text):
+            # only empty (or unclosed) boxes, or the box extractor would have won: the model put its
+            # answer in a box and the box holds none -- Qwen2.5-Math's extract_answer returns "" there,
+            # never the last number of the derivation before it (issue 43)
+            break
         found = EXTRACTORS[name](text)
         # a box's content is the model's answer as written (nested empty boxes included); any other
         # extractor's text holding only empty boxes is an echoed instruction (_is_placeholder)
@@ -145,7 +153,7 @@ def choose_extraction(override: str | None, protocol_profile: str, task_profiles
     return get_profile(distinct[0] if distinct else protocol_profile).name
 
 
-_BOX_METHODS = frozenset({"boxed", "fbox"})
+_BOX_METHODS = frozenset({"boxed", "fbox", "boxed_tag"})
 _BLOCK_ONLY_EXTRACTORS = frozenset({"program_output"})  # find nothing without their block (```output)
 
 
@@ -170,63 +178,11 @@ def get_profile(name: str) -> ExtractionProfile:
         raise DsdrError(f"unknown extraction profile {name!r} (known: {', '.join(EXTRACTION_PROFILES)})") from None
 
 
-# --- boxes ----------------------------------------------------------------------------------
-
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-_BRACE_TOKEN_RE = re.compile(r"\\[\\{}]|[{}]")  # escaped braces/backslashes are skipped as a unit
-_BARE_BOX_TOKEN_RE = re.compile(r"[^\s$]{1,%d}" % (MAX_ANSWER_CHARS + 1))
-_NON_SPACE_RE = re.compile(r"\S")
-
+# --- boxes (dsdr_eval.grading.boxes) ---------------------------------------------------------
 
 def _last_boxed(text: str) -> Extraction | None:
-    """The box with the largest start whose content is not empty (brace-matched), or None.
-
-    One pass over the braces after the first box, in step with the box matches. Memory is O(1):
-    a depth counter and at most two open boxes. An open box whose opening brace is followed by
-    a newer box is closed, if ever, with that box inside it -- never empty -- and every older open
-    box encloses it, so closes later, with a smaller start: it can no longer win and is dropped.
-    (The previous implementation kept a position for every brace: 36-51 bytes per input byte.)"""
-    boxes = _BOX_RE.finditer(text)
-    box = next(boxes, None)
-    if box is None:
-        return None
-    best: tuple[int, Extraction] | None = None  # (start of the winning box, its extraction)
-    open_boxes: list[tuple[int, int, int, str]] = []  # (depth outside it, box start, content start, method)
-    pending: tuple[int, int, str] | None = None  # (brace position, box start, method) of the last box seen
-    depth = 0
-
-    def take_boxes_before(position: int) -> None:
-        nonlocal box, best, pending
-        while box is not None and box.start() < position:
-            method = "fbox" if box.group().endswith("fbox") else "boxed"
-            pos = box.end()
-            while pos < len(text) and text[pos] in " \t":  # runs after distinct boxes are disjoint
-                pos += 1
-            if pos < len(text) and text[pos] == "{":
-                pending = (pos, box.start(), method)
-            elif pos > box.end():  # "\boxed 5": the token after the space, up to whitespace or $
-                token = _BARE_BOX_TOKEN_RE.match(text, pos)
-                if token and (best is None or box.start() > best[0]):
-                    best = (box.start(), Extraction(token.group(), method, token.end()))
-            box = next(boxes, None)
-
-    for token in _BRACE_TOKEN_RE.finditer(text, box.end()):
-        take_boxes_before(token.start())
-        char = token.group()
-        if char == "{":
-            if pending is not None and pending[0] == token.start():
-                del open_boxes[:-1]  # older open boxes can no longer win (see the docstring)
-                open_boxes.append((depth, pending[1], token.end(), pending[2]))
-                pending = None
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-            if open_boxes and open_boxes[-1][0] == depth:
-                _, start, content_start, method = open_boxes.pop()
-                if (best is None or start > best[0]) and _NON_SPACE_RE.search(text, content_start, token.start()):
-                    best = (start, Extraction(text[content_start:token.start()].strip(), method, token.end()))
-    take_boxes_before(len(text) + 1)
-    return None if best is None else best[1]
+    found = last_box(text)
+    return None if found is None else Extraction(found[1], found[2], found[3])
 
 
 # --- answer lines ---------------------------------------------------------------------------
@@ -266,11 +222,45 @@ def _last_answer_line(text: str) -> Extraction | None:
                 key = (match.start(), method)
                 if best is not None and key < best[0]:
                     continue
-                answer, used = _clean_answer_tail_end(_tail(text, match))
+                answer, end = _answer_after(text, match)
                 if answer:
-                    best = (key, answer, match.start("tail") + used)
+                    best = (key, answer, end)
         if best is not None:
             return Extraction(best[1], best[0][1], best[2])
+    return None
+
+
+def _answer_after(text: str, match: re.Match, group: str = "tail") -> tuple[str | None, int]:
+    """(the answer an answer phrase gives, where its statement ends in ``text``): its tail cut as
+    ``_clean_answer_tail_end`` does, except display math the phrase opens but closes on a later line
+    ("The answer is: \\[" then the value and "\\]" on the next lines, or the phrase alone on its line
+    before it), read whole (issue 43)."""
+    tail = _tail(text, match, group)
+    spanning = _math_across_lines(text, match.start(group), tail)
+    if spanning is not None:
+        return spanning
+    answer, used = _clean_answer_tail_end(tail)
+    return answer, match.start(group) + used
+
+
+def _math_across_lines(text: str, start: int, tail: str) -> tuple[str | None, int] | None:
+    """(the content of the math span that starts the text at ``start`` (after spaces and newlines), the
+    end of its closer) when the tail (the rest of the phrase's line) is empty or opens a span it does
+    not close; else None.
+    At most ``_FALLBACK_TAIL_CHARS`` characters are read: one ``find`` per delimiter kind."""
+    stripped = tail.strip()
+    if stripped and not (stripped.startswith(("$", "\\[", "\\(")) and _first_inline_math(tail) is None):
+        return None
+    window = text[start:start + _FALLBACK_TAIL_CHARS]
+    first = _NON_SPACE_RE.search(window)
+    if first is None:
+        return None
+    for opening, closing in _MATH_DELIMITERS:
+        if window.startswith(opening, first.start()):
+            content_start = first.start() + len(opening)
+            close = window.find(closing, content_start + 1)
+            answer = window[content_start:close].strip().rstrip(".,;").strip() if close >= 0 else ""
+            return (answer, start + close + len(closing)) if answer and not _is_placeholder(answer) else None
     return None
 
 
@@ -292,7 +282,7 @@ def _clean_answer_tail_end(tail: str) -> tuple[str | None, int]:
 def _is_placeholder(answer: str) -> bool:
     """"The answer is within \\boxed{}." -- the prompt's instruction echoed: a box with nothing in it
     marks where an answer would go, so a phrase holding only empty boxes holds no answer."""
-    return bool(answer) and _BOX_RE.search(answer) is not None and _last_boxed(answer) is None
+    return bool(answer) and has_box(answer) and _last_boxed(answer) is None
 
 
 _SENTENCE_END_RE = re.compile(r"\.\s|\.$")
@@ -353,10 +343,10 @@ def _minerva(text: str) -> Extraction | None:
     tail = _tail(text, match)
     end = _MINERVA_END_RE.search(tail)
     if end is None:
-        answer, used = _clean_answer_tail_end(tail)
+        answer, stop = _answer_after(text, match)
     else:  # lm-eval's minerva_math: everything between "is" and ". I hope it is correct"
-        answer, used = tail[:end.start()].strip().rstrip(".").strip() or None, end.end()
-    return Extraction(answer, "minerva", match.start("tail") + used) if answer and not _is_placeholder(answer) else None
+        answer, stop = tail[:end.start()].strip().rstrip(".").strip() or None, match.start("tail") + end.end()
+    return Extraction(answer, "minerva", stop) if answer and not _is_placeholder(answer) else None
 
 
 def _plain_number(token: str) -> str:
@@ -474,12 +464,12 @@ EXTRACTION_PROFILES: Mapping[str, ExtractionProfile] = MappingProxyType({profile
 
 # --- cheap string normalisation (answer classes only) ---------------------------------------
 
-_KEY_DROP_RE = re.compile(r"\\left|\\right|\\displaystyle|\\[!,;: ]|\s|\$|\^\{?\\circ\}?")
+KEY_DROP_RE = re.compile(r"\\left|\\right|\\displaystyle|\\[!,;: ]|\s|\$|\^\{?\\circ\}?")
 
 
 def answer_key(answer: str) -> str:
     """A cheap normal form: answers with equal keys are in the same class without math-verify.
     Linear: one alternation of literals and single characters, no nested quantifiers."""
-    key = _KEY_DROP_RE.sub("", answer)
+    key = KEY_DROP_RE.sub("", answer)
     key = key.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     return key.rstrip(".")

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 from dsdr_eval.grading import answer_norm
 from dsdr_eval.grading.answer_norm import GradingOptions
+from dsdr_eval.grading.audit import AUDIT_VERSION, FLAGS, audit_flags
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, GUESS_EXTRACTORS, MAX_ANSWER_CHARS,
                                          Extraction, ExtractionProfile, extract_answer_with_method, get_profile)
@@ -44,7 +45,8 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     math-equivalence class of the answer within its problem, in order of first appearance;
     None without an answer), ``grade_note`` (why a status is timeout/error/truncated, or how the
     gold was read when that differs from how it is written, else None),
-    ``reasoning_state`` / ``answer_span`` / ``changed_by`` (``_extract_into``).
+    ``reasoning_state`` / ``answer_span`` / ``changed_by`` (``_extract_into``), ``audit`` (the names of
+    ``dsdr_eval.grading.audit.FLAGS`` the row raises: doubts for a person, never a verdict).
     Rows are grouped into problems by (benchmark, problem_id). A row's optional ``answer_meta``
     (the benchmark's answer_type / is_multiple_answer / unit) and ``problem`` text choose the
     comparison mode (answer_norm: grading rules, ``options`` their conventions). ``extraction``: the
@@ -101,6 +103,8 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         # is said on every row of its problem that has no other note
         for row in problem["rows"] if problem["gold_note"] else ():
             row["grade_note"] = row["grade_note"] or problem["gold_note"]
+        for row in problem["rows"]:
+            row["audit"] = audit_flags(row, profile)  # issue 43: what a person should look at
     return graded
 
 
@@ -245,4 +249,5 @@ def grader_provenance(timeout_s: float, workers: int | None, options: GradingOpt
             "truncated_rule": "status truncated (never correct): the reasoning never closed, or finish_reason "
                               "'length' and no answer marked as final (box, answer line or tag, ####); the "
                               f"guess extractors ({', '.join(sorted(GUESS_EXTRACTORS))}) are not read then",
-            "grading_rules": answer_norm.rules_provenance(options or GradingOptions())}
+            "grading_rules": answer_norm.rules_provenance(options or GradingOptions()),
+            "audit": {"audit_version": AUDIT_VERSION, "flags": {name: meaning for name, (meaning, _) in FLAGS.items()}}}

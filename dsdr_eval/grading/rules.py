@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-RULES_VERSION = "6"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
+RULES_VERSION = "7"  # 2: relations, numeric_subscript, ordinals, percent_as_fraction, exact rationals, ASCII bases;
 # 3: grouped_number_gold, extremes in order (ordered_list); 4: unicode_math, spacing, derivatives, equations,
 # named_values, family_parameters, companion_approximation, ordered questions (of each, systems, extremes re-read);
-# 5: equation_gold; 6: text_names, hyperbolic
+# 5: equation_gold; 6: text_names, hyperbolic; 7: arbitrary_constants, and_lists (issue 43)
 
 RULES: dict[str, str] = {
     "wrapper": "strip $...$ / \\(...\\) / \\[...\\] / \\displaystyle / \\left / \\right, spaces between a command "
@@ -45,6 +45,9 @@ RULES: dict[str, str] = {
                            "(which would accept 500, 58), unless the metadata (is_multiple_answer) or the question "
                            "('separated by commas', 'all values') asks for several answers",
     "unordered_list": "other multiple answers: items matched as a multiset ('or'/'and'/';' separate items)",
+    "and_lists": "the items of a multiple answer may be separated as words and markup separate them: 'and' / 'or', "
+                 "\\text{and}, \\text{, and }, \\&, \\quad, ';', rows 1 \\\\ 2 outside a matrix, after an "
+                 "opening 'both'; an ordered gold still compares them in order (never accepted swapped)",
     "numeric_rel_tol": "two plain numbers are equal iff |a-b| <= rel_tol * max(|a|,|b|) (default 1e-8: "
                        "the same number; a rounded answer only with the rounded-fraction option, 1e-4), replacing "
                        "math-verify's rounding to 6 decimals (which calls 2.88e-19 and 5e-19 equal); two exact "
@@ -82,6 +85,11 @@ RULES: dict[str, str] = {
                          "gold's name when the answer uses that letter for nothing else",
     "companion_approximation": "an exact number with a decimal that rounds or truncates it (\\frac{5}{12} "
                                "\\approx 0.4167) is the exact number; a decimal that does not makes it incorrect",
+    "arbitrary_constants": "a general solution's arbitrary constants (C, C_1, c_2, K, A, B ... that the question's "
+                           "math does not name, when it asks for a general solution or says constants may arise; "
+                           "without a question, subscripted C_n / K_n) may be renamed: the answer is correct when "
+                           "one bijection of its constants onto the gold's makes it equal to the gold (C_1\\cos 2t + "
+                           "C_2\\sin 2t for C_1\\sin 2t + C_2\\cos 2t); never with another number of constants",
     "gold_fixes": "golds no parser reads as intended are replaced at load time from dsdr_eval/data/gold_fixes.jsonl",
     "no_mv_units": "math-verify's own unit stripping is off (it drops variables such as m, h, s, t, c from golds)",
 }

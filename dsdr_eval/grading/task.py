@@ -2,7 +2,7 @@
 
 A task is the tuple ``ProblemJob.task()`` builds: ``(task_id, gold, answers, start, known,
 gold_failed, rel_tol)``, where ``gold`` and ``answers`` are answer_norm's wire forms
-``(text, mode, items, imaginary_unit)`` and ``(text, items, verdict)``, and ``known`` holds
+``(text, mode, items, imaginary_unit, constants)`` and ``(text, items, verdict)``, and ``known`` holds
 ``(i, status, class_ref, is_rep)`` of every answer the parent already holds (a problem resumed
 after a worker kill: ``answers[:start]`` and the answer charged for the kill); those are skipped.
 
@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from dsdr_eval.grading import answer_norm
+from dsdr_eval.grading.constants import renamed_equal
 from dsdr_eval.grading.extraction import answer_key
 from dsdr_eval.grading.marker import CLASS, GOLD, GOLD_INDEX, VERDICT
 
@@ -41,7 +42,8 @@ class _GoldMatcher:
 
     def __init__(self, verifier: "Verifier", gold: tuple, rel_tol: float) -> None:
         self.verifier, self.rel_tol = verifier, rel_tol
-        self.text, self.mode, self.items, self.imaginary_unit = gold
+        self.text, self.mode, self.items, self.imaginary_unit = gold[:4]
+        self.constants = gold[4] if len(gold) > 4 else ((), ())  # rule arbitrary_constants (optional)
 
     def gold_parses(self) -> bool:
         parse = self.verifier.parse
@@ -83,6 +85,9 @@ class _GoldMatcher:
         if not (g_parsed and a_parsed):
             return False, g_timed_out or a_timed_out
         equal, timed_out = self.verifier.verify(g_parsed, a_parsed, self.rel_tol, self.imaginary_unit)
+        if not equal and not timed_out and self.constants[0] and g == self.text:  # rule arbitrary_constants
+            equal, timed_out = renamed_equal(self.verifier, g_parsed, a_parsed, *self.constants, self.rel_tol,
+                                             self.imaginary_unit)
         return equal, timed_out or a_timed_out
 
     def _tuples_equal(self, g_inner: str, a_inner: str) -> tuple[bool, bool]:

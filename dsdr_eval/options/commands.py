@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from dsdr_eval.grading.audit import FLAGS as AUDIT_FLAGS
 from dsdr_eval.grading.extraction import EXTRACTION_PROFILES
 from dsdr_eval.options import endpoint
 from dsdr_eval.options.checks import avg_metric, integer, names, nonempty, number, output_dir, reasoning_format, top_k
@@ -375,8 +376,21 @@ REPORT: tuple[Option, ...] = (
 )
 ReportOptions: Any = options_class("ReportOptions", REPORT, "Every ``dsdr-eval report`` option (what ``dsdr_eval.reporting.build.make_report`` takes).")
 
+# ----------------------------------------------------------------------------- audit
+
+AUDIT: tuple[Option, ...] = (
+    Option("path", None, metavar="RUN_DIR|GRADED.jsonl", help="a scored run directory (its graded.jsonl) or a graded file"),
+    Option("flag", "--flag", metavar="FLAG", choices=tuple(AUDIT_FLAGS),
+           help=f"only the samples raising this audit flag: {', '.join(AUDIT_FLAGS)} (docs/evaluate.md; default: any)"),
+    Option("benchmark", "--benchmark", metavar="NAME", check=nonempty, help="only this benchmark's samples"),
+    Option("limit", "--limit", default=20, check=integer(0), metavar="N",
+           help="list at most N samples, in file order (default 20; 0: only the counts)"),
+)
+AuditOptions: Any = options_class("AuditOptions", AUDIT, "Every ``dsdr-eval audit`` option.")
+
 # name -> (options, description of its --help; None: the subcommand's one-line help)
 COMMANDS: dict[str, tuple[tuple[Option, ...], str | None]] = {
     "run": (RUN, None), "score": (SCORE, None), "import": (IMPORT, None), "diversity": (DIVERSITY, None),
     "judge": (JUDGE, JUDGE_DESCRIPTION), "sweep": (SWEEP, None), "report": (REPORT, REPORT_DESCRIPTION),
+    "audit": (AUDIT, None),
 }

@@ -116,7 +116,8 @@ class Sample:
 SCHEMA_FIELDS = tuple(name for name in Sample.__dataclass_fields__ if name not in ("extra", "absent", "line"))
 WRITTEN_WHEN_RECORDED = frozenset({"reasoning", "n_reasoning_tokens"})  # a null is not written: most models do not reason
 GRADE_FIELDS = ("extracted", "extraction", "grade_note", "status", "correct", "answer_class", "reasoning_state",
-                "answer_span", "changed_by", "answer_end")
+                "answer_span", "changed_by", "answer_end", "audit")
+_LIST_FIELDS = ("answer_span", "changed_by", "audit")  # JSON lists, held as tuples
 JUDGE_FIELDS = ("judge_verdict", "judge_model", "judge_note")  # written only when judged (`score --judge-grading`)
 
 
@@ -131,13 +132,13 @@ class GradedSample:
     extracted: str | None = None
     extraction: str | None = None
     grade_note: str | None = None
-    # dsdr_eval.grading.reasoning: "none" | "closed" | "unclosed"; the graded slice [start, end) of the
-    # completion; the rules that changed the extracted answer from the whole completion's (issue 33).
-    # None in a file graded before them.
+    # dsdr_eval.grading.reasoning: "none" | "closed" | "unclosed"; the graded slice [start, end) of the completion;
+    # the rules that changed the extracted answer from the whole completion's (issue 33). None: graded before them.
     reasoning_state: str | None = None
     answer_span: tuple[int, int] | None = None
     changed_by: tuple[str, ...] | None = None
     answer_end: int | None = None  # where the graded answer's statement ends in the completion (issue 42)
+    audit: tuple[str, ...] | None = None  # dsdr_eval.grading.audit's flags (None: graded before issue 43)
     # `score --judge-grading`: the judge's verdict (None: not asked/unsure/unavailable), model, why; not ``correct``
     judge_verdict: bool | None = None
     judge_model: str | None = None
@@ -161,7 +162,7 @@ class GradedSample:
         out = self.sample.to_json()
         out.update((name, getattr(self, name)) for name in GRADE_FIELDS)
         out.update((name, getattr(self, name)) for name in JUDGE_FIELDS if self.judge_model is not None)
-        out.update((name, None if out[name] is None else list(out[name])) for name in ("answer_span", "changed_by"))
+        out.update((name, None if out[name] is None else list(out[name])) for name in _LIST_FIELDS)
         return out
 
 
@@ -299,8 +300,8 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
               "answer_span": (lambda v: v is None or (isinstance(v, list) and len(v) == 2 and all(map(_nonneg_int, v))
                                                       and v[0] <= v[1] <= len(row.get("completion") or "")),
                               "null or [start, end] within the completion"),
-              "changed_by": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-                             "null or a list of rule names"),
+              **dict.fromkeys(("changed_by", "audit"), (lambda v: v is None or (isinstance(v, list) and all(
+                  isinstance(x, str) for x in v)), "null or a list of names")),
               "answer_end": (lambda v: v is None or _nonneg_int(v) and v <= len(row.get("completion") or ""), "null or "
                              "an offset within the completion"),
               "judge_verdict": (lambda v: v is None or isinstance(v, bool), "true, false or null")}
@@ -313,7 +314,7 @@ def _grade_fields(row: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _grade_values(row: Mapping[str, Any]) -> dict[str, Any]:
     """The grading fields of a row as GradedSample holds them (JSON lists as tuples: records are frozen)."""
     grades = {name: row.get(name) for name in GRADE_FIELDS + JUDGE_FIELDS}
-    grades.update((name, None if grades[name] is None else tuple(grades[name])) for name in ("answer_span", "changed_by"))
+    grades.update((name, None if grades[name] is None else tuple(grades[name])) for name in _LIST_FIELDS)
     return grades
 
 

@@ -444,3 +444,24 @@ def test_samples_page_shows_a_thinking_model_s_reasoning_apart_and_its_truncated
     assert "reasoning unclosed" in labels[1]
     code = [c.value for c in at.code]
     assert "ANSWER-TEXT \\boxed{1}" in code and "<think>REASONING-TEXT</think>" in code
+
+
+def test_samples_page_filters_by_audit_flag(tmp_path, monkeypatch):
+    """Issue 43: the Samples page lists only the problems and rollouts raising the chosen audit flag."""
+    from dsdr_eval.grading import grade_samples
+
+    runs = tmp_path / "runs"
+    rows = [{"benchmark": "math500", "problem_id": pid, "sample_idx": i, "phase": "sampling", "problem": "Q",
+             "gold": "12", "completion": text} for pid, texts in (
+                 ("p0", ["So the answer is \\boxed{12}.", "It is \\boxed{11} or maybe \\boxed{12}."]),
+                 ("p1", ["So the answer is \\boxed{12}."])) for i, text in enumerate(texts)]
+    _write_graded(runs / "a", grade_samples(rows, workers=1, progress=False))
+    at = open_page(runs, "samples", monkeypatch)
+    assert len(at.expander) == 2 and at.selectbox(key="samples_audit").options == ["(every sample)",
+                                                                                   "several_answers (1)"]
+    at.selectbox(key="samples_audit").set_value("several_answers")
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="samples_problem").options == ["p0 — 2/2 correct"]
+    labels = [e.label for e in at.expander]
+    assert len(labels) == 1 and "#1 [sampling]" in labels[0] and "audit: several_answers" in labels[0]

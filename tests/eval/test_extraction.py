@@ -91,11 +91,31 @@ _REF_ANSWER_IS_RE = re.compile(r"(?i)(?:final\s+answer|the\s+answer)\s+is\s*[:ï¼
 _REF_INLINE_MATH_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
 
 
+def _reference_spanning(text: str, start: int, tail: str):
+    """Extraction rules 4 (issue 43): a tail that is empty, or opens a math span it does not close on its
+    line, reads the span that starts the text after the phrase across lines; None otherwise."""
+    stripped = tail.strip()
+    opens_unclosed = (stripped[:1] == "$" or stripped[:2] in ("\\[", "\\(")) and not _REF_INLINE_MATH_RE.search(tail)
+    if stripped and not opens_unclosed:
+        return None
+    window = text[start:start + 4000]
+    at = len(window) - len(window.lstrip())
+    for opening, closing in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if window[at:at + len(opening)] == opening:
+            close = window.find(closing, at + len(opening) + 1)
+            answer = window[at + len(opening):close].strip().rstrip(".,;").strip() if close >= 0 else ""
+            return answer if answer and "\\boxed" not in answer and "\\fbox" not in answer else None
+    return None
+
+
 def _reference_answer_line(text: str):
-    candidates = [(m.start(), "answer_line", m.group(1)) for m in _REF_ANSWER_LINE_RE.finditer(text)]
-    candidates += [(m.start(), "answer_is", m.group(1)) for m in _REF_ANSWER_IS_RE.finditer(text)]
-    for _, method, tail in sorted(candidates, reverse=True):
+    candidates = [(m.start(), "answer_line", m.group(1), m.start(1)) for m in _REF_ANSWER_LINE_RE.finditer(text)]
+    candidates += [(m.start(), "answer_is", m.group(1), m.start(1)) for m in _REF_ANSWER_IS_RE.finditer(text)]
+    for _, method, tail, tail_start in sorted(candidates, reverse=True):
         tail = tail[:4000]
+        spanning = _reference_spanning(text, tail_start, tail)
+        if spanning is not None:
+            return spanning, method
         span = _REF_INLINE_MATH_RE.search(tail)
         if span:
             answer = next(group for group in span.groups() if group is not None)
