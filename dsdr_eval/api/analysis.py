@@ -45,7 +45,7 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
                                     progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
                                     options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
                                     extraction=options.extraction, reasoning_format=options.reasoning_format,
-                                    judge=judge, judge_mode=options.judge_grading)
+                                    judge=judge, judge_mode=options.judge_grading, data_dir=options.data_dir)
     finally:
         if judge is not None:
             judge.close()

@@ -177,6 +177,10 @@ SCORE: tuple[Option, ...] = (
            help="bootstrap replicates for the 95% CIs over problems; 0 disables (default 1000)"),
     Option("seed", "--seed", default=0, check=integer(0), help="bootstrap RNG seed (default 0)"),
     Option("no_progress", "--no-progress", kind=FLAG, default=False, help="no progress bar"),
+    Option("data_dir", "--data-dir", metavar="DIR",
+           help="directory with <benchmark>.jsonl: problem texts and grading metadata for rows of a registered "
+                "benchmark that lack them (default: the files the run's config.json names, then "
+                "$DSDR_DATA_DIR, then the hub)"),
     Option("rounded_fraction_tolerance", "--rounded-fraction-tolerance", kind=FLAG, default=False,
            help="accept numbers within rel. tol 1e-4 (Qwen2.5-Math convention, e.g. 266.6667 for "
                 "800/3); default: rel. tol 1e-8"),

@@ -9,7 +9,7 @@ import time
 
 from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.run.finish import RunOutcome, finish
+from dsdr_eval.run.finish import RunOutcome, diversity_skipped, finish
 from dsdr_eval.run.generate import EngineFactory, generate, make_backend, nothing_to_generate
 from dsdr_eval.run.plan import plan_run
 from dsdr_eval.run.resume import open_resume
@@ -32,5 +32,6 @@ def run_evaluation(options: RunOptions, *, command: list[str] | None = None,
         else:
             backend = engine(plan.backend_name, plan.model) if engine is not None else make_backend(plan, options)
             outcome = generate(plan, resume, backend, progress=not options.no_progress,
-                               preload_encoder=not options.no_diversity, timings=timings, t_start=t_start)
+                               preload_encoder=not options.no_diversity and diversity_skipped(plan.protocol) is None,
+                               timings=timings, t_start=t_start)
         return finish(plan, resume, outcome, options, timings, t_start)
