@@ -443,3 +443,34 @@ def test_samples_page_shows_a_thinking_model_s_reasoning_apart_and_its_truncated
     assert "reasoning unclosed" in labels[1]
     code = [c.value for c in at.code]
     assert "ANSWER-TEXT \\boxed{1}" in code and "<think>REASONING-TEXT</think>" in code
+
+
+@pytest.mark.slow
+def test_stopping_the_launcher_by_its_pid_stops_the_server(tmp_path):
+    """`dsdr-dashboard` started, then SIGTERM to the PID it was started as: the port closes (the server
+    itself got the signal). Mutant 'subprocess.call instead of exec': the launcher dies, streamlit keeps
+    serving, re-parented to init."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from helpers.net_helpers import free_port, stop_process, wait_until_healthy
+
+    port, log = free_port(), tmp_path / "dashboard.log"
+    with log.open("w") as fh:
+        launcher = subprocess.Popen([sys.executable, "-m", "dashboards.launch", "--runs", str(tmp_path),
+                                     "--port", str(port)], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_healthy(launcher, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=90,
+                           what="dsdr-dashboard", poll_s=0.5)
+        launcher.terminate()
+        launcher.wait(timeout=30)
+        deadline, serving = time.time() + 30, True
+        while serving and time.time() < deadline:
+            with socket.socket() as sock:
+                serving = sock.connect_ex(("127.0.0.1", port)) == 0
+            time.sleep(0.2)
+        assert not serving, f"port {port} still serving 30 s after the launcher got SIGTERM"
+    finally:
+        stop_process(launcher, timeout_s=10)  # and SIGKILL to its whole group: nothing left behind
