@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.options.parser import OneLineParser, add_options
+from dsdr_eval.options.checks import integer
 from dsdr_eval.options.schema import FLAG, Option
 from dsdr_eval.errors import DsdrError, os_error_line
 from dsdr_eval.rundir.checkpoints import CHECKPOINTS
@@ -36,6 +37,9 @@ def options() -> tuple[Option, ...]:
         Option("resume", "--resume", kind=FLAG, default=False,
                help="continue RUN_DIR from its last checkpoint (config read from RUN_DIR/config.json; "
                     "key=value overrides still apply, e.g. total_steps=200)"),
+        Option("threads", "--threads", check=integer(1),
+               help="torch threads (default: $OMP_NUM_THREADS, else the usable cores other work leaves free; "
+                    "said in one line and recorded in config.json's threads)"),
         Option("help_config", "--help-config", kind=FLAG, default=False, help="print every config field and exit"),
         Option("where", "--where", nargs="?", const="", metavar="NAME",
                help="print where the shipped configs and scripts are installed, or the path of one "
@@ -104,13 +108,16 @@ def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -
     from dsdr_train.checkpoint import prepare_metrics_for_resume
     from dsdr_train.train import Trainer
 
+    from dsdr_eval.backends.threads import set_torch_threads
+
+    threads = set_torch_threads(args.threads, log=lambda line: print(line, file=sys.stderr)).to_record()
     resolved = resolve_model(cfg.model)
     record, resume_from = None, None
     if args.resume:
         resume_from = ckpt.latest_checkpoint(run_dir)
     else:
         record = {"kind": "train", "algo": cfg.objective.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
-                  "model": resolved.to_config()}
+                  "model": resolved.to_config(), "threads": threads}
     if cfg.engine == "trl":  # TRL's GRPOTrainer with the same objectives, data and run directory
         from dsdr_train.integrations.trl.run import run_trl
 

@@ -112,16 +112,18 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
     from dsdr_eval.rundir import directory as rundir
     from dsdr_eval.diversity_metrics.run import compute_run_diversity
     from dsdr_eval.diversity_metrics.semantic import load_encoder
+    from dsdr_eval.backends.threads import set_torch_threads
 
     rundir.require_run_dir(options.run_dir, rundir.GRADED)  # fail before loading any model
     equivalence = _equivalence(options)
     try:
         with rundir.writer_lock(options.run_dir):  # one writer per run directory
+            threads = set_torch_threads(options.threads, log=log).to_record()
             encoder = load_encoder(options.encoder, options.device, chunked=options.chunked,
                                    batch_size=options.batch_size)
             return compute_run_diversity(options.run_dir, encoder=encoder, equivalence=equivalence,
                                          progress=not options.no_progress, device=options.device, log=log,
-                                         text=options.text)
+                                         text=options.text, threads=threads)
     finally:
         equivalence.close()
 

@@ -276,7 +276,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
                           progress: bool = True, chunked: bool = False, device: str = "cpu",
                           log: Callable[[str], None] | None = None,
                           graded: Sequence[GradedSample] | None = None,
-                          text: str = DEFAULT_TEXT_PART) -> dict[str, dict[str, Any]]:
+                          text: str = DEFAULT_TEXT_PART, threads: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Compute every diversity metric of RUN_DIR (see the module docstring).
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
@@ -284,7 +284,8 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     (``dsdr_eval.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
     embedding, classifier:PATH, answer-formula, judge); None = embedding cosine >= 0.9. The
     caller keeps ownership (and closes it). graded: RUN_DIR/graded.jsonl's records when the caller
-    holds them (not read again). text: the part of each rollout measured (``load_problems``).
+    holds them (not read again). text: the part of each rollout measured (``load_problems``). threads:
+    the torch thread choice to record (``dsdr_eval.backends.threads``).
     Returns {benchmark: the "diversity" dict written into metrics.json}."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
     graded_path = rundir.run_path(run_dir, rundir.GRADED)
@@ -299,6 +300,8 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     coverage_ns = coverage_orders(max(index.sizes))
     settings = _run_settings(encoder, equivalence, coverage_ns)
     settings["text"] = {"part": text, "definition": TEXT_PART_DEFINITIONS[text]}
+    if threads is not None:  # torch's thread count (dsdr_eval.backends.threads): speed only, recorded
+        settings["threads"] = threads
     if log:
         log(f"encoding {sum(index.sizes)} rollouts of {len(index.groups)} problems with {settings['encoder']['name']}")
 

@@ -102,6 +102,10 @@ RUN: tuple[Option, ...] = (
            help="hf: cpu, cuda, cuda:1 ... (auto: cuda if available)"),
     Option("batch_size", "--batch-size", check=integer(1), group=_BACKEND,
            help="hf: rollouts per generate() call (default 16 on CPU, 64 on GPU)"),
+    Option("threads", "--threads", check=integer(1), group=_BACKEND,
+           help="torch threads of this process (hf generation, the diversity encoder); default: "
+                "$OMP_NUM_THREADS, else the usable cores other work leaves free, said in one line and recorded "
+                "in config.json's backend.threads"),
     Option("tensor_parallel_size", "--tensor-parallel-size", default=1, check=integer(1), group=_BACKEND),
     Option("data_parallel_size", "--data-parallel-size", default=1, check=integer(1), group=_BACKEND),
     Option("gpu_memory_utilization", "--gpu-memory-utilization", default=0.9, check=number(0, 1, min_open=True),
@@ -270,6 +274,9 @@ DIVERSITY: tuple[Option, ...] = (
                 "encoder's truncation (256 word pieces for MiniLM)"),
     Option("device", "--device", default="cpu", help="torch device for the encoder/classifier"),
     Option("batch_size", "--batch-size", default=64, check=integer(1), help="encoder batch size"),
+    Option("threads", "--threads", check=integer(1),
+           help="torch threads (default: $OMP_NUM_THREADS, else the usable cores other work leaves free; "
+                "said in one line and recorded in the diversity provenance)"),
     Option("no_progress", "--no-progress", kind=FLAG, default=False, help="no progress bars"),
     # dsdr_eval.diversity_metrics.run.TEXT_PARTS, spelled out: --help does not import numpy
     Option("text", "--text", default="answer", choices=("answer", "reasoning", "whole"),

@@ -25,6 +25,10 @@ def run_evaluation(options: RunOptions, *, command: list[str] | None = None,
         t_start = time.perf_counter()
         timings: dict[str, float] = {}
         plan = plan_run(options, command)
+        if plan.backend_name == "hf" or (not options.no_diversity and diversity_skipped(plan.protocol) is None):
+            from dsdr_eval.backends.threads import set_torch_threads  # torch computes in this process
+
+            plan.config["backend"]["threads"] = set_torch_threads(options.threads).to_record()
         resume = open_resume(plan, force=options.force_config, allow_mixed_models=options.allow_mixed_models)
         if resume.all_generated:  # re-grade and re-score without starting an engine
             outcome = nothing_to_generate(plan, resume)

@@ -65,7 +65,8 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
         print(f"note: diversity skipped: {skipped}")
     if not options.no_diversity and not skipped:
         t0 = time.perf_counter()
-        diversity = compute_run_diversity(out, progress=progress, graded=graded)  # from the records just graded
+        diversity = compute_run_diversity(out, progress=progress, graded=graded,
+                                          threads=plan.config["backend"].get("threads"))  # from the records just graded
         timings["diversity_s"] = time.perf_counter() - t0
         for name, block in diversity.items():  # what rundir.update_metrics merged into metrics.json
             metrics["benchmarks"].setdefault(name, {})[rundir.DIVERSITY_SECTION] = block
