@@ -26,7 +26,7 @@ from dsdr_eval.judge_grading import JUDGE_DISAGREEMENTS, OFF, JudgeTally, check_
 from dsdr_eval.llm_judge.answers import AnswerJudge
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.problems import ProblemIndex, iter_groups
-from dsdr_eval.metrics import MetricsAccumulator
+from dsdr_eval.metrics import MetricsAccumulator, TokenCounter
 from dsdr_eval.scoring_checks import AgreementTally, NoAnswerTally
 from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
 from dsdr_eval.rundir.samples import (GradedSample, Sample, SamplesFile, graded_from_grader, iter_records,
@@ -104,7 +104,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                        (judge, judge_mode) if judged else None,
                        RegistryContext(data_dir, recorded_benchmark_files(samples_path.parent)))
     kept: list[GradedSample] | None = [] if samples is not None else None
-    no_answer, metrics_input = NoAnswerTally(extraction), MetricsAccumulator()
+    counter = model_token_counter(samples_path.parent)
+    no_answer, metrics_input = NoAnswerTally(extraction), MetricsAccumulator(counter)
     with tempfile.TemporaryFile(dir=out_dir) as graded_out, tempfile.TemporaryFile(dir=out_dir) as listing, \
             tempfile.TemporaryFile(dir=out_dir) as judge_listing, \
             progress_bar(len(index.lines), "grading", unit="sample", enabled=progress) as bar:
@@ -128,10 +129,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
             warn(message)
         metrics = metrics_input.result(bootstrap=bootstrap, seed=seed)
         provenance = metrics["provenance"]
-        provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction, reasoning)
-        provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
-        if grading.registry.counts():
-            provenance["grading"]["registry_context"] = grading.registry.counts()
+        provenance["grading"] = _grading_record(grader_provenance(timeout_s, workers, options, extraction, reasoning),
+                                                grading_wall_s, grading.registry, counter)
         agreement = agreement_tally.summary()
         _add_provenance(provenance, samples_path, samples.sha256 if samples is not None else digest.hexdigest(),
                         len(index.lines), agreement)
@@ -145,6 +144,18 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                                         files=files)
     graded = kept if kept is not None else GradedFile(rundir.run_path(out_dir, rundir.GRADED), len(index.lines))
     return ScoredRun(graded, written)
+
+
+def _grading_record(record: dict[str, Any], wall_s: float, registry: RegistryContext,
+                    counter: TokenCounter | None) -> dict[str, Any]:
+    """metrics.json's provenance.grading: the grader's, its wall time, the registry context given and
+    the tokenizer that counted reasoning without a recorded count."""
+    record["wall_s"] = round(wall_s, 3)
+    if counter is not None and counter.n_counted:
+        record["reasoning_tokens_counted_with"] = {"tokenizer": counter.name, "n_samples": counter.n_counted}
+    if registry.counts():
+        record["registry_context"] = registry.counts()
+    return record
 
 
 def _add_provenance(provenance: dict[str, Any], samples_path: Path, sha256: str, n_samples: int,
@@ -297,6 +308,26 @@ class RegistryContext:
     def counts(self) -> dict[str, int]:
         """{benchmark: problems given context}, in the order of the first row given context."""
         return {name: len(ids) for name, (_, ids) in sorted(self.given.items(), key=lambda item: item[1][0])}
+
+
+def model_token_counter(run_dir: Path) -> TokenCounter | None:
+    """A token counter with the tokenizer of the model config.json names, when it is a local directory
+    holding one (loaded on first use: most runs record their counts); None otherwise."""
+    config = rundir.load_config(run_dir) if (run_dir / rundir.CONFIG).is_file() else {}
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    path = model.get("path")
+    if not isinstance(path, str) or not model.get("is_local") or not (Path(path) / "tokenizer_config.json").is_file():
+        return None
+    tokenizer: list[Any] = []
+
+    def count(text: str) -> int:
+        if not tokenizer:
+            from transformers import AutoTokenizer
+
+            tokenizer.append(AutoTokenizer.from_pretrained(path))
+        return len(tokenizer[0](text, add_special_tokens=False)["input_ids"])
+
+    return TokenCounter(count, path)
 
 
 def recorded_benchmark_files(run_dir: Path) -> dict[str, Path]:

@@ -123,7 +123,7 @@ def print_reasoning_summary(metrics: dict[str, Any]) -> None:
     for name, entry in metrics["benchmarks"].items():
         changed = entry.get("answers_changed_by_rule") or {}
         if not (entry.get("truncated_fraction") or entry.get("unclosed_reasoning_fraction")
-                or entry.get("mean_reasoning_tokens") or any(changed.values())):
+                or entry.get("mean_reasoning_tokens") or any(changed.values()) or entry.get("reasoning_tokens_unknown")):
             continue
         tokens = [entry.get("mean_reasoning_tokens"), entry.get("mean_answer_tokens")]
         rows.append(Row([name, _fmt(entry.get("truncated_fraction")), _fmt(entry.get("unclosed_reasoning_fraction")),
@@ -133,6 +133,9 @@ def print_reasoning_summary(metrics: dict[str, Any]) -> None:
         print_table("reasoning and truncation (%, mean tokens; answers each rule changed)",
                     numeric_columns("benchmark", "length-truncated", "unclosed reasoning", "reasoning tokens",
                                     "answer tokens", "answers changed"), rows)
+    for name, entry in metrics["benchmarks"].items():  # a "-" says why
+        if entry.get("reasoning_tokens_unknown"):
+            print(f"  {name}: tokens '-': {entry['reasoning_tokens_unknown']}")
 
 
 def _score_cells(entry: dict[str, Any]) -> list[str]:

@@ -159,7 +159,7 @@ def reasoning_lines(runs: list[RunResults]) -> list[str]:
         for name, entry in run.benchmarks.items():
             changed = {rule: n for rule, n in entry.answers_changed_by_rule.items() if n}
             if not (entry.truncated_fraction or entry.unclosed_reasoning_fraction or entry.mean_reasoning_tokens
-                    or changed):
+                    or changed or entry.reasoning_tokens_unknown):
                 continue
             tokens = "/".join("-" if t is None else f"{t:.0f}" for t in (entry.mean_reasoning_tokens,
                                                                           entry.mean_answer_tokens))
@@ -167,6 +167,7 @@ def reasoning_lines(runs: list[RunResults]) -> list[str]:
                       for x in (entry.truncated_fraction, entry.unclosed_reasoning_fraction)]
             lines.append(f"- {md(run.label)}, {md(benchmark_title(name))}: length-truncated {shares[0]}, "
                          f"unclosed reasoning {shares[1]}, mean reasoning/answer tokens {tokens}"
+                         + (f" ({md(entry.reasoning_tokens_unknown)})" if entry.reasoning_tokens_unknown else "")
                          + (f"; answers changed by rule: {md(', '.join(f'{k} {n}' for k, n in changed.items()))}"
                             if changed else ""))
     return lines
