@@ -88,7 +88,9 @@ def print_summary(metrics: dict[str, Any]) -> None:
             rows.append(Row([label, "", "", *_score_cells(average), ""], style="bold"))
     print_table("dsdr-eval score (%, 95% bootstrap CI over problems)",
                 numeric_columns("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
-                                "correct/incorrect/none/truncated/timeout/error"), rows)
+                                STATUS_HEADER), rows)
+    print(f"  statuses: {'/'.join(STATUS_COLUMNS)} samples (truncated: cut off at the token limit or with "
+          "its reasoning unclosed, without a final answer; never graded)")
     print_reasoning_summary(metrics)
     print_judge_grading(metrics)
 
@@ -111,6 +113,7 @@ def print_judge_grading(metrics: dict[str, Any]) -> None:
 
 
 STATUS_COLUMNS = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error")
+STATUS_HEADER = "statuses\n(c/i/na/tr/to/e)"  # spelled out under the table: the full names would be cut
 
 
 def print_reasoning_summary(metrics: dict[str, Any]) -> None:
@@ -131,7 +134,7 @@ def print_reasoning_summary(metrics: dict[str, Any]) -> None:
                          ", ".join(f"{rule} {n}" for rule, n in changed.items() if n) or "-"]))
     if rows:
         print_table("reasoning and truncation (%, mean tokens; answers each rule changed)",
-                    numeric_columns("benchmark", "length-truncated", "unclosed reasoning", "reasoning tokens",
+                    numeric_columns("benchmark", "hit max tokens", "unclosed reasoning", "reasoning tokens",
                                     "answer tokens", "answers changed"), rows)
     for name, entry in metrics["benchmarks"].items():  # a "-" says why
         if entry.get("reasoning_tokens_unknown"):
