@@ -111,6 +111,10 @@ def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -
     from dsdr_eval.backends.threads import set_torch_threads
 
     threads = set_torch_threads(args.threads, log=lambda line: print(line, file=sys.stderr)).to_record()
+    if not cfg.progress:  # the libraries' own bars (weights loading, shards) too
+        from dsdr_eval.progress import quiet_library_bars
+
+        quiet_library_bars()
     resolved = resolve_model(cfg.model)
     record, resume_from = None, None
     if args.resume:

@@ -115,6 +115,10 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
     from dsdr_eval.backends.threads import set_torch_threads
 
     rundir.require_run_dir(options.run_dir, rundir.GRADED)  # fail before loading any model
+    if options.no_progress:
+        from dsdr_eval.progress import quiet_library_bars
+
+        quiet_library_bars()
     equivalence = _equivalence(options)
     try:
         with rundir.writer_lock(options.run_dir):  # one writer per run directory

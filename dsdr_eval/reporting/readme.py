@@ -132,7 +132,9 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
             grading = prov.grading
             parts.append(f"grader {grading.get('grader', '?')} {grading.get('math_verify_version') or ''}".strip()
                          + f" (timeout {grading.get('timeout_s', '?')} s, extraction profile "
-                         f"{_extraction_profile(grading)}, rules v{grading.get('extraction_rules_version', '?')}, "
+                         f"{_extraction_profile(grading)}, extraction rules "
+                         f"v{grading.get('extraction_rules_version', '?')}, grading rules "
+                         f"v{(grading.get('grading_rules') or {}).get('rules_version', '?')}, "
                          f"reasoning format {_reasoning_format(grading)})")
         if prov.get("bootstrap") is not None:
             parts.append(f"CIs: {prov.get('ci95', 'bootstrap')}, {prov.get('bootstrap')} resamples, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from dsdr_eval.options.commands import RunOptions
+from dsdr_eval.progress import quiet_library_bars
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.run.finish import RunOutcome, diversity_skipped, finish
 from dsdr_eval.run.generate import EngineFactory, generate, make_backend, nothing_to_generate
@@ -25,6 +26,8 @@ def run_evaluation(options: RunOptions, *, command: list[str] | None = None,
         t_start = time.perf_counter()
         timings: dict[str, float] = {}
         plan = plan_run(options, command)
+        if options.no_progress:
+            quiet_library_bars()
         if plan.backend_name == "hf" or (not options.no_diversity and diversity_skipped(plan.protocol) is None):
             from dsdr_eval.backends.threads import set_torch_threads  # torch computes in this process
 

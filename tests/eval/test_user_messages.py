@@ -69,7 +69,61 @@ def test_report_prints_truncation_quotes_commands_as_code_and_records_a_relative
     assert "(from `runs`, relative to the repository root)" in readme and str(tmp_path) not in readme
     assert "\\`" not in readme and "(run `dsdr-eval diversity RUN_DIR` first)" in readme
     assert json.loads((repo / "reports" / "ex" / "report.json").read_text())["cwd"] == "runs"
+    from dsdr_eval.grading.extraction import EXTRACTION_RULES_VERSION
+    from dsdr_eval.grading.rules import RULES_VERSION
+
+    assert f"extraction rules v{EXTRACTION_RULES_VERSION}, grading rules v{RULES_VERSION}" in readme
 
 
 def test_md_prose_keeps_code_spans_and_escapes_the_rest():
     assert md_prose("run `a_b [x]` on <b>_c_</b>") == "run `a_b [x]` on &lt;b&gt;\\_c\\_&lt;/b&gt;"
+
+
+def test_no_progress_silences_the_libraries_bars_too(tmp_path, data_dir, monkeypatch):
+    """`run --no-progress`: transformers' weight-loading bars are off for the process. Mutant 'run does not
+    call quiet_library_bars': still enabled."""
+    from helpers.fake_engine import BoxedOne
+    from transformers.utils import logging as transformers_logging
+
+    from dsdr_eval.run import evaluation
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    monkeypatch.setattr(evaluation, "make_backend", lambda plan, options: BoxedOne(plan.backend_name))
+    transformers_logging.enable_progress_bar()
+    try:
+        assert main(["run", "--model", str(model), "--benchmarks", "math500", "--limit", "1", "--backend", "hf",
+                     "--protocol", "greedy", "--data-dir", str(data_dir), "--out", str(tmp_path / "r"),
+                     "--grading-workers", "1", "--no-progress"]) == 0
+        assert not transformers_logging.is_progress_bar_enabled()
+    finally:
+        transformers_logging.enable_progress_bar()
+
+
+def test_an_empty_completion_is_said_to_be_empty():
+    """Mutant 'ends {clip(...)}' for every completion: "ends ''"."""
+    from dsdr_eval.rundir.samples import GradedSample, Sample
+    from dsdr_eval.scoring_checks import NoAnswerTally
+
+    tally = NoAnswerTally("boxed")
+    for i in range(12):
+        sample = Sample("b", "p1", i, "sampling", None, "1", None, None, "" if i else "   ", None, None, None, None,
+                        None, None, None)
+        tally.add(GradedSample(sample, "no_answer", False, None))
+    (message,) = tally.messages()
+    assert "sample 0 is empty (whitespace only)" in message or "is empty (no text)" in message, message
+    assert "ends ''" not in message
+
+
+def test_each_rules_version_the_docs_name_is_the_codes():
+    """docs/evaluate.md names RULES_VERSION (grading rules) and EXTRACTION_RULES_VERSION (extraction), each
+    with the value the code records. Mutant 'docs say RULES_VERSION "4"' (as before): fails."""
+    import re
+
+    from dsdr_eval.grading.extraction import EXTRACTION_RULES_VERSION
+    from dsdr_eval.grading.rules import RULES_VERSION
+
+    docs = (REPO / "docs" / "evaluate.md").read_text(encoding="utf-8")
+    named = dict(re.findall(r"`((?:EXTRACTION_)?RULES_VERSION)` \"(\w+)\"", docs))
+    assert named == {"RULES_VERSION": RULES_VERSION, "EXTRACTION_RULES_VERSION": EXTRACTION_RULES_VERSION}
