@@ -474,3 +474,15 @@ def test_stopping_the_launcher_by_its_pid_stops_the_server(tmp_path):
         assert not serving, f"port {port} still serving 30 s after the launcher got SIGTERM"
     finally:
         stop_process(launcher, timeout_s=10)  # and SIGKILL to its whole group: nothing left behind
+
+
+def test_default_selection_reads_the_algorithm_from_names_when_runs_record_none():
+    """Evaluation runs of checkpoints made elsewhere record no algorithm: the names say it, so GRPO is
+    preselected beside DSDR, not cut by the first four names (issue 46). Mutant 'no named_algo': the
+    first four names, without GRPO."""
+    names = ["dapo/s0/final_eval", "darling/s0/final_eval", "dsdr/s0/final_eval", "dsdr_wo_gd/s0/final_eval",
+             "grpo/s0/final_eval", "grpo/s1/final_eval"]
+    chosen = data.default_selection(names, dict.fromkeys(names))
+    assert chosen == ["dsdr/s0/final_eval", "grpo/s0/final_eval", "grpo/s1/final_eval"]
+    assert data.named_algo("runs/dsdr_wo_gd_s3") == "dsdr_wo_gd" and data.named_algo("grpo-s1 final") == "grpo"
+    assert data.named_algo("progress/x") is None and data.named_algo("dsdrx") is None
