@@ -13,7 +13,7 @@ from typing import Any
 from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.protocols import Protocol
 from dsdr_eval.rundir import directory as rundir
-from dsdr_eval.rundir.samples import SAMPLING
+from dsdr_eval.names import SAMPLING
 from dsdr_eval.run.generate import GenerationOutcome
 from dsdr_eval.run.plan import RunPlan
 from dsdr_eval.run.resume import Resume

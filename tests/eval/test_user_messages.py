@@ -127,3 +127,7 @@ def test_each_rules_version_the_docs_name_is_the_codes():
     docs = (REPO / "docs" / "evaluate.md").read_text(encoding="utf-8")
     named = dict(re.findall(r"`((?:EXTRACTION_)?RULES_VERSION)` \"(\w+)\"", docs))
     assert named == {"RULES_VERSION": RULES_VERSION, "EXTRACTION_RULES_VERSION": EXTRACTION_RULES_VERSION}
+
+
+def test_python_api_page_has_one_errors_paragraph():
+    assert (REPO / "docs" / "python_api.md").read_text(encoding="utf-8").count("**Errors.**") == 1
