@@ -19,6 +19,7 @@ from dsdr_eval.options.checks import integer
 from dsdr_eval.options.schema import FLAG, Option
 from dsdr_eval.errors import DsdrError, os_error_line
 from dsdr_eval.rundir.checkpoints import CHECKPOINTS
+from dsdr_eval.rundir.directory import TRAIN_METRICS
 
 
 def options() -> tuple[Option, ...]:
@@ -91,7 +92,7 @@ def run(argv: list[str]) -> int:
     else:
         cfg = C.config_from_sources(yaml_path=args.config, cli=cli, overrides=overrides)
         run_dir = Path(cfg.out)
-        if (run_dir / "metrics.jsonl").exists() or (run_dir / CHECKPOINTS).exists():
+        if (run_dir / TRAIN_METRICS).exists() or (run_dir / CHECKPOINTS).exists():
             raise DsdrError(f"{run_dir}: already holds a training run; pass --resume to continue it or choose another --out")
 
     from dsdr_eval.rundir.directory import writer_lock
@@ -135,7 +136,7 @@ def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -
               f" (dropped {dropped} metrics lines past it)", file=sys.stderr)
     final = trainer.train()
     if trainer.dist.main:
-        print(f"done: {trainer.step} steps; final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}", file=sys.stderr)
+        print(f"done: {trainer.step} steps; final checkpoint {final}; metrics {run_dir / TRAIN_METRICS}", file=sys.stderr)
     return 0
 
 
