@@ -1,5 +1,5 @@
 """dsdr_eval/__init__.pyi (the API's typed signatures for IDEs and type checkers) is what the option schema
-generates (dsdr_eval/options/stubs.py): every keyword, its default and a type from its declaration."""
+generates (dsdr_eval/api/stubs.py): every keyword, its default and a type from its declaration."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from typing import Any, Literal
 
 import dsdr_eval
 from dsdr_eval.models import ResolvedModel
-from dsdr_eval.options import stubs
+from dsdr_eval.api import stubs
 from dsdr_eval.options.commands import COMMANDS
 from dsdr_eval.rundir.results import RunResults
 
 
 def test_the_committed_stub_is_the_generated_one():
     """Mutant 'an Option added to RUN, the stub not regenerated': differs (run `python -m
-    dsdr_eval.options.stubs`)."""
-    assert stubs.STUB.read_text(encoding="utf-8") == stubs.render(), "run: python -m dsdr_eval.options.stubs"
+    dsdr_eval.api.stubs`)."""
+    assert stubs.STUB.read_text(encoding="utf-8") == stubs.render(), "run: python -m dsdr_eval.api.stubs"
 
 
 def test_each_stub_signature_has_the_runtime_keywords_and_valid_types():
