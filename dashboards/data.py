@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, TypeVar
@@ -218,13 +219,26 @@ def sweep_members(sweep_dir: Path, runs: list[RunEntry]) -> list[RunEntry]:
 DEFAULT_COMPARISON = ("dsdr", "grpo")
 
 
+def named_algo(name: str) -> str | None:
+    """The training algorithm a run's name spells (``ablation/grpo/s0/sweep/final_eval``, ``grpo-s1``,
+    ``dsdr_wo_gd_s0``), for runs whose files record none (an evaluation of a checkpoint made elsewhere);
+    None when no part of the name is one."""
+    from dsdr_train.config import ALGOS  # the trainer's names; config is a light module (no torch)
+
+    for part in re.split(r"[/\s-]+", name.lower()):
+        for algo in sorted(ALGOS, key=len, reverse=True):  # dsdr_wo_gd before dsdr
+            if part == algo or re.fullmatch(re.escape(algo) + r"_s?\d+", part):
+                return algo
+    return None
+
+
 def default_selection(names: list[str], algos: dict[str, str | None], count: int = 4) -> list[str]:
     """Names to preselect: when runs of every algorithm of DEFAULT_COMPARISON are there, up to ``count`` of
     them, taking each algorithm's runs in turn (in ``names`` order: lowest seed first), so the method and its
     baseline are side by side; else one run per algorithm when the runs say theirs; else the first ``count``."""
     by_algo: dict[str, list[str]] = {}
     for name in names:
-        algo = algos.get(name)
+        algo = algos.get(name) or named_algo(name)
         if algo is not None:
             by_algo.setdefault(algo, []).append(name)
     if all(algo in by_algo for algo in DEFAULT_COMPARISON):

@@ -51,7 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: runs directory {args.runs} does not exist yet; the dashboard will say how to make a run",
               file=sys.stderr)
     print(f"dsdr dashboard on http://{args.host}:{args.port} (runs: {Path(args.runs).resolve()})", file=sys.stderr)
-    try:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # streamlit replaces this process (same PID): a SIGTERM or Ctrl-C sent to the PID the user started
+    # reaches the server itself, which stops serving; a child would be left serving, re-parented to init
+    if hasattr(os, "execv"):
+        os.execv(command[0], command)
+    try:  # no exec on this platform
         return subprocess.call(command)
     except KeyboardInterrupt:
         return 0

@@ -109,7 +109,9 @@ class _BenchmarkTally:
     """One benchmark's streamed aggregates: a few numbers per problem and counters per benchmark,
     so the metrics of a run are computed without holding its records (issue 36)."""
 
-    def __init__(self) -> None:
+    def __init__(self, count_tokens: TokenCounter | None = None) -> None:
+        self.count_tokens = count_tokens  # counts the reasoning of samples that carry no count (None: none known)
+        self.uncounted = [0, 0]  # samples reasoning without a count; samples without a completion count
         self.sampling: dict[int, _Sampled] = {}  # keyed by first position: order of first appearance
         self.pass1: dict[int, tuple[str, float]] = {}
         self.phase_first: dict[str, int] = {}
@@ -161,6 +163,11 @@ class _BenchmarkTally:
         n = (r.sample.n_reasoning_tokens if r.sample.n_reasoning_tokens is not None
              else 0 if r.reasoning_state == NO_REASONING else None)
         answer = None if n is None or r.sample.n_completion_tokens is None else r.sample.n_completion_tokens - n
+        if n is None and r.reasoning_state is not None:  # reasoned, no count recorded: the model's tokenizer counts
+            n, answer = _counted(r, self.count_tokens) if self.count_tokens is not None else (None, None)
+            self.uncounted[0] += n is None
+        elif answer is None and n is not None:
+            self.uncounted[1] += 1
         for total, value in ((self.reasoning_tokens, n), (self.answer_tokens, answer)):
             if total is not None and value is not None:
                 total[0] += value
@@ -198,12 +205,13 @@ class MetricsAccumulator:
     (records sorted by sample_idx, with the position of its first record in the file), then ``result``.
     What it holds grows with the number of problems, not with the samples' texts."""
 
-    def __init__(self) -> None:
+    def __init__(self, count_tokens: TokenCounter | None = None) -> None:
         self.benchmarks: dict[str, _BenchmarkTally] = {}
+        self.count_tokens = count_tokens  # the model's tokenizer, for reasoning without a recorded count
 
     def add(self, position: int, members: list[GradedSample]) -> None:
         benchmark, phase, _ = members[0].key[:3]
-        self.benchmarks.setdefault(benchmark, _BenchmarkTally()).add(position, phase, members)
+        self.benchmarks.setdefault(benchmark, _BenchmarkTally(self.count_tokens)).add(position, phase, members)
 
     def result(self, *, bootstrap: int = 1000, seed: int = 0) -> dict:
         """metrics.json content (without grading provenance); see the module docstring."""
@@ -396,7 +404,43 @@ def reasoning_summary(tally: _BenchmarkTally) -> dict[str, Any]:
     return {"unclosed_reasoning_fraction": unclosed / n_states if n_states else None,
             "mean_reasoning_tokens": _mean_of_all(tally.reasoning_tokens, tally.n_rows),
             "mean_answer_tokens": _mean_of_all(tally.answer_tokens, tally.n_rows),
-            "answers_changed_by_rule": dict(tally.changed)}
+            "answers_changed_by_rule": dict(tally.changed),
+            **({"reasoning_tokens_unknown": why} if (why := reasoning_tokens_unknown(tally)) else {})}
+
+
+class TokenCounter:
+    """Counts tokens with a model's tokenizer (``count(text)``), for samples that reason without a
+    recorded count; ``n_counted`` samples were counted with it (recorded as provenance)."""
+
+    def __init__(self, count: Any, name: str) -> None:
+        self.count, self.name, self.n_counted = count, name, 0
+
+
+def _counted(r: GradedSample, counter: TokenCounter) -> tuple[int, int | None]:
+    """(reasoning tokens, answer tokens) of a sample that reasoned, counted with ``counter``: the
+    reasoning field, else everything of the completion before its graded answer (an unclosed reasoning:
+    the whole completion); the answer is the completion's count less the reasoning's when the completion
+    was counted at generation, else counted too."""
+    start, end = r.answer_span if r.answer_span is not None else (0, len(r.sample.completion))
+    inline = r.sample.reasoning is None
+    text = r.sample.completion[:start] if inline and end > start else r.sample.completion if inline else r.sample.reasoning
+    n = counter.count(text)
+    counter.n_counted += 1
+    if r.sample.n_completion_tokens is not None and inline:
+        return n, r.sample.n_completion_tokens - n
+    return n, counter.count(r.answer_text) if end > start or not inline else 0
+
+
+def reasoning_tokens_unknown(tally: _BenchmarkTally) -> str | None:
+    """Why the mean reasoning (or answer) tokens of a benchmark are unknown, in words (None: known)."""
+    no_count, no_completion = tally.uncounted
+    if no_count:
+        return (f"{no_count} of {tally.n_rows} samples reason without a recorded reasoning token count and no "
+                "tokenizer of the model is known to count them (the run's config.json names no local model "
+                "directory with a tokenizer; `dsdr-eval run` with a local engine records the counts)")
+    if no_completion:
+        return f"{no_completion} of {tally.n_rows} samples carry no completion token count (answer tokens unknown)"
+    return None
 
 
 def _mean_of_all(total: list[int] | None, n: int) -> float | None:

@@ -37,3 +37,20 @@ def progress_bar(total: int, description: str, *, unit: str = "item", enabled: b
     with Progress(*columns, console=Console(file=sys.stderr), transient=False) as progress:
         task = progress.add_task(description, total=total, completed=initial)
         yield _Bar(progress, task)
+
+
+def quiet_library_bars() -> None:
+    """``--no-progress`` for the libraries' own bars too: transformers' (loading and converting weights,
+    writing shards) and huggingface_hub's (downloads) tqdm bars, for the rest of the process."""
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    except ImportError:
+        pass
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:
+        pass

@@ -45,9 +45,9 @@ from typing import Any
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, EXTRACTION_PROFILES
-from dsdr_eval.rundir.samples import PASS1 as PHASE_PASS1  # the phase names are defined in the sample schema
-from dsdr_eval.rundir.samples import PHASES
-from dsdr_eval.rundir.samples import SAMPLING as PHASE_SAMPLING
+from dsdr_eval.names import PASS1 as PHASE_PASS1  # the phase names of the sample schema (dsdr_eval.names)
+from dsdr_eval.names import PHASES
+from dsdr_eval.names import SAMPLING as PHASE_SAMPLING
 
 _SEED_MODULUS = 2**31 - 1  # fits every engine's seed type (torch, vLLM, OpenAI `seed`)
 

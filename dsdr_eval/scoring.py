@@ -26,7 +26,7 @@ from dsdr_eval.judge_grading import JUDGE_DISAGREEMENTS, OFF, JudgeTally, check_
 from dsdr_eval.llm_judge.answers import AnswerJudge
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.problems import ProblemIndex, iter_groups
-from dsdr_eval.metrics import MetricsAccumulator
+from dsdr_eval.metrics import MetricsAccumulator, TokenCounter
 from dsdr_eval.scoring_checks import AgreementTally, NoAnswerTally
 from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
 from dsdr_eval.rundir.samples import (GradedSample, Sample, SamplesFile, graded_from_grader, iter_records,
@@ -70,7 +70,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                   options: GradingOptions | None = None, seed: int = 0,
                   samples: SamplesFile | None = None, extraction: str | None = None,
                   reasoning_format: str | None = None, judge: AnswerJudge | None = None,
-                  judge_mode: str = OFF) -> ScoredRun:
+                  judge_mode: str = OFF, data_dir: str | Path | None = None) -> ScoredRun:
     """Grade ``samples_path`` into ``out_dir/graded.jsonl`` and ``out_dir/metrics.json``.
 
     The whole file is validated before any grading (an index pass: ``rundir.problems``); then it is
@@ -84,7 +84,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     default ``boxed``. ``reasoning_format``: how completions mark their reasoning
     (``dsdr_eval.grading.reasoning``); None: config.json's ``"reasoning_format"``, else ``auto``.
     ``judge`` (an ``AnswerJudge``) and ``judge_mode`` (rejected, all): the judge's second opinion beside
-    the symbolic verdict (``dsdr_eval.judge_grading``), which stays ``correct``."""
+    the symbolic verdict (``dsdr_eval.judge_grading``), which stays ``correct``. ``data_dir``: where the
+    registry benchmarks' files are (``RegistryContext``; None: config.json's, $DSDR_DATA_DIR, the hub)."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     extraction = extraction if extraction is not None else run_extraction(samples_path.parent)
     get_profile(extraction)  # an unknown profile is refused before the samples are read
@@ -100,9 +101,11 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
     out_dir.mkdir(parents=True, exist_ok=True)
     judged = judge is not None and check_mode(judge_mode) != OFF
     grading = _Grading(timeout_s, workers, options, extraction, reasoning, len(index.groups),
-                       (judge, judge_mode) if judged else None)
+                       (judge, judge_mode) if judged else None,
+                       RegistryContext(data_dir, recorded_benchmark_files(samples_path.parent)))
     kept: list[GradedSample] | None = [] if samples is not None else None
-    no_answer, metrics_input = NoAnswerTally(extraction), MetricsAccumulator()
+    counter = model_token_counter(samples_path.parent)
+    no_answer, metrics_input = NoAnswerTally(extraction), MetricsAccumulator(counter)
     with tempfile.TemporaryFile(dir=out_dir) as graded_out, tempfile.TemporaryFile(dir=out_dir) as listing, \
             tempfile.TemporaryFile(dir=out_dir) as judge_listing, \
             progress_bar(len(index.lines), "grading", unit="sample", enabled=progress) as bar:
@@ -126,10 +129,8 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
             warn(message)
         metrics = metrics_input.result(bootstrap=bootstrap, seed=seed)
         provenance = metrics["provenance"]
-        provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction, reasoning)
-        provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
-        if grading.registry.counts():
-            provenance["grading"]["registry_context"] = grading.registry.counts()
+        provenance["grading"] = _grading_record(grader_provenance(timeout_s, workers, options, extraction, reasoning),
+                                                grading_wall_s, grading.registry, counter)
         agreement = agreement_tally.summary()
         _add_provenance(provenance, samples_path, samples.sha256 if samples is not None else digest.hexdigest(),
                         len(index.lines), agreement)
@@ -143,6 +144,18 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
                                         files=files)
     graded = kept if kept is not None else GradedFile(rundir.run_path(out_dir, rundir.GRADED), len(index.lines))
     return ScoredRun(graded, written)
+
+
+def _grading_record(record: dict[str, Any], wall_s: float, registry: RegistryContext,
+                    counter: TokenCounter | None) -> dict[str, Any]:
+    """metrics.json's provenance.grading: the grader's, its wall time, the registry context given and
+    the tokenizer that counted reasoning without a recorded count."""
+    record["wall_s"] = round(wall_s, 3)
+    if counter is not None and counter.n_counted:
+        record["reasoning_tokens_counted_with"] = {"tokenizer": counter.name, "n_samples": counter.n_counted}
+    if registry.counts():
+        record["registry_context"] = registry.counts()
+    return record
 
 
 def _add_provenance(provenance: dict[str, Any], samples_path: Path, sha256: str, n_samples: int,
@@ -188,9 +201,10 @@ class _Grading:
     """The grader of one scoring pass: one pool of workers for every chunk, the registry's context."""
 
     def __init__(self, timeout_s: float, workers: int | None, options: GradingOptions | None, extraction: str,
-                 reasoning: ReasoningFormat, n_problems: int, judge: tuple[AnswerJudge, str] | None = None) -> None:
+                 reasoning: ReasoningFormat, n_problems: int, judge: tuple[AnswerJudge, str] | None = None,
+                 registry: RegistryContext | None = None) -> None:
         self.options, self.extraction, self.reasoning, self.judge = options, extraction, reasoning, judge
-        self.registry = RegistryContext()
+        self.registry = registry if registry is not None else RegistryContext()
         self.workers = max(1, min(workers or default_workers(), n_problems))
         self.pool = GradingPool(timeout_s=timeout_s, workers=self.workers)
 
@@ -258,9 +272,12 @@ class RegistryContext:
     carry no problem text or answer metadata get the registry's, so the grading rules that read the
     question (ordered lists, extremes) and the metadata apply to a user's own files too; only when the
     row's gold is the registry's (another gold: another problem, left as it is). Each benchmark is
-    loaded once per scoring pass; ``counts`` says how many problems were given context."""
+    loaded once per scoring pass; ``counts`` says how many problems were given context. Where from:
+    ``data_dir`` (the command's --data-dir), else the benchmark's file in ``recorded`` (the files the run's
+    config.json names, while they exist), else ``$DSDR_DATA_DIR``, else the hub."""
 
-    def __init__(self) -> None:
+    def __init__(self, data_dir: str | Path | None = None, recorded: dict[str, Path] | None = None) -> None:
+        self.data_dir, self.recorded = data_dir, dict(recorded or {})
         self.registry: dict[str, dict[str, Problem]] = {}  # benchmark -> id -> problem ({}: not available)
         self.given: dict[str, tuple[int, set[str]]] = {}  # benchmark -> (first position given, problem ids)
 
@@ -270,7 +287,8 @@ class RegistryContext:
                   if row.get("benchmark") in BENCHMARKS and (not row.get("problem") or row.get("answer_meta") is None)}
         for name in sorted(wanted - set(self.registry)):
             try:
-                self.registry[name] = {p.id: p for p in load_benchmark(name)}
+                where = self.data_dir if self.data_dir is not None else self.recorded.get(name)
+                self.registry[name] = {p.id: p for p in load_benchmark(name, data_dir=where)}
             except DsdrError as exc:  # no local copy and no hub: graded without the registry's context
                 self.registry[name] = {}
                 warn(f"score: benchmark {name}: problem texts not available for grading ({exc})")
@@ -290,6 +308,44 @@ class RegistryContext:
     def counts(self) -> dict[str, int]:
         """{benchmark: problems given context}, in the order of the first row given context."""
         return {name: len(ids) for name, (_, ids) in sorted(self.given.items(), key=lambda item: item[1][0])}
+
+
+def model_token_counter(run_dir: Path) -> TokenCounter | None:
+    """A token counter with the tokenizer of the model config.json names, when it is a local directory
+    holding one (loaded on first use: most runs record their counts); None otherwise."""
+    config = rundir.load_config(run_dir) if (run_dir / rundir.CONFIG).is_file() else {}
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    path = model.get("path")
+    if not isinstance(path, str) or not model.get("is_local") or not (Path(path) / "tokenizer_config.json").is_file():
+        return None
+    tokenizer: list[Any] = []
+
+    def count(text: str) -> int:
+        if not tokenizer:
+            from transformers import AutoTokenizer
+
+            tokenizer.append(AutoTokenizer.from_pretrained(path))
+        return len(tokenizer[0](text, add_special_tokens=False)["input_ids"])
+
+    return TokenCounter(count, path)
+
+
+def recorded_benchmark_files(run_dir: Path) -> dict[str, Path]:
+    """{benchmark: the directory of its local file} for the registry benchmarks a run's config.json lists
+    with a local file that still exists (``run`` records each benchmark's ``source``); {} otherwise."""
+    if not (run_dir / rundir.CONFIG).is_file():
+        return {}
+    try:
+        listed = rundir.load_config(run_dir).get("benchmarks")
+    except DsdrError:
+        return {}
+    found: dict[str, Path] = {}
+    for entry in listed if isinstance(listed, list) else []:
+        name, source = (entry.get("name"), entry.get("source")) if isinstance(entry, dict) else (None, None)
+        if name in BENCHMARKS and isinstance(source, str) and Path(source).name == BENCHMARKS[name].local_file \
+                and Path(source).is_file():
+            found[name] = Path(source).parent
+    return found
 
 
 def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any) -> dict[str, Any]:

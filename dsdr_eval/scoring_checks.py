@@ -54,7 +54,9 @@ class NoAnswerTally:
                     else "; no profile finds an answer in it")
             messages.append(f"{benchmark}: {missing} of {n} samples ({100 * missing / n:.0f}%) "
                             f"have no answer under extraction profile '{self.extraction}', e.g. problem "
-                            f"{key.problem_id} sample {key.sample_idx} ends {clip(completion, 80, tail=True)}{hint}")
+                            f"{key.problem_id} sample {key.sample_idx} "
+                            + (f"ends {clip(completion, 80, tail=True)}" if completion.strip() else
+                               f"is empty ({'no text' if not completion else 'whitespace only'})") + hint)
         return messages
 
 

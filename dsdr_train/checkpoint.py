@@ -19,7 +19,7 @@ import torch
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.checkpoints import step_checkpoints, step_dir
-from dsdr_eval.rundir.directory import CONFIG
+from dsdr_eval.rundir.directory import CONFIG, TRAIN_METRICS
 from dsdr_eval.rundir.jsonl import read_jsonl, repair_truncated_tail, write_jsonl
 
 TRAINER_STATE = "trainer_state.pt"
@@ -107,7 +107,7 @@ def prepare_metrics_for_resume(run_dir: Path, step: int) -> int:
     """Drop metrics lines past the checkpoint step (they will be recomputed) and a torn last line.
 
     Returns how many lines were dropped."""
-    path = run_dir / "metrics.jsonl"
+    path = run_dir / TRAIN_METRICS
     if not path.exists():
         return 0
     repair_truncated_tail(path)

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from dsdr_eval.options.parser import OneLineParser, add_options
+from dsdr_eval.options.checks import integer
 from dsdr_eval.options.schema import FLAG, Option
 from dsdr_eval.errors import DsdrError, os_error_line
 from dsdr_eval.rundir.checkpoints import CHECKPOINTS
+from dsdr_eval.rundir.directory import TRAIN_METRICS
 
 
 def options() -> tuple[Option, ...]:
@@ -36,6 +38,9 @@ def options() -> tuple[Option, ...]:
         Option("resume", "--resume", kind=FLAG, default=False,
                help="continue RUN_DIR from its last checkpoint (config read from RUN_DIR/config.json; "
                     "key=value overrides still apply, e.g. total_steps=200)"),
+        Option("threads", "--threads", check=integer(1),
+               help="torch threads (default: $OMP_NUM_THREADS, else the usable cores other work leaves free; "
+                    "said in one line and recorded in config.json's threads)"),
         Option("help_config", "--help-config", kind=FLAG, default=False, help="print every config field and exit"),
         Option("where", "--where", nargs="?", const="", metavar="NAME",
                help="print where the shipped configs and scripts are installed, or the path of one "
@@ -87,7 +92,7 @@ def run(argv: list[str]) -> int:
     else:
         cfg = C.config_from_sources(yaml_path=args.config, cli=cli, overrides=overrides)
         run_dir = Path(cfg.out)
-        if (run_dir / "metrics.jsonl").exists() or (run_dir / CHECKPOINTS).exists():
+        if (run_dir / TRAIN_METRICS).exists() or (run_dir / CHECKPOINTS).exists():
             raise DsdrError(f"{run_dir}: already holds a training run; pass --resume to continue it or choose another --out")
 
     from dsdr_eval.rundir.directory import writer_lock
@@ -104,13 +109,20 @@ def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -
     from dsdr_train.checkpoint import prepare_metrics_for_resume
     from dsdr_train.train import Trainer
 
+    from dsdr_eval.backends.threads import set_torch_threads
+
+    threads = set_torch_threads(args.threads, log=lambda line: print(line, file=sys.stderr)).to_record()
+    if not cfg.progress:  # the libraries' own bars (weights loading, shards) too
+        from dsdr_eval.progress import quiet_library_bars
+
+        quiet_library_bars()
     resolved = resolve_model(cfg.model)
     record, resume_from = None, None
     if args.resume:
         resume_from = ckpt.latest_checkpoint(run_dir)
     else:
         record = {"kind": "train", "algo": cfg.objective.algo, "command": ["dsdr-train", *argv], "config": cfg.to_dict(),
-                  "model": resolved.to_config()}
+                  "model": resolved.to_config(), "threads": threads}
     if cfg.engine == "trl":  # TRL's GRPOTrainer with the same objectives, data and run directory
         from dsdr_train.integrations.trl.run import run_trl
 
@@ -124,7 +136,7 @@ def _train(args: argparse.Namespace, cfg: Any, run_dir: Path, argv: list[str]) -
               f" (dropped {dropped} metrics lines past it)", file=sys.stderr)
     final = trainer.train()
     if trainer.dist.main:
-        print(f"done: {trainer.step} steps; final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}", file=sys.stderr)
+        print(f"done: {trainer.step} steps; final checkpoint {final}; metrics {run_dir / TRAIN_METRICS}", file=sys.stderr)
     return 0
 
 

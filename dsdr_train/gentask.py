@@ -30,34 +30,35 @@ class Item:
 
 
 def _linear(rng: random.Random) -> Item:
-    # a*x + b = c, x integer: two steps (subtract b, divide by a).
+    """a*x + b = c, x integer: two steps (subtract b, divide by a)."""
     a, x, b = rng.randint(2, 9), rng.randint(2, 12), rng.randint(1, 20)
     return Item((a, x, b), f"Solve ${a}x + {b} = {a * x + b}$.", x)
 
 
 def _paren(rng: random.Random) -> Item:
-    # (a + b) * c: two steps (sum, product).
+    """(a + b) * c: two steps (sum, product)."""
     a, b, c = rng.randint(2, 19), rng.randint(2, 19), rng.randint(2, 9)
     return Item((a, b, c), f"Compute $({a} + {b}) \\times {c}$.", (a + b) * c)
 
 
 def _word(rng: random.Random) -> Item:
-    # a + b*c in words: two steps (product, sum).
+    """a + b*c in words: two steps (product, sum)."""
     a, b, c = rng.randint(2, 20), rng.randint(2, 6), rng.randint(2, 9)
     return Item((a, b, c), f"Sam has {a} apples and buys {b} bags of {c} apples. How many apples does Sam have?",
                 a + b * c)
 
 
 def _add(rng: random.Random) -> Item:
-    # a + b: one step. Measured for study design 2 and not chosen (docs/ablation_study.md): the base model
-    # carries wrongly into the tens digit (10 + 3 = 43), 28 % correct at T = 1.0.
+    """a + b: one step. Measured for study design 2 and not chosen (docs/ablation_study.md): the base model
+    carries wrongly into the tens digit (10 + 3 = 43), 28 % correct at T = 1.0."""
     a, b = rng.randint(2, 50), rng.randint(2, 9)
     return Item((a, b), f"Compute ${a} + {b}$.", a + b)
 
 
 def _add_nc(rng: random.Random) -> Item:
-    # a + b without a carry (the tens digit of a is the answer's). Measured for study design 2 and not chosen
-    # (docs/ablation_study.md): the base model adds 10 to the tens digit (72 + 2 = 84), 3 % correct at T = 1.0.
+    """a + b without a carry (the tens digit of a is the answer's). Measured for study design 2 and not chosen
+    (docs/ablation_study.md): the base model adds 10 to the tens digit (72 + 2 = 84), 3 % correct at T =
+    1.0."""
     a = rng.randint(10, 98)
     if a % 10 == 9:
         a -= 1  # a units digit of 9 leaves no b without a carry
@@ -66,8 +67,8 @@ def _add_nc(rng: random.Random) -> Item:
 
 
 def _add1(rng: random.Random) -> Item:
-    # a + b, one digit each: study design 2's task (docs/ablation_study.md), easy enough for SmolLM2-135M that
-    # groups of 8 are all correct from the first steps, which DSDR's global term needs. 81 problems in all.
+    """a + b, one digit each: study design 2's task (docs/ablation_study.md), easy enough for SmolLM2-135M that
+    groups of 8 are all correct from the first steps, which DSDR's global term needs. 81 problems in all."""
     a, b = rng.randint(1, 9), rng.randint(1, 9)
     return Item((a, b), f"Compute ${a} + {b}$.", a + b)
 
@@ -92,6 +93,12 @@ FEW_SHOT = {
 DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word,
                                                         "add": _add, "add_nc": _add_nc,
                                                         "add1": _add1}
+
+
+def design_lines() -> dict[str, str]:
+    """Each design's one-line description: the first sentence of its generator's docstring and an example."""
+    return {name: " ".join((DESIGNS[name].__doc__ or "(undocumented)").split()).split(". ")[0].rstrip(".")
+            + f"; e.g. {DESIGNS[name](random.Random(0)).question!r}" for name in sorted(DESIGNS)}
 
 
 def make(design: str, seed: int, n_train: int, n_heldout: int) -> tuple[list[dict], list[dict]]:
@@ -133,8 +140,10 @@ def _read(path: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--design", choices=sorted(DESIGNS), default="linear")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="designs (each: few-shot prompts, answers checked by dsdr-eval's grader):\n"
+                                       + "\n".join(f"  {name:8s}{line}" for name, line in design_lines().items()))
+    p.add_argument("--design", choices=sorted(DESIGNS), default="linear", help="the task (listed below; default linear)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-train", type=int, default=256)
     p.add_argument("--n-heldout", type=int, default=64)

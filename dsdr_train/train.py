@@ -22,6 +22,7 @@ import torch
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.checkpoints import FINAL
+from dsdr_eval.rundir.directory import TRAIN_METRICS
 from dsdr_eval.rundir.jsonl import append_jsonl
 from dsdr_eval.tasks import Problem
 from dsdr_train import checkpoint as ckpt
@@ -211,7 +212,7 @@ class Trainer:
     def log(self, m: dict[str, Any]) -> None:
         if not self.dist.main:
             return
-        append_jsonl(self.run_dir / "metrics.jsonl", [m])
+        append_jsonl(self.run_dir / TRAIN_METRICS, [m])
         if self.tb is not None:
             for key, value in m.items():
                 if key != "step" and isinstance(value, (int, float)):

@@ -45,7 +45,7 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
                                     progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
                                     options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
                                     extraction=options.extraction, reasoning_format=options.reasoning_format,
-                                    judge=judge, judge_mode=options.judge_grading)
+                                    judge=judge, judge_mode=options.judge_grading, data_dir=options.data_dir)
     finally:
         if judge is not None:
             judge.close()
@@ -113,16 +113,22 @@ def run_diversity(options: DiversityOptions, log: Callable[[str], None] = print)
     from dsdr_eval.rundir import directory as rundir
     from dsdr_eval.diversity_metrics.run import compute_run_diversity
     from dsdr_eval.diversity_metrics.semantic import load_encoder
+    from dsdr_eval.backends.threads import set_torch_threads
 
     rundir.require_run_dir(options.run_dir, rundir.GRADED)  # fail before loading any model
+    if options.no_progress:
+        from dsdr_eval.progress import quiet_library_bars
+
+        quiet_library_bars()
     equivalence = _equivalence(options)
     try:
         with rundir.writer_lock(options.run_dir):  # one writer per run directory
+            threads = set_torch_threads(options.threads, log=log).to_record()
             encoder = load_encoder(options.encoder, options.device, chunked=options.chunked,
                                    batch_size=options.batch_size)
             return compute_run_diversity(options.run_dir, encoder=encoder, equivalence=equivalence,
                                          progress=not options.no_progress, device=options.device, log=log,
-                                         text=options.text, cut=options.solution_cut)
+                                         text=options.text, cut=options.solution_cut, threads=threads)
     finally:
         equivalence.close()
 

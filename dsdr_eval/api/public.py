@@ -55,6 +55,15 @@ def _declared(options: tuple[Option, ...], *extra: inspect.Parameter,
 
 def _bind(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Every parameter of ``function``'s declared signature: given, or its default (TypeError as for a def)."""
+    parameters = inspect.signature(function).parameters
+    unknown = [name for name in kwargs if name not in parameters]
+    if unknown and not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(parameters), n=1, cutoff=0.6)
+        raise TypeError(f"dsdr_eval.{function.__name__}() got an unexpected keyword argument {unknown[0]!r}"
+                        + (f"; did you mean {close[0]}=?" if close else "")
+                        + f" (every keyword: help(dsdr_eval.{function.__name__}))")
     bound = inspect.signature(function).bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)

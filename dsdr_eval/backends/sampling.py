@@ -39,6 +39,9 @@ _HF_NEUTRAL: dict[str, Any] = {
     "num_beams": 1, "length_penalty": 1.0, "stop_strings": None, "max_time": None, "use_cache": True,
 }
 # Fields read back from a GenerationConfig / SamplingParams into config.json.
+# The fields transformers reads only when sampling: under greedy they are left out (a value set there is
+# reported by transformers as "not valid and may be ignored"; greedy builds no warper from them anyway).
+_HF_SAMPLING_ONLY = frozenset({"top_k", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "top_h"})
 _HF_RECORDED = ("do_sample", "temperature", "top_p", "top_k", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
                 "repetition_penalty", "no_repeat_ngram_size", "bad_words_ids", "suppress_tokens", "min_new_tokens",
                 "max_new_tokens", "num_beams", "eos_token_id", "pad_token_id")
@@ -108,7 +111,14 @@ def hf_generation_config(spec: SamplingSpec, *, pad_token_id: int, bos_token_id:
         do_sample=not spec.greedy, temperature=1.0 if spec.greedy else float(spec.temperature),
         top_p=1.0 if spec.greedy else float(spec.top_p), max_new_tokens=int(spec.max_tokens),
         num_return_sequences=num_return_sequences, eos_token_id=list(spec.eos_token_ids),
-        pad_token_id=int(pad_token_id), bos_token_id=bos_token_id, **{**_HF_NEUTRAL, **spec.filters()}, **outputs)
+        pad_token_id=int(pad_token_id), bos_token_id=bos_token_id, **_hf_neutral(spec), **outputs)
+
+
+def _hf_neutral(spec: SamplingSpec) -> dict[str, Any]:
+    """Every logits-processor field at its neutral value (the spec's cuts on); greedy: without the
+    sampling-only ones."""
+    fields = {**_HF_NEUTRAL, **spec.filters()}
+    return {k: v for k, v in fields.items() if k not in _HF_SAMPLING_ONLY} if spec.greedy else fields
 
 
 @contextmanager

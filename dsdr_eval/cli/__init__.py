@@ -48,6 +48,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         if name == selected:
             _load(name).add_arguments(sub)
+            # argparse reports a subcommand's unknown options from this parser: point to the subcommand's help
+            parser.help_prog, parser.known = f"dsdr-eval {name}", list(sub._option_string_actions)
     return parser
 
 

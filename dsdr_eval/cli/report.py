@@ -48,6 +48,12 @@ def main(args: argparse.Namespace) -> int:
     report = run_report(from_namespace(commands.ReportOptions, args), command=_command_line(args))
     skipped = [p for p in report["plots"] if p["skipped"]]
     print(f"report written to {args.out}/README.md ({len(report['files'])} files)")
+    if report["truncation"]:
+        print("truncation (% of samples that hit max tokens / whose reasoning never closed):")
+        for item in report["truncation"]:
+            print(f"  {item['run']}, {item['benchmark']}: "
+                  + " / ".join("-" if x is None else f"{100 * x:.1f}%"
+                               for x in (item["hit_max_tokens"], item["unclosed_reasoning"])))
     if report["mixed_protocols"]:
         print("warning: mixed protocols (--allow-mixed): " + "; ".join(report["mixed_protocols"]), file=sys.stderr)
     for plot in skipped:

@@ -42,9 +42,9 @@ def _print_summary(metrics: dict[str, Any]) -> None:
         largest = max(pass_at, key=lambda k: int(k)) if pass_at else None
         rows.append((name, str(m.get("n_problems", "")), str(m.get("n_samples_per_problem", "")),
                      pct(m.get("pass1")), pct(m.get("avg@16")), pct(m.get("avg@n")),
-                     f"{pct(pass_at[largest])} @{largest}" if largest else "-", pct(m.get("truncated_fraction"))))
+                     f"{pct(pass_at[largest])} @{largest}" if largest else "-", pct(m.get("truncated_fraction"))))  # finish_reason length
     print_table("dsdr-eval run, % (Pass@1 = the pass1 phase; Avg@n = pass@1 of the n samples; Pass@k at the largest k)",
-                numeric_columns("benchmark", "problems", "n", "Pass@1", "Avg@16", "Avg@n", "Pass@k", "truncated"), rows)
+                numeric_columns("benchmark", "problems", "n", "Pass@1", "Avg@16", "Avg@n", "Pass@k", "hit max tokens"), rows)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -88,7 +88,9 @@ def print_summary(metrics: dict[str, Any]) -> None:
             rows.append(Row([label, "", "", *_score_cells(average), ""], style="bold"))
     print_table("dsdr-eval score (%, 95% bootstrap CI over problems)",
                 numeric_columns("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
-                                "correct/incorrect/none/truncated/timeout/error"), rows)
+                                STATUS_HEADER), rows)
+    print(f"  statuses: {'/'.join(STATUS_COLUMNS)} samples (truncated: cut off at the token limit or with "
+          "its reasoning unclosed, without a final answer; never graded)")
     print_reasoning_summary(metrics)
     print_judge_grading(metrics)
     print_audit(metrics)
@@ -131,6 +133,7 @@ def print_judge_grading(metrics: dict[str, Any]) -> None:
 
 
 STATUS_COLUMNS = ("correct", "incorrect", "no_answer", "truncated", "timeout", "error")
+STATUS_HEADER = "statuses\n(c/i/na/tr/to/e)"  # spelled out under the table: the full names would be cut
 
 
 def print_reasoning_summary(metrics: dict[str, Any]) -> None:
@@ -143,7 +146,7 @@ def print_reasoning_summary(metrics: dict[str, Any]) -> None:
     for name, entry in metrics["benchmarks"].items():
         changed = entry.get("answers_changed_by_rule") or {}
         if not (entry.get("truncated_fraction") or entry.get("unclosed_reasoning_fraction")
-                or entry.get("mean_reasoning_tokens") or any(changed.values())):
+                or entry.get("mean_reasoning_tokens") or any(changed.values()) or entry.get("reasoning_tokens_unknown")):
             continue
         tokens = [entry.get("mean_reasoning_tokens"), entry.get("mean_answer_tokens")]
         rows.append(Row([name, _fmt(entry.get("truncated_fraction")), _fmt(entry.get("unclosed_reasoning_fraction")),
@@ -151,8 +154,11 @@ def print_reasoning_summary(metrics: dict[str, Any]) -> None:
                          ", ".join(f"{rule} {n}" for rule, n in changed.items() if n) or "-"]))
     if rows:
         print_table("reasoning and truncation (%, mean tokens; answers each rule changed)",
-                    numeric_columns("benchmark", "length-truncated", "unclosed reasoning", "reasoning tokens",
+                    numeric_columns("benchmark", "hit max tokens", "unclosed reasoning", "reasoning tokens",
                                     "answer tokens", "answers changed"), rows)
+    for name, entry in metrics["benchmarks"].items():  # a "-" says why
+        if entry.get("reasoning_tokens_unknown"):
+            print(f"  {name}: tokens '-': {entry['reasoning_tokens_unknown']}")
 
 
 def _score_cells(entry: dict[str, Any]) -> list[str]:

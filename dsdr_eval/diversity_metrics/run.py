@@ -281,7 +281,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
                           log: Callable[[str], None] | None = None,
                           graded: Sequence[GradedSample] | None = None,
                           text: str = DEFAULT_TEXT_PART, cut: str = DEFAULT_SOLUTION_CUT,
-                          count_window: bool = True) -> dict[str, dict[str, Any]]:
+                          count_window: bool = True, threads: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Compute every diversity metric of RUN_DIR (see the module docstring).
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
@@ -292,6 +292,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     holds them (not read again). text: the part of each rollout measured (``load_problems``); cut:
     where each text ends (``solution.SOLUTION_CUTS``; by default at its graded final answer).
     count_window: count every text's encoder tokens for the validity line (one tokenizer pass).
+    threads: the torch thread choice to record (``dsdr_eval.backends.threads``).
     Returns {benchmark: the "diversity" dict written into metrics.json}; each has ``validity``
     (``validity.ValidityCounter``), whose warnings go to ``log``."""
     run_dir = rundir.require_run_dir(run_dir, rundir.GRADED)
@@ -309,6 +310,8 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
     settings["text"] = {"part": text, "definition": TEXT_PART_DEFINITIONS[text]}
     settings["solution_cut"] = cut_settings(cut)
     counter = ValidityCounter(check_cut(cut))
+    if threads is not None:  # torch's thread count (dsdr_eval.backends.threads): speed only, recorded
+        settings["threads"] = threads
     if log:
         log(f"encoding {sum(index.sizes)} rollouts of {len(index.groups)} problems with {settings['encoder']['name']}")
 

@@ -21,7 +21,7 @@ from dsdr_eval.grading.reasoning import (DEFAULT_REASONING_FORMAT, UNCLOSED, Rea
                                          split_completion)
 from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
 from dsdr_eval.progress import progress_bar
-from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK
+from dsdr_eval.names import DEFAULT_BENCHMARK
 
 # truncated: the reasoning never closed, or the response hit its token limit (finish_reason
 # "length") without an answer it marked as final -- never correct, under every profile (issue 33)

@@ -103,6 +103,10 @@ RUN: tuple[Option, ...] = (
            help="hf: cpu, cuda, cuda:1 ... (auto: cuda if available)"),
     Option("batch_size", "--batch-size", check=integer(1), group=_BACKEND,
            help="hf: rollouts per generate() call (default 16 on CPU, 64 on GPU)"),
+    Option("threads", "--threads", check=integer(1), group=_BACKEND,
+           help="torch threads of this process (hf generation, the diversity encoder); default: "
+                "$OMP_NUM_THREADS, else the usable cores other work leaves free, said in one line and recorded "
+                "in config.json's backend.threads"),
     Option("tensor_parallel_size", "--tensor-parallel-size", default=1, check=integer(1), group=_BACKEND),
     Option("data_parallel_size", "--data-parallel-size", default=1, check=integer(1), group=_BACKEND),
     Option("gpu_memory_utilization", "--gpu-memory-utilization", default=0.9, check=number(0, 1, min_open=True),
@@ -178,6 +182,10 @@ SCORE: tuple[Option, ...] = (
            help="bootstrap replicates for the 95% CIs over problems; 0 disables (default 1000)"),
     Option("seed", "--seed", default=0, check=integer(0), help="bootstrap RNG seed (default 0)"),
     Option("no_progress", "--no-progress", kind=FLAG, default=False, help="no progress bar"),
+    Option("data_dir", "--data-dir", metavar="DIR",
+           help="directory with <benchmark>.jsonl: problem texts and grading metadata for rows of a registered "
+                "benchmark that lack them (default: the files the run's config.json names, then "
+                "$DSDR_DATA_DIR, then the hub)"),
     Option("rounded_fraction_tolerance", "--rounded-fraction-tolerance", kind=FLAG, default=False,
            help="accept numbers within rel. tol 1e-4 (Qwen2.5-Math convention, e.g. 266.6667 for "
                 "800/3); default: rel. tol 1e-8"),
@@ -276,6 +284,9 @@ DIVERSITY: tuple[Option, ...] = (
                 "encoder's truncation (256 word pieces for MiniLM)"),
     Option("device", "--device", default="cpu", help="torch device for the encoder/classifier"),
     Option("batch_size", "--batch-size", default=64, check=integer(1), help="encoder batch size"),
+    Option("threads", "--threads", check=integer(1),
+           help="torch threads (default: $OMP_NUM_THREADS, else the usable cores other work leaves free; "
+                "said in one line and recorded in the diversity provenance)"),
     Option("no_progress", "--no-progress", kind=FLAG, default=False, help="no progress bars"),
     # dsdr_eval.diversity_metrics.run.TEXT_PARTS, spelled out: --help does not import numpy
     Option("text", "--text", default="answer", choices=("answer", "reasoning", "whole"),

@@ -13,11 +13,31 @@ from dsdr_eval.options.schema import FLAG, REPEATED, Option
 
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``PROG: error: MESSAGE (see PROG --help)``)
-    instead of the usage block and the error. Subparsers inherit the class."""
+    instead of the usage block and the error. Subparsers inherit the class. ``help_prog``: whose --help the
+    error points to (dsdr-eval's top parser reports a subcommand's unknown options: that subcommand's);
+    ``known``: the option strings an unrecognized one is matched against (did you mean ...?)."""
+
+    help_prog: str | None = None
+    known: Sequence[str] = ()
 
     def error(self, message: str) -> NoReturn:
         text = " ".join(message.split())
-        self.exit(2, f"{self.prog}: error: {text} (see {self.prog} --help)\n")
+        if text.startswith("unrecognized arguments:"):
+            text += did_you_mean(text.split(":", 1)[1].split(), self.known or list(self._option_string_actions))
+        self.exit(2, f"{self.prog}: error: {text} (see {self.help_prog or self.prog} --help)\n")
+
+
+def did_you_mean(given: Sequence[str], known: Sequence[str]) -> str:
+    """``; did you mean --max-tokens?`` for the first given option close to a known one ('' if none)."""
+    import difflib
+
+    for word in given:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], [k for k in known if k.startswith("--")], n=1,
+                                              cutoff=0.6)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
 
 
 def _typed(flag: str, check: Callable[[str], Any]) -> Callable[[str], Any]:

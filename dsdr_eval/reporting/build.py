@@ -129,9 +129,20 @@ def make_report(options: ReportOptions, command: Sequence[str] = ()) -> dict[str
     return report
 
 
+def recorded_cwd(out: Path) -> str:
+    """The working directory as a report records it: relative to the root of the git repository the report
+    is written into (``.`` at its root), so a report committed there carries no path of the machine that
+    made it; the absolute path when the report is outside a repository or the directory outside that one."""
+    cwd, target = Path.cwd().resolve(), out.resolve()
+    for root in (target, *target.parents):
+        if (root / ".git").exists():
+            return cwd.relative_to(root).as_posix() if cwd.is_relative_to(root) else str(cwd)
+    return str(cwd)
+
+
 def _content(options: ReportOptions, command: Sequence[str], **parts: Any) -> ReportContent:
     return ReportContent(title=options.title or Path(options.out).name, command=tuple(command),
-                         cwd=os.getcwd(), digits=options.digits, bootstrap=options.bootstrap, seed=options.seed,
+                         cwd=recorded_cwd(Path(options.out)), digits=options.digits, bootstrap=options.bootstrap, seed=options.seed,
                          **parts)
 
 
@@ -195,6 +206,11 @@ def _report_json(content: ReportContent, files: list[str], **extra: Any) -> dict
                   "versions": r.settings.versions, "provenance": dict(r.provenance.record) or None}
                  for r in content.runs],
         "train_runs": [{"label": t.label, "path": str(t.path), "steps": len(t.rows)} for t in content.train_runs],
+        # the samples that hit max tokens (finish_reason length) or whose reasoning never closed, per run
+        "truncation": [{"run": r.label, "benchmark": name, "hit_max_tokens": b.truncated_fraction,
+                        "unclosed_reasoning": b.unclosed_reasoning_fraction}
+                       for r in content.runs for name, b in r.benchmarks.items()
+                       if b.truncated_fraction or b.unclosed_reasoning_fraction],
         "mixed_protocols": content.differences, "protocol_notes": content.notes, **extra,
         "comparisons": [c.as_record() for c in content.comparisons],
         "comparison_warnings": content.comparison_warnings,

@@ -17,7 +17,7 @@ from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.reporting import compare, reference, tables
 from dsdr_eval.reporting.plots import PlotResult
 from dsdr_eval.reporting.runs import TrainRun, benchmark_title
-from dsdr_eval.reporting.tables import md_code
+from dsdr_eval.reporting.tables import md_code, md_prose
 from dsdr_eval.reporting.tables import md_escape as md
 from dsdr_eval.rundir.results import AVERAGE, DIVERSITY_MEASURES, JUDGE_AXES, JUDGE_GRADING_ACCURACY, RunResults
 
@@ -62,7 +62,7 @@ def render_readme(c: ReportContent) -> str:
         lines += _training_section(c)
     skipped = [p for p in c.plot_results if p.skipped]
     if skipped:
-        lines += ["## Skipped", ""] + [f"- {md(p.title)}: {md(p.skipped)}" for p in skipped] + [""]
+        lines += ["## Skipped", ""] + [f"- {md(p.title)}: {md_prose(p.skipped)}" for p in skipped] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -74,7 +74,8 @@ def _header(c: ReportContent) -> list[str]:
     command = shlex.join(c.command) if c.command else "(called from Python: make_report)"
     fence = "`" * max([3, *(len(run) + 1 for run in re.findall("`+", command))])  # the command cannot close it
     lines = [f"# Report: {md(c.title)}", "",
-             "Made with this exact command (from " + md_code(c.cwd) + "):", "", fence + "bash",
+             "Made with this exact command (from " + md_code(c.cwd)
+             + (", relative to the repository root" if not c.cwd.startswith("/") else "") + "):", "", fence + "bash",
              command, fence, "",
              f"dsdr {rundir.library_versions().get('dsdr')}, {rundir.now_iso()}. Metric values are percent "
              "unless stated; 95% CIs are the bootstrap intervals of metrics.json (`ci95`).", ""]
@@ -131,7 +132,9 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
             grading = prov.grading
             parts.append(f"grader {grading.get('grader', '?')} {grading.get('math_verify_version') or ''}".strip()
                          + f" (timeout {grading.get('timeout_s', '?')} s, extraction profile "
-                         f"{_extraction_profile(grading)}, rules v{grading.get('extraction_rules_version', '?')}, "
+                         f"{_extraction_profile(grading)}, extraction rules "
+                         f"v{grading.get('extraction_rules_version', '?')}, grading rules "
+                         f"v{(grading.get('grading_rules') or {}).get('rules_version', '?')}, "
                          f"reasoning format {_reasoning_format(grading)})")
         if prov.get("bootstrap") is not None:
             parts.append(f"CIs: {prov.get('ci95', 'bootstrap')}, {prov.get('bootstrap')} resamples, "
@@ -152,21 +155,22 @@ def _reasoning_format(grading: Any) -> str:
 
 
 def reasoning_lines(runs: list[RunResults]) -> list[str]:
-    """One line per run and benchmark that has thinking-model figures (issue 33): length-truncated and
+    """One line per run and benchmark that has thinking-model figures (issue 33): the share that hit max tokens and
     unclosed-reasoning shares, mean reasoning / answer tokens, answers each grading rule changed."""
     lines = []
     for run in runs:
         for name, entry in run.benchmarks.items():
             changed = {rule: n for rule, n in entry.answers_changed_by_rule.items() if n}
             if not (entry.truncated_fraction or entry.unclosed_reasoning_fraction or entry.mean_reasoning_tokens
-                    or changed):
+                    or changed or entry.reasoning_tokens_unknown):
                 continue
             tokens = "/".join("-" if t is None else f"{t:.0f}" for t in (entry.mean_reasoning_tokens,
                                                                           entry.mean_answer_tokens))
             shares = [("–" if x is None else f"{_fmt_pct(x)}%")
                       for x in (entry.truncated_fraction, entry.unclosed_reasoning_fraction)]
-            lines.append(f"- {md(run.label)}, {md(benchmark_title(name))}: length-truncated {shares[0]}, "
+            lines.append(f"- {md(run.label)}, {md(benchmark_title(name))}: hit max tokens {shares[0]}, "
                          f"unclosed reasoning {shares[1]}, mean reasoning/answer tokens {tokens}"
+                         + (f" ({md(entry.reasoning_tokens_unknown)})" if entry.reasoning_tokens_unknown else "")
                          + (f"; answers changed by rule: {md(', '.join(f'{k} {n}' for k, n in changed.items()))}"
                             if changed else ""))
     return lines
@@ -371,7 +375,7 @@ def _plot_section(plot_results: list[PlotResult], name: str) -> list[str]:
     if result is None:
         return []
     if result.skipped:
-        return [f"*Figure skipped: {md(result.skipped)}.*", ""]
+        return [f"*Figure skipped: {md_prose(result.skipped)}.*", ""]
     png = next((f for f in result.files if f.endswith(".png")), None)
     svg = next((f for f in result.files if f.endswith(".svg")), None)
     lines = [f"![{md(result.title)}]({png})", "", f"({md(result.title)}; vector: [{svg}]({svg}))", ""]

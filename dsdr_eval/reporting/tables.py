@@ -33,6 +33,14 @@ def md_escape(text: Any) -> str:
     return "".join(_MD_ESCAPES.get(ch, ch) for ch in " ".join(str(text).split()))
 
 
+def md_prose(text: Any) -> str:
+    """A message of ours that quotes commands in backticks (``run `dsdr-eval diversity RUN_DIR` first``):
+    each backtick span shown as code (``md_code``), the rest escaped as data (``md_escape``)."""
+    parts = re.split(r"`([^`]+)`", " ".join(str(text).split()))
+    return "".join(md_code(part) if i % 2 else "".join(_MD_ESCAPES.get(ch, ch) for ch in part)
+                   for i, part in enumerate(parts))
+
+
 def md_code(text: Any) -> str:
     """``text`` as an inline code span (paths): fenced by more backticks than it contains, one line."""
     text = " ".join(str(text).split()).replace("|", "\\|")

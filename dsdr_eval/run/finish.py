@@ -13,6 +13,7 @@ from typing import Any
 from dsdr_eval.options.commands import RunOptions
 from dsdr_eval.protocols import Protocol
 from dsdr_eval.rundir import directory as rundir
+from dsdr_eval.names import SAMPLING
 from dsdr_eval.run.generate import GenerationOutcome
 from dsdr_eval.run.plan import RunPlan
 from dsdr_eval.run.resume import Resume
@@ -33,6 +34,16 @@ class RunOutcome:
     protocol: Protocol | None = None  # the protocol the run used
 
 
+def diversity_skipped(protocol: Protocol) -> str | None:
+    """Why a run's diversity cannot be computed (None: it can). Diversity is measured over the rollouts
+    of the sampling phase (docs/diversity.md); a protocol without one (greedy: one pass1 rollout) has
+    nothing to measure, which is not an error of the run."""
+    if any(phase.phase == SAMPLING for phase in protocol.phases):
+        return None
+    return (f"protocol {protocol.name} has no '{SAMPLING}' phase (diversity is measured over its rollouts; "
+            f"phases: {', '.join(phase.phase for phase in protocol.phases)})")
+
+
 def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: RunOptions,
            timings: dict[str, float], t_start: float) -> RunOutcome:
     """Grade, score and (unless no_diversity) compute the diversity of the run directory's samples."""
@@ -47,11 +58,15 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
     t0 = time.perf_counter()
     graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
                                         progress=progress, samples=resume.samples, extraction=extraction,
-                                        reasoning_format=options.reasoning_format)
+                                        reasoning_format=options.reasoning_format, data_dir=options.data_dir)
     timings["score_s"] = time.perf_counter() - t0
-    if not options.no_diversity:
+    skipped = diversity_skipped(plan.protocol)
+    if not options.no_diversity and skipped:
+        print(f"note: diversity skipped: {skipped}")
+    if not options.no_diversity and not skipped:
         t0 = time.perf_counter()
-        diversity = compute_run_diversity(out, progress=progress, graded=graded)  # from the records just graded
+        diversity = compute_run_diversity(out, progress=progress, graded=graded,
+                                          threads=plan.config["backend"].get("threads"))  # from the records just graded
         timings["diversity_s"] = time.perf_counter() - t0
         for name, block in diversity.items():  # what rundir.update_metrics merged into metrics.json
             metrics["benchmarks"].setdefault(name, {})[rundir.DIVERSITY_SECTION] = block

@@ -75,7 +75,7 @@ def generate(plan: RunPlan, resume: Resume, backend: Any, *, progress: bool, pre
         t0 = time.perf_counter()
         requests = plan_requests(plan.benchmarks, plan.protocol, backend, plan.template)
         timings["plan_s"] = time.perf_counter() - t0
-        auto = {"auto": config["backend"]["auto"]} if "auto" in config["backend"] else {}
+        auto = {k: config["backend"][k] for k in ("auto", "threads") if k in config["backend"]}
         config["backend"] = dict(backend.config(), **auto, sampling=sampling_record(requests, backend))
         config["template"]["chat"] = backend.chat
         if continuation is not None and old_config is not None:

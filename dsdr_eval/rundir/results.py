@@ -198,6 +198,7 @@ class BenchmarkResults:
     unclosed_reasoning_fraction: float | None = None
     mean_reasoning_tokens: float | None = None
     mean_answer_tokens: float | None = None
+    reasoning_tokens_unknown: str | None = None  # why the mean reasoning / answer tokens are unknown
     answers_changed_by_rule: Mapping[str, int] = field(default_factory=dict)
     diversity: DiversityResults | None = None
     judge: JudgeResults | None = None
@@ -218,6 +219,8 @@ class BenchmarkResults:
                                                         f"{where}.unclosed_reasoning_fraction"),
             mean_reasoning_tokens=fields.number(entry.get("mean_reasoning_tokens"), f"{where}.mean_reasoning_tokens"),
             mean_answer_tokens=fields.number(entry.get("mean_answer_tokens"), f"{where}.mean_answer_tokens"),
+            reasoning_tokens_unknown=fields.typed(entry.get("reasoning_tokens_unknown"), (str, type(None)), "a string",
+                                                  f"{where}.reasoning_tokens_unknown"),
             answers_changed_by_rule={str(k): fields.count(v, f"{where}.answers_changed_by_rule.{k}") or 0
                                      for k, v in fields.obj(entry.get("answers_changed_by_rule") or {},
                                                             f"{where}.answers_changed_by_rule").items()},

@@ -24,13 +24,10 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from dsdr_eval.errors import DsdrError, warn
+from dsdr_eval.names import DEFAULT_BENCHMARK, PASS1, PHASES, SAMPLING  # the schema's names (a leaf module)
 from dsdr_eval.rundir.jsonl import append_bytes, encode_jsonl, field_label, iter_jsonl_numbered, repair_truncated_tail
 from dsdr_eval.rundir.json_values import OversizeInt, is_finite_number, is_non_finite_constant, json_type, number_text
 
-PASS1 = "pass1"  # the single low-temperature rollout of the paper's Pass@1
-SAMPLING = "sampling"  # the n rollouts behind Avg@n, pass@k, maj@k and diversity
-PHASES = (PASS1, SAMPLING)
-DEFAULT_BENCHMARK = "default"  # a line without a benchmark
 REPLACEMENT = "\ufffd"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 

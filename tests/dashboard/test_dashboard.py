@@ -465,3 +465,46 @@ def test_samples_page_filters_by_audit_flag(tmp_path, monkeypatch):
     assert at.selectbox(key="samples_problem").options == ["p0 — 2/2 correct"]
     labels = [e.label for e in at.expander]
     assert len(labels) == 1 and "#1 [sampling]" in labels[0] and "audit: several_answers" in labels[0]
+
+
+@pytest.mark.slow
+def test_stopping_the_launcher_by_its_pid_stops_the_server(tmp_path):
+    """`dsdr-dashboard` started, then SIGTERM to the PID it was started as: the port closes (the server
+    itself got the signal). Mutant 'subprocess.call instead of exec': the launcher dies, streamlit keeps
+    serving, re-parented to init."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from helpers.net_helpers import free_port, stop_process, wait_until_healthy
+
+    port, log = free_port(), tmp_path / "dashboard.log"
+    with log.open("w") as fh:
+        launcher = subprocess.Popen([sys.executable, "-m", "dashboards.launch", "--runs", str(tmp_path),
+                                     "--port", str(port)], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_healthy(launcher, f"http://127.0.0.1:{port}/_stcore/health", log, timeout_s=90,
+                           what="dsdr-dashboard", poll_s=0.5)
+        launcher.terminate()
+        launcher.wait(timeout=30)
+        deadline, serving = time.time() + 30, True
+        while serving and time.time() < deadline:
+            with socket.socket() as sock:
+                serving = sock.connect_ex(("127.0.0.1", port)) == 0
+            time.sleep(0.2)
+        assert not serving, f"port {port} still serving 30 s after the launcher got SIGTERM"
+    finally:
+        stop_process(launcher, timeout_s=10)  # and SIGKILL to its whole group: nothing left behind
+
+
+def test_default_selection_reads_the_algorithm_from_names_when_runs_record_none():
+    """Evaluation runs of checkpoints made elsewhere record no algorithm: the names say it, so GRPO is
+    preselected beside DSDR, not cut by the first four names (issue 46). Mutant 'no named_algo': the
+    first four names, without GRPO."""
+    names = ["dapo/s0/final_eval", "darling/s0/final_eval", "dsdr/s0/final_eval", "dsdr_wo_gd/s0/final_eval",
+             "grpo/s0/final_eval", "grpo/s1/final_eval"]
+    chosen = data.default_selection(names, dict.fromkeys(names))
+    assert chosen == ["dsdr/s0/final_eval", "grpo/s0/final_eval", "grpo/s1/final_eval"]
+    assert data.named_algo("runs/dsdr_wo_gd_s3") == "dsdr_wo_gd" and data.named_algo("grpo-s1 final") == "grpo"
+    assert data.named_algo("progress/x") is None and data.named_algo("dsdrx") is None

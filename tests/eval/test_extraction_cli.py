@@ -54,7 +54,7 @@ def test_run_and_score_choose_record_and_warn(tmp_path, data_dir, capsys):
     assert read_json(out / "metrics.json")["provenance"]["grading"]["extraction"] == "gsm8k"
     report = run_cli("report", str(out), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
-    assert f"extraction profile gsm8k, rules v{EXTRACTION_RULES_VERSION}" in (tmp_path / "report" / "README.md").read_text()
+    assert f"extraction profile gsm8k, extraction rules v{EXTRACTION_RULES_VERSION}" in (tmp_path / "report" / "README.md").read_text()
 
     # score --extraction boxed: every sample has no answer -> one warning naming the profile, an
     # example and the profiles that read it; recorded, and the report says which profile

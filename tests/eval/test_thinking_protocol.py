@@ -56,7 +56,8 @@ def test_every_engine_object_carries_top_k_and_min_p():
     assert server_sampling_fields(spec)["min_p"] == 0.05
     # off: each engine's neutral value; greedy: no cut (the argmax survives any)
     for off in (SamplingSpec(0.6, 0.95, 128, (2,)), SamplingSpec(0.0, 0.95, 128, (2,), top_k=20)):
-        assert hf_generation_config(off, pad_token_id=0).top_k == 0
+        # greedy: the sampling-only flags are unset (transformers warns about any set under greedy)
+        assert hf_generation_config(off, pad_token_id=0).top_k == (None if off.greedy else 0)
         assert vllm_sampling_params(_Recorder, off, n=1, seed=0).kwargs["top_k"] == 0
         assert server_sampling_fields(off)["top_k"] == -1
 

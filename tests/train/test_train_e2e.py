@@ -71,7 +71,7 @@ def test_every_algorithm_trains_two_steps(algo, tiny_model_dir, train_file, tmp_
     before = {k: v.clone() for k, v in _load_state(tiny_model_dir).items()}
     out = tmp_path / algo
     assert run_cli(["--algo", algo, "--model", str(tiny_model_dir), "--train-data", str(train_file),
-                    "--out", str(out), "total_steps=2", "save_every=1", *TINY]) == 0
+                    "--out", str(out), "--threads", "1", "total_steps=2", "save_every=1", *TINY]) == 0
     rows = read_metrics(out)
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
@@ -83,6 +83,7 @@ def test_every_algorithm_trains_two_steps(algo, tiny_model_dir, train_file, tmp_
     config = json.loads((out / "config.json").read_text())
     assert config["kind"] == "train" and config["algo"] == algo and config["config"]["algo"] == algo
     assert "versions" in config
+    assert config["threads"]["torch"] == 1 and config["threads"]["source"] == "--threads"  # issue 46 item 1
     # The objective acted on the weights, and the HF checkpoints reload.
     after = _load_state(out / "final")
     assert any(not torch.equal(before[k], after[k]) for k in before)

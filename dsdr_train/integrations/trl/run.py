@@ -24,6 +24,7 @@ from typing import Any
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.checkpoints import CHECKPOINTS, FINAL
+from dsdr_eval.rundir.directory import TRAIN_METRICS
 from dsdr_train.config import TrainConfig
 
 
@@ -63,7 +64,7 @@ def _last_logged_step(run_dir: Path) -> int:
     """The largest ``step`` in metrics.jsonl (0 when none; a torn last line is ignored)."""
     import json
 
-    path, last = run_dir / "metrics.jsonl", 0
+    path, last = run_dir / TRAIN_METRICS, 0
     if path.is_file():
         for line in path.read_text(errors="replace").splitlines():
             try:
@@ -93,7 +94,7 @@ def _finish_without_training(cfg: TrainConfig, run_dir: Path, resume_from: str |
         print(f"final/ was missing (interrupted while written): rebuilt from {resume_from}", file=sys.stderr)
     if main:
         print(f"done: {steps} steps (engine trl); nothing left to train (total_steps={cfg.total_steps}); "
-              f"final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}", file=sys.stderr)
+              f"final checkpoint {final}; metrics {run_dir / TRAIN_METRICS}", file=sys.stderr)
     return 0
 
 
@@ -157,7 +158,7 @@ def _step_logger(trainer: Any, cfg: TrainConfig, run_dir: Path) -> Any:
                 if key != "step" and isinstance(value, (int, float)):
                     trainer._metrics["train"][f"dsdr/{key}"].append(float(value))
             if state.is_world_process_zero:
-                append_jsonl(run_dir / "metrics.jsonl", [ordered_metrics(m)])
+                append_jsonl(run_dir / TRAIN_METRICS, [ordered_metrics(m)])
             if cfg.time_limit_s is not None and time.perf_counter() - started > cfg.time_limit_s:
                 print(f"time_limit_s={cfg.time_limit_s} reached after step {m['step']}; stopping", file=sys.stderr)
                 control.should_training_stop = True
@@ -222,6 +223,6 @@ def run_trl(cfg: TrainConfig, *, model_path: str, run_dir: Path, resume: bool,
             ckpt.replace_dir(staged, final)
     if main:
         steps = trainer.state.global_step // per_step
-        print(f"done: {steps} steps (engine trl); final checkpoint {final}; metrics {run_dir / 'metrics.jsonl'}",
+        print(f"done: {steps} steps (engine trl); final checkpoint {final}; metrics {run_dir / TRAIN_METRICS}",
               file=sys.stderr)
     return 0

@@ -25,6 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsdr_eval.errors import DsdrError
+from dsdr_eval.rundir import directory as rundir
+from dsdr_eval.rundir.jsonl import jsonl_chunks
+
 # verl key -> dsdr metrics.jsonl key (dsdr_train/stats.py), only where the definitions agree
 KEY_MAP: dict[str, str] = {
     "critic/advantages/mean": "adv/mean", "critic/advantages/max": "adv/max", "critic/advantages/min": "adv/min",
@@ -99,20 +103,25 @@ def convert(path: Path) -> list[dict[str, Any]]:
     for step, values in read_verl_log(path):
         row = {"step": step}
         for key, value in values.items():
-            row[dsdr_key(key)] = None if math.isnan(value) else value
+            row[dsdr_key(key)] = None if not math.isfinite(value) else value  # JSON has no NaN or inf
         rows.pop(step, None)
         rows[step] = row
     return list(rows.values())
 
 
 def write_run(rows: list[dict[str, Any]], out: Path, *, source: Path, algo: str | None, label: str | None) -> None:
+    """config.json and metrics.jsonl of ``out``, through the run directory's one writer: under its writer
+    lock, both files replaced together (``rundir.commit_files``: a kill leaves the old pair or the new
+    one). A directory another engine trained into is refused (converting again over a conversion is fine)."""
     out.mkdir(parents=True, exist_ok=True)
-    config = {"kind": "train", "engine": "verl", "algo": algo, "label": label or out.name, "source_log": source.name,
-              "key_map": KEY_MAP, "note": "converted from verl's log; keys not in key_map are kept as verl/<key>"}
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    with (out / "metrics.jsonl").open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, allow_nan=False) + "\n")
+    with rundir.writer_lock(out, command="dsdr_train.integrations.verl.metrics_log"):
+        if (out / rundir.CONFIG).is_file() and rundir.load_config(out).get("engine") != "verl":
+            raise DsdrError(f"{out}: already holds a training run that is not a verl conversion; choose another --out")
+        config = {"kind": "train", "engine": "verl", "algo": algo, "label": label or out.name,
+                  "source_log": source.name, "key_map": KEY_MAP,
+                  "note": "converted from verl's log; keys not in key_map are kept as verl/<key>"}
+        text = json.dumps(rundir.stamped_config(config), indent=2, ensure_ascii=False) + "\n"
+        rundir.commit_files(out, {rundir.CONFIG: text.encode("utf-8"), rundir.TRAIN_METRICS: jsonl_chunks(rows)})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     except LogFormatError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    write_run(rows, args.out, source=args.log, algo=args.algo, label=args.label)
-    print(f"{len(rows)} steps -> {args.out / 'metrics.jsonl'}")
+    try:
+        write_run(rows, args.out, source=args.log, algo=args.algo, label=args.label)
+    except DsdrError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(rows)} steps -> {args.out / rundir.TRAIN_METRICS}")
     return 0
 
 
