@@ -14,9 +14,11 @@ openers wins, and the span runs to the first matching closer:
   opener; inside a span an escaped closer (``\\$``) does not close it.
 * An opener without any closer later in the text is literal text (unbalanced delimiters) -- except
   in a text that ends at its graded final answer (``ends_at_answer``, issue 42): there the first
-  span still open at the end closes at the end (a ``$`` span only if no blank line lies between).
-  The answer ends the solution, so no span crosses it, and ``$1+2=\\boxed{3}`` (the closing ``$``
-  dropped, or cut away with what followed the box) is the formula of ``$1+2=\\boxed{3}$``.
+  span still open at the end (a ``$`` span only if no blank line lies between) closes where the
+  final answer's box begins (else at the end), without the punctuation before it. No span crosses
+  the final answer, so a dropped ``$`` measures like the honest solution: ``$3+9=12. \\boxed{12}``
+  is the formula ``3+9=12`` of ``$3+9=12$. \\boxed{12}``, and ``$1+2=\\boxed{3}`` (its ``$`` cut away
+  with what followed the box, or dropped) is ``1+2=`` either way.
 
 Each extracted span is whitespace-normalised: all whitespace is removed except one space where
 it separates a control word from a following letter (``\\alpha x`` keeps its space, so it does
@@ -73,6 +75,7 @@ _DOLLAR_BODY = re.compile(r"[^\\$]*(?:\\.[^\\$]*)*", re.DOTALL)
 # Body of a \[..\] span: stops right before `\]` (or at the end / a trailing lone backslash).
 _BRACKET_BODY = re.compile(r"[^\\]*(?:\\[^\]][^\\]*)*", re.DOTALL)
 _PAREN_BODY = re.compile(r"[^\\]*(?:\\[^)][^\\]*)*", re.DOTALL)
+_ANSWER_BOXES = ("\\boxed", "\\fbox", "<boxed>")  # where a final answer's box statement begins
 _CONTROL_WORD_THEN_SPACE = re.compile(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])")
 _WHITESPACE = re.compile(r"\s+")
 
@@ -149,7 +152,9 @@ def extract_formulas(text: str, *, rules: str = "extended", ends_at_answer: bool
             closer_absent.add(closer)
         if end == _ABSENT and closer is not None and ends_at_answer and not (
                 closer == "$" and text.find("\n\n", body_start) >= 0):
-            spans.append(text[body_start:])  # open at the answer's end: it closes there (module docstring)
+            # open at the answer's end: it closes where the answer's box begins (module docstring)
+            box = max(text.rfind(marker, body_start) for marker in _ANSWER_BOXES)
+            spans.append(text[body_start:box if box >= 0 else len(text)].rstrip().rstrip(".,;:").rstrip())
             break
         if end < 0:  # a literal opener; after a lone `$` in prose its candidate closer may open a span
             pos = body_start

@@ -122,7 +122,12 @@ def test_a_dropped_dollar_measures_like_the_honest_solution():
         row = _graded(text)
         cut = text[:row["answer_end"]]
         sets.append(formula_set(cut, ends_at_answer=True))
-    assert sets[0] == sets[1] == frozenset({"1+2=\\boxed{3}"})
+    assert sets[0] == sets[1] == frozenset({"1+2="})
+    # the box outside the math: the dropped $ before it measures like the honest closing $
+    for closed, unclosed in (("so $3 + 9 = 12$. \\boxed{12}", "so $3 + 9 = 12. \\boxed{12}"),
+                             ("$x=1$ and $y = 2$, \\boxed{3} more", "$x=1$ and $y = 2, \\boxed{3} more")):
+        cut = [t[:_graded(t)["answer_end"]] for t in (closed, unclosed)]
+        assert formula_set(cut[0], ends_at_answer=True) == formula_set(cut[1], ends_at_answer=True), cut
     # the span never crosses the answer: what it swallowed before (the whole-text rule) is not a formula
     assert "1+2=\\boxed{3}.Then" in formula_set(dropped)
     # a lone currency $ separated by a blank line stays prose
