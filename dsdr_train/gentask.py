@@ -91,6 +91,13 @@ def _add1c(rng: random.Random) -> Item:
     return Item((a, b), f"Compute ${a} + {b}$.", a + b)
 
 
+def _timesr(rng: random.Random) -> Item:
+    # a * b, a 2..4, b 2..12 (33 problems): times with the repeated-addition example last, the one the 135M
+    # model copies most (measured on times: it copied the last example's form); study design 3 candidate.
+    a, b = rng.randint(2, 4), rng.randint(2, 12)
+    return Item((a, b), f"Compute ${a} \\times {b}$.", a * b)
+
+
 def _distrib(rng: random.Random) -> Item:
     # a * (b + c), small operands: two routes (sum then product, or distribute); study design 3 candidate.
     a, b, c = rng.randint(2, 5), rng.randint(1, 5), rng.randint(1, 5)
@@ -124,6 +131,8 @@ FEW_SHOT = {
               "Q: Compute $3 + 1 + 5$.\nA: $3 + 1 = 4$, then $4 + 5 = 9$. \\boxed{9}\n"),
     "add1c": ("Q: Compute $3 + 4$.\nA: $3 + 4 = 7$. \\boxed{7}\n"
               "Q: Compute $5 + 8$.\nA: $8 + 5 = 13$. \\boxed{13}\n"),
+    "timesr": ("Q: Compute $2 \\times 7$.\nA: $2 \\times 7 = 14$. \\boxed{14}\n"
+               "Q: Compute $3 \\times 4$.\nA: $4 + 4 + 4 = 12$. \\boxed{12}\n"),
     "distrib": ("Q: Compute $3 \\times (2 + 4)$.\nA: $2 + 4 = 6$, then $3 \\times 6 = 18$. \\boxed{18}\n"
                 "Q: Compute $2 \\times (5 + 3)$.\nA: $2 \\times 5 = 10$ and $2 \\times 3 = 6$, then $10 + 6 = 16$. "
                 "\\boxed{16}\n"),
@@ -135,7 +144,7 @@ FEW_SHOT = {
 DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word,
                                                         "add": _add, "add_nc": _add_nc,
                                                         "add1": _add1, "sum3": _sum3, "sum3s": _sum3s, "add1c": _add1c,
-                                                        "distrib": _distrib,
+                                                        "timesr": _timesr, "distrib": _distrib,
                                                         "times": _times}
 
 

@@ -272,10 +272,14 @@ def test_forms_and_routes_of_hand_written_rollouts():
     for x in (a, b, c, d):
         assert x["correct"] and x["valid"]
     assert len({x["form"] for x in (a, b, c, d)}) == 4
-    assert a["route"] == b["route"] == [10] and c["route"] == [7] and d["route"] == []
+    assert a["route"] == b["route"] == "n+n; n+n | 10" and c["route"] == "n+n; n+n | 7" and d["route"] == "n+n+n | "
     assert wrong_step["correct"] and not wrong_step["valid"]
     e = measure.analyse(" $2 \\times 5 = 10$ and $2 \\times 3 = 6$, then $10 + 6 = 16$. \\boxed{16}", 16)
-    assert e["valid"] and e["route"] == [6, 10] and e["form"] == "2*5=10; 2*3=6; 10+6=16"
+    assert e["valid"] and e["route"] == "n*n; n*n; n+n | 6, 10" and e["form"] == "2*5=10; 2*3=6; 10+6=16"
+    # product and repeated addition: two routes; commuted operands: two forms of one route
+    routes = {measure.analyse(t, 10)["route"] for t in (" $5 \\times 2 = 10$ \\boxed{10}", " $2 \\times 5 = 10$ \\boxed{10}",
+                                                        " $5 + 5 = 10$ \\boxed{10}")}
+    assert routes == {"n*n | ", "n+n | "}
     assert measure.analyse(" 13", 13)["correct"] is False
-    assert measure.analyse(" \\boxed{13}", 13)["route"] == ["no formula"]
+    assert measure.analyse(" \\boxed{13}", 13)["route"] == "no formula"
     assert measure.evaluate("__import__('os')") is None and measure.evaluate("9" * 70) is None

@@ -11,10 +11,13 @@ every rollout to OUT/<design>.jsonl and prints per design:
     equation is arithmetically true. A rollout's form is the sequence of its ``$...$`` formulas written
     before the graded box, each normalised (spaces dropped; ``\\times``, ``\\cdot``, ``×`` -> ``*``;
     trailing ``.``/``,`` dropped); no formula at all is the form "()";
-  * routes: the same with a coarser key, the set of intermediate values the formulas compute (the
-    number after the last ``=`` of each equation, the final answer removed): ``4 + 6 = 10, 3 + 10 = 13``
-    and ``6 + 4 = 10, 10 + 3 = 13`` are two forms of one route {10}; ``3 + 4 = 7, 7 + 6 = 13`` is another
-    route {7}. Routes are the solution's path; forms also count commuted operands and spacing;
+  * routes: the same with a coarser key: the operation pattern of each equation's left side (numbers
+    written ``n``) and the set of intermediate values the equations compute (the value after the last
+    ``=``, the final answer removed). ``4 + 6 = 10, 3 + 10 = 13`` and ``6 + 4 = 10, 10 + 3 = 13`` are two
+    forms of one route ("n+n; n+n | 10"); ``3 + 4 = 7, 7 + 6 = 13`` is another ("n+n; n+n | 7");
+    ``5 \\times 2 = 10`` ("n*n |") and ``5 + 5 = 10`` ("n+n |") are two routes, ``3 + 6 = 9`` and
+    ``6 + 3 = 9`` one. No formula at all is the route "no formula". Routes are the solution's path;
+    forms also count commuted operands;
   * the same for a second stop rule, "\\n" (the rollout cut at its first newline, a prefix of the same
     sample, so it is a sample of generation with that stop), with its own cap share.
 
@@ -77,17 +80,18 @@ def analyse(text: str, gold: int) -> dict:
     correct = answer is not None and re.fullmatch(r"-?\d+", answer) is not None and int(answer) == gold
     before = text[:span[0]] if span else text
     formulas = [normalise(f) for f in FORMULA.findall(before)]
-    valid, route = True, set()
+    valid, patterns, values = True, [], set()
     for f in formulas:
         sides = f.split("=")
-        values = [evaluate(s) for s in sides]
-        if len(sides) < 2 or any(v is None for v in values) or len(set(values)) != 1:
+        patterns.append(re.sub(r"\d+", "n", sides[0]))
+        sides_values = [evaluate(s) for s in sides]
+        if len(sides) < 2 or any(v is None for v in sides_values) or len(set(sides_values)) != 1:
             valid = False
             continue
-        route.add(int(values[-1]) if float(values[-1]).is_integer() else values[-1])
-    route.discard(gold)
-    return {"answer": answer, "correct": correct, "form": "; ".join(formulas) or "()", "valid": valid,
-            "route": sorted(route) if formulas else ["no formula"], "after_answer": bool(span) and bool(text[span[1]:].strip())}
+        values.add(int(sides_values[-1]) if float(sides_values[-1]).is_integer() else sides_values[-1])
+    values.discard(gold)
+    route = f"{'; '.join(patterns)} | {', '.join(map(str, sorted(values)))}" if formulas else "no formula"
+    return {"answer": answer, "correct": correct, "form": "; ".join(formulas) or "()", "valid": valid, "route": route, "after_answer": bool(span) and bool(text[span[1]:].strip())}
 
 
 def generate(design: str, problems: int, rollouts: int, args, path: Path) -> list[dict]:
@@ -143,18 +147,22 @@ def summary(rows: list[dict], rule: str, cap: int) -> dict:
             capped = r["hit_cap"]
         n_cap += capped
         by_problem.setdefault(r["problem_id"], []).append(analyse(text, r["gold"]))
-    forms, routes, any_forms, acc = [], [], [], []
+    forms, routes, formula_routes, any_forms, acc = [], [], [], [], []
     for a in by_problem.values():
         good = [x for x in a if x["correct"] and x["valid"]]
         forms.append(len({x["form"] for x in good}))
-        routes.append(len({tuple(x["route"]) for x in good}))
+        routes.append(len({x["route"] for x in good}))
+        # routes written as formulas: "no formula" beside one formula route is not two solution paths
+        formula_routes.append(len({x["route"] for x in good if x["route"] != "no formula"}))
         any_forms.append(len({x["form"] for x in a if x["correct"]}))
         acc.append(sum(x["correct"] for x in a) / len(a))
     n = len(by_problem)
     return {"rule": rule, "problems": n, "rollouts": len(rows), "accuracy": sum(acc) / n, "cap_share": n_cap / len(rows),
             "valid_correct_share": sum(x["correct"] and x["valid"] for a in by_problem.values() for x in a) / len(rows),
             "forms_mean": sum(forms) / n, "routes_mean": sum(routes) / n,
-            "problems_with_2plus_routes": sum(r >= 2 for r in routes), "forms_any_correct_mean": sum(any_forms) / n,
+            "problems_with_2plus_routes": sum(r >= 2 for r in routes),
+            "formula_routes_mean": sum(formula_routes) / n,
+            "problems_with_2plus_formula_routes": sum(r >= 2 for r in formula_routes), "forms_any_correct_mean": sum(any_forms) / n,
             "after_answer_share": sum(x["after_answer"] for a in by_problem.values() for x in a) / len(rows),
             "routes_per_problem": routes}
 
