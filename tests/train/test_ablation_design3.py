@@ -283,3 +283,13 @@ def test_forms_and_routes_of_hand_written_rollouts():
     assert measure.analyse(" 13", 13)["correct"] is False
     assert measure.analyse(" \\boxed{13}", 13)["route"] == "no formula"
     assert measure.evaluate("__import__('os')") is None and measure.evaluate("9" * 70) is None
+
+
+def test_run_sh_refuses_a_draft_registration_before_any_unit(tmp_path):
+    import os
+    env = {**os.environ, "STUDY": "reports/ablation_study/design3", "RUNS": str(tmp_path / "runs"),
+           "PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", "reports/ablation_study/run.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and "not 'registered'" in p.stderr and "Traceback" not in p.stderr
+    assert not any((tmp_path / "runs").rglob("*"))  # no data, no unit, no registration record
