@@ -75,7 +75,8 @@ fi
 # One commit at a time (units finish side by side): only PATH's files go into the commit.
 commit_path() {
   [ "$COMMIT" = 1 ] || return 0
-  ( flock 9; git add -- "$1" && { git diff --cached --quiet -- "$1" || git commit -q -m "$2" -- "$1"; } ) 9> "$RUNS/.commit.lock"
+  # the lock lives in the git directory: never committed itself
+  ( flock 9; git add -- "$1" && { git diff --cached --quiet -- "$1" || git commit -q -m "$2" -- "$1"; } ) 9> "$(git rev-parse --git-dir)/dsdr-study-commit.lock"
 }
 T0=$(date +%s)
 stamp() { date -u +%H:%M:%S; }
