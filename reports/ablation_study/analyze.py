@@ -28,6 +28,12 @@ Statistics (docs/ablation_study.md "Analysis"):
     (at this scale); one seed gives no interval ("inconclusive"); a claim whose arms are missing is
     "not run".
 
+  * claim sets (--claims): "paper" = the 15 claims of designs 1-2; "design3" = design 3's six registered
+    claims (DESIGN3_CLAIMS, reports/ablation_study/design3/study.yaml), Holm over those six.
+  * the hack watch (hackwatch.py): per arm and evaluated step, the share of T=1.0 rollouts with an
+    unbalanced `$` in the solution, with text after the answer, at the token cap (analysis.json
+    "hack_watch", a table in analysis.md).
+
     python reports/ablation_study/analyze.py --runs reports/ablation_study/runs --out reports/ablation_study/report
 """
 
