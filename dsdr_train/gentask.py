@@ -2,8 +2,11 @@
 
 Each design writes few-shot completion prompts (``template=plain``, ``prompt_mode=raw``: SmolLM2-135M
 continues a pattern but rarely boxes an answer in chat, reports/mini_experiment/README.md) whose worked
-examples carry two ``$...$`` equations before ``\\boxed{}``, so a correct completion has a derivation and
+examples carry ``$...$`` equations before ``\\boxed{}``, so a correct completion has a derivation and
 D_eq (formula uniqueness, docs/ALGORITHMS.md §3.1 Eq. 8) and D_emb can differ between correct answers.
+Study design 3's candidates (sum3, sum3s, distrib, times, add1c, timesr) show a different solution route
+(or form) in each of their two examples; ``timesr`` was chosen by measurement (docs/ablation_study.md
+"Design 3").
 
 Deterministic by seed; train and held-out problems are disjoint by their operand tuple, checked by
 :func:`check_disjoint` (also on files, ``python -m dsdr_train.gentask --check DIR``).
