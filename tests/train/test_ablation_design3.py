@@ -293,3 +293,32 @@ def test_run_sh_refuses_a_draft_registration_before_any_unit(tmp_path):
                        timeout=120)
     assert p.returncode == 2 and "not 'registered'" in p.stderr and "Traceback" not in p.stderr
     assert not any((tmp_path / "runs").rglob("*"))  # no data, no unit, no registration record
+
+
+@pytest.mark.slow
+def test_run_sh_smoke_of_the_registered_study_end_to_end(tmp_path):
+    """run.sh --smoke on design 3's study.yaml (a copy): knobs, trainer config and claims come from the
+    registration; the report carries the six claims and the hack watch. The stop strings stay in the copy
+    once dsdr-train knows the `stop` key (issue 42 item 6); before that they are left out of the copy."""
+    import os
+
+    from dsdr_train.config import FIELDS
+    study = yaml.safe_load((STUDY / "design3/study.yaml").read_text())
+    if "stop" not in FIELDS:
+        study["train"].pop("stop")
+        study["evaluation"].pop("stop")
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study/study.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
+    env = {**os.environ, "STUDY": str(tmp_path / "study"), "RUNS": str(tmp_path / "runs"), "PYTHON": sys.executable,
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", "reports/ablation_study/run.sh", "--smoke"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-3000:]
+    runs = tmp_path / "runs"
+    heldout = [json.loads(line) for line in (runs / "data/heldout.jsonl").open()]
+    assert len(heldout) == study["task"]["n_heldout"] and heldout[0]["id"].startswith(study["task"]["design"])
+    assert yaml.safe_load((runs / "train_config.yaml").read_text()) == study["train"]
+    report = json.loads((runs / "report/analysis.json").read_text())
+    assert [r["claim"] for r in report["claims"]] == [c["claim"] for c in study["claims"]]
+    assert {(h["arm"], h["step"]) for h in report["hack_watch"]} >= {("base", 0), ("dsdr", 2), ("grpo", 2)}
+    assert not (runs / "registration.json").exists()  # a smoke run is no start of the study
