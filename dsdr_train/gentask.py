@@ -2,8 +2,11 @@
 
 Each design writes few-shot completion prompts (``template=plain``, ``prompt_mode=raw``: SmolLM2-135M
 continues a pattern but rarely boxes an answer in chat, reports/mini_experiment/README.md) whose worked
-examples carry two ``$...$`` equations before ``\\boxed{}``, so a correct completion has a derivation and
+examples carry ``$...$`` equations before ``\\boxed{}``, so a correct completion has a derivation and
 D_eq (formula uniqueness, docs/ALGORITHMS.md §3.1 Eq. 8) and D_emb can differ between correct answers.
+Study design 3's candidates (sum3, sum3s, distrib, times, add1c, timesr) show a different solution route
+(or form) in each of their two examples; ``timesr`` was chosen by measurement (docs/ablation_study.md
+"Design 3").
 
 Deterministic by seed; train and held-out problems are disjoint by their operand tuple, checked by
 :func:`check_disjoint` (also on files, ``python -m dsdr_train.gentask --check DIR``).
@@ -73,7 +76,46 @@ def _add1(rng: random.Random) -> Item:
     return Item((a, b), f"Compute ${a} + {b}$.", a + b)
 
 
-# Two worked examples per design; each answer is its equations then the boxed result.
+def _sum3(rng: random.Random) -> Item:
+    # a + b + c, one digit each: two routes (a + b first, or b + c first); study design 3 (docs/ablation_study.md).
+    a, b, c = rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)
+    return Item((a, b, c), f"Compute ${a} + {b} + {c}$.", a + b + c)
+
+
+def _sum3s(rng: random.Random) -> Item:
+    # a + b + c, each 1..5 (125 problems): sum3 with sums the 135M model gets right more often; study design 3 candidate.
+    a, b, c = rng.randint(1, 5), rng.randint(1, 5), rng.randint(1, 5)
+    return Item((a, b, c), f"Compute ${a} + {b} + {c}$.", a + b + c)
+
+
+def _add1c(rng: random.Random) -> Item:
+    # a + b, one digit each (add1's 81 problems); the worked examples add in either order (a + b, or the larger
+    # first), two formula forms of one route; study design 3 candidate.
+    a, b = rng.randint(1, 9), rng.randint(1, 9)
+    return Item((a, b), f"Compute ${a} + {b}$.", a + b)
+
+
+def _timesr(rng: random.Random) -> Item:
+    # a * b, a 2..4, b 2..12 (33 problems): times with the repeated-addition example last, the one the 135M
+    # model copies most (measured on times: it copied the last example's form); study design 3 candidate.
+    a, b = rng.randint(2, 4), rng.randint(2, 12)
+    return Item((a, b), f"Compute ${a} \\times {b}$.", a * b)
+
+
+def _distrib(rng: random.Random) -> Item:
+    # a * (b + c), small operands: two routes (sum then product, or distribute); study design 3 candidate.
+    a, b, c = rng.randint(2, 5), rng.randint(1, 5), rng.randint(1, 5)
+    return Item((a, b, c), f"Compute ${a} \\times ({b} + {c})$.", a * (b + c))
+
+
+def _times(rng: random.Random) -> Item:
+    # a * b, a small: two routes (repeated addition, or the product); study design 3 candidate. 40 problems.
+    a, b = rng.randint(2, 5), rng.randint(2, 11)
+    return Item((a, b), f"Compute ${a} \\times {b}$.", a * b)
+
+
+# Two worked examples per design; each answer is its equations then the boxed result. Design 3's designs
+# (sum3, distrib, times) show a different route in each example, so the base model samples both.
 FEW_SHOT = {
     "linear": ("Q: Solve $3x + 4 = 19$.\nA: $3x = 19 - 4 = 15$, so $x = 15 / 3 = 5$. \\boxed{5}\n"
                "Q: Solve $2x + 7 = 13$.\nA: $2x = 13 - 7 = 6$, so $x = 6 / 2 = 3$. \\boxed{3}\n"),
@@ -87,12 +129,27 @@ FEW_SHOT = {
             "Q: Compute $23 + 8$.\nA: $23 + 8 = 31$. \\boxed{31}\n"),
     "add1": ("Q: Compute $3 + 4$.\nA: $3 + 4 = 7$. \\boxed{7}\n"
              "Q: Compute $5 + 8$.\nA: $5 + 8 = 13$. \\boxed{13}\n"),
+    "sum3": ("Q: Compute $3 + 4 + 6$.\nA: $4 + 6 = 10$, then $3 + 10 = 13$. \\boxed{13}\n"
+             "Q: Compute $5 + 2 + 7$.\nA: $5 + 2 = 7$, then $7 + 7 = 14$. \\boxed{14}\n"),
+    "sum3s": ("Q: Compute $2 + 4 + 1$.\nA: $4 + 1 = 5$, then $2 + 5 = 7$. \\boxed{7}\n"
+              "Q: Compute $3 + 1 + 5$.\nA: $3 + 1 = 4$, then $4 + 5 = 9$. \\boxed{9}\n"),
+    "add1c": ("Q: Compute $3 + 4$.\nA: $3 + 4 = 7$. \\boxed{7}\n"
+              "Q: Compute $5 + 8$.\nA: $8 + 5 = 13$. \\boxed{13}\n"),
+    "timesr": ("Q: Compute $2 \\times 7$.\nA: $2 \\times 7 = 14$. \\boxed{14}\n"
+               "Q: Compute $3 \\times 4$.\nA: $4 + 4 + 4 = 12$. \\boxed{12}\n"),
+    "distrib": ("Q: Compute $3 \\times (2 + 4)$.\nA: $2 + 4 = 6$, then $3 \\times 6 = 18$. \\boxed{18}\n"
+                "Q: Compute $2 \\times (5 + 3)$.\nA: $2 \\times 5 = 10$ and $2 \\times 3 = 6$, then $10 + 6 = 16$. "
+                "\\boxed{16}\n"),
+    "times": ("Q: Compute $3 \\times 4$.\nA: $4 + 4 + 4 = 12$. \\boxed{12}\n"
+              "Q: Compute $2 \\times 7$.\nA: $2 \\times 7 = 14$. \\boxed{14}\n"),
     "add_nc": ("Q: Compute $14 + 5$.\nA: $14 + 5 = 19$. \\boxed{19}\n"
                "Q: Compute $32 + 6$.\nA: $32 + 6 = 38$. \\boxed{38}\n"),
 }
 DESIGNS: dict[str, Callable[[random.Random], Item]] = {"linear": _linear, "paren": _paren, "word": _word,
                                                         "add": _add, "add_nc": _add_nc,
-                                                        "add1": _add1}
+                                                        "add1": _add1, "sum3": _sum3, "sum3s": _sum3s, "add1c": _add1c,
+                                                        "timesr": _timesr, "distrib": _distrib,
+                                                        "times": _times}
 
 
 def design_lines() -> dict[str, str]:

@@ -28,6 +28,12 @@ Statistics (docs/ablation_study.md "Analysis"):
     (at this scale); one seed gives no interval ("inconclusive"); a claim whose arms are missing is
     "not run".
 
+  * claim sets (--claims): "paper" = the 15 claims of designs 1-2; "design3" = design 3's six registered
+    claims (DESIGN3_CLAIMS, reports/ablation_study/design3/study.yaml), Holm over those six.
+  * the hack watch (hackwatch.py): per arm and evaluated step, the share of T=1.0 rollouts with an
+    unbalanced `$` in the solution, with text after the answer, at the token cap (analysis.json
+    "hack_watch", a table in analysis.md).
+
     python reports/ablation_study/analyze.py --runs reports/ablation_study/runs --out reports/ablation_study/report
 """
 
@@ -46,6 +52,10 @@ from scipy import stats
 
 # Eq. 18 (docs/ALGORITHMS.md §5), the same estimator `dsdr-eval score` reports
 from dsdr_eval.metrics import pass_at_k
+
+# the hack watch (design 3, issue 47 item 4) lives beside this script; importable however it is loaded
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hackwatch  # noqa: E402
 
 ARMS = ("grpo", "dapo", "dsdr", "dsdr_wo_gd", "dsdr_wo_gc", "darling")
 # per problem from diversity_per_problem.jsonl; *_correct = among the correct rollouts (>= 2 of them)
@@ -121,6 +131,8 @@ class Cell:
     # per problem, from diversity_per_problem.jsonl: answer_classes, vendi (embedding Vendi, q = 1) over
     # all rollouts; d_emb_correct (D_emb among the correct rollouts, only where >= 2 are correct)
     extra: dict[str, dict[str, float]] = field(default_factory=dict)
+    # the hack watch of the T = 1.0 rollouts (hackwatch.watch: n and the share of each hackwatch.WATCH flag)
+    watch: dict[str, float] = field(default_factory=dict)
 
 
 def _jsonl(path: Path, fields: tuple[str, ...]) -> list[dict]:
@@ -169,7 +181,8 @@ def read_eval(run_dir: Path, step: int) -> Cell:
             for name, value in values.items():
                 if value is not None:
                     extra[name][pid] = float(value)
-    return Cell(pass1, {k: (v[0], v[1]) for k, v in n_c.items()}, d_emb, d_eq, step, extra)
+    return Cell(pass1, {k: (v[0], v[1]) for k, v in n_c.items()}, d_emb, d_eq, step, extra,
+                hackwatch.watch(run_dir))
 
 
 def read_sweep(sweep_dir: Path) -> list[Cell]:
@@ -303,8 +316,28 @@ def max_k(data) -> int:
     return 1 << int(math.log2(n))
 
 
-def claims(data) -> list[dict]:
-    """Every claim's row; verdicts from the Holm-corrected p over all claims that have an interval."""
+# Design 3's registered claims (reports/ablation_study/design3/study.yaml `claims`; docs/ablation_study.md
+# "Design 3"): the primary endpoints only, Holm over these six. D_emb / D_eq among the correct rollouts are
+# diversity_per_problem.jsonl's `correct` subset, computed on each rollout's text cut at its graded answer
+# (the diversity default, rule answer-end); avg@n is avg@32 at n = 32.
+DESIGN3_CLAIMS = (
+    ("DSDR > GRPO: D_eq among correct rollouts", "dsdr", "grpo", "d_eq_correct"),
+    ("DSDR > GRPO: D_emb among correct rollouts", "dsdr", "grpo", "d_emb_correct"),
+    ("DSDR > GRPO: avg@32", "dsdr", "grpo", "avg@n"),
+    ("DSDR > DSDR w/o GD: D_eq among correct rollouts", "dsdr", "dsdr_wo_gd", "d_eq_correct"),
+    ("DSDR > DSDR w/o GD: D_emb among correct rollouts", "dsdr", "dsdr_wo_gd", "d_emb_correct"),
+    ("DSDR > DSDR w/o GD: avg@32", "dsdr", "dsdr_wo_gd", "avg@n"),
+)
+CLAIM_SETS = ("paper", "design3")
+
+
+def claims(data, claim_set: str = "paper") -> list[dict]:
+    """Every claim's row of ``claim_set`` ("paper": the 15 claims of designs 1 and 2; "design3": the six
+    registered ones); verdicts from the Holm-corrected p over the claims of the set that have an interval."""
+    if claim_set == "design3":
+        return _verdicts([{"claim": c, **compare(data, a, b, m)} for c, a, b, m in DESIGN3_CLAIMS])
+    if claim_set != "paper":
+        raise ValueError(f"unknown claim set {claim_set!r} (known: {', '.join(CLAIM_SETS)})")
     k = max_k(data) if data else 1
     rows = [("DSDR >= GRPO on pass@1", compare(data, "dsdr", "grpo", "pass1")),
             (f"DSDR >= GRPO on pass@{k}", compare(data, "dsdr", "grpo", f"pass@{k}")),
@@ -321,7 +354,11 @@ def claims(data) -> list[dict]:
             ("GC contributes (DSDR > DSDR w/o GC, pass@1)", compare(data, "dsdr", "dsdr_wo_gc", "pass1")),
             ("DSDR > DARLING on pass@1", compare(data, "dsdr", "darling", "pass1")),
             (f"DSDR > DARLING on pass@{k}", compare(data, "dsdr", "darling", f"pass@{k}"))]
-    rows = [{"claim": c, **r} for c, r in rows]
+    return _verdicts([{"claim": c, **r} for c, r in rows])
+
+
+def _verdicts(rows: list[dict]) -> list[dict]:
+    """Holm over the rows that were run; each gets p_holm and its verdict."""
     tested = [r for r in rows if r.get("verdict") != "not run"]
     for r, p_adj in zip(tested, holm([r["p"] for r in tested])):
         r["p_holm"] = p_adj
@@ -442,6 +479,36 @@ def arm_table(data, base: Cell | None) -> list[dict]:
                 row[name] = {"mean": float(np.mean(vals)), "min": min(vals), "max": max(vals)}
         rows.append(row)
     return rows
+
+
+def hack_table(data, base: Cell | None) -> list[dict]:
+    """The hack watch (hackwatch.py, design 3): per arm and evaluated step (the base model is step 0),
+    each flag's share of the T = 1.0 rollouts, mean and min..max over the seeds evaluated at that step,
+    with the per-seed shares."""
+    rows = []
+    entries = ([("base", {0: [base]})] if base is not None else []) + list(data.items())
+    for arm, seeds in entries:
+        for step in sorted({c.step for cells in seeds.values() for c in cells}):
+            per_seed = {s: c.watch for s, cells in seeds.items() for c in cells if c.step == step and c.watch.get("n")}
+            if not per_seed:
+                continue
+            row: dict = {"arm": arm, "step": step, "seeds": len(per_seed),
+                         "per_seed": {s: {k: w[k] for k in hackwatch.WATCH} for s, w in per_seed.items()}}
+            for k in hackwatch.WATCH:
+                vals = [w[k] for w in per_seed.values()]
+                row[k] = {"mean": float(np.mean(vals)), "min": min(vals), "max": max(vals)}
+            rows.append(row)
+    return rows
+
+
+def hack_markdown(rows: list[dict]) -> list[str]:
+    lines = ["Hack watch (hackwatch.py): share of the T = 1.0 rollouts with an unbalanced `$` in the solution (the "
+             "text up to the graded answer's end), with text after the answer, and ending at the token cap; mean "
+             "(min..max) over seeds per arm and checkpoint step, base = the untrained model.", "",
+             "| arm | step | seeds | " + " | ".join(hackwatch.WATCH) + " |", "|---|---|---|" + "---|" * len(hackwatch.WATCH)]
+    lines += [f"| {r['arm']} | {r['step']} | {r['seeds']} | " + " | ".join(_spread(r[k]) for k in hackwatch.WATCH) + " |"
+              for r in rows]
+    return lines + [""]
 
 
 def train_curves(runs: Path) -> dict[str, dict[str, list[tuple[int, float]]]]:
@@ -567,7 +634,8 @@ def _spread(v: dict | None) -> str:
 
 
 def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, float]] | None = None,
-             table: list[dict] | None = None, watch: list[str] | None = None) -> str:
+             table: list[dict] | None = None, hacks: list[dict] | None = None,
+             watch: list[str] | None = None) -> str:
     lines = ["# Ablation study: the paper's claims at this scale", "",
              "Paired differences (A - B) on the final checkpoint: the mean over seeds of each seed's mean over "
              "problems, its 95 % Student t interval over the seed means (the seed, a training run, is the unit "
@@ -606,6 +674,8 @@ def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, f
             for s, v in sorted(r["per_seed"].items()):
                 lines.append(f"| {r['arm']} | {s} | " + " | ".join(f"{v[m]:.3f}" if m in v else "" for m in TABLE_METRICS) + " |")
         lines.append("")
+    if hacks:
+        lines += hack_markdown(hacks)
     if dyn:
         lines += ["Training dynamics (train/metrics.jsonl): mean over seeds of the last-quarter mean per step.", "",
                   "| arm | " + " | ".join(TRAIN_KEYS) + " |", "|---|" + "---|" * len(TRAIN_KEYS)]
@@ -633,17 +703,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", required=True, help="RUNS/<arm>/s<seed>/{train,sweep}")
     p.add_argument("--out", required=True)
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--claims", choices=CLAIM_SETS, default="paper",
+                   help="the claim set: 'paper' (designs 1-2, 15 claims) or 'design3' (its 6 registered claims)")
     args = p.parse_args(argv)
     try:
         data = load_runs(Path(args.runs))
         if not data:
             raise ValueError(f"{args.runs}: no <arm>/s<seed>/sweep/sweep.json with a done checkpoint")
-        rows = claims(data)
+        rows = claims(data, args.claims)
         dyn = train_dynamics(Path(args.runs))
         curves = train_curves(Path(args.runs))
         base_dir = Path(args.runs) / "base"
         base = read_eval(base_dir, 0) if (base_dir / "graded.jsonl").exists() else None
         table = arm_table(data, base)
+        hacks = hack_table(data, base)
         watch, validity = hack_watch(Path(args.runs)), validity_by_arm(Path(args.runs), data)
     except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -651,10 +724,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     figs = [] if args.no_plots else plots(data, out, base, curves)
-    (out / "analysis.json").write_text(json.dumps({"claims": _json_safe(rows), "arms": table, "train_dynamics": dyn,
+    (out / "analysis.json").write_text(json.dumps({"claims": _json_safe(rows), "arms": table, "hack_watch": hacks,
                                                    "open_math_share": watch, "validity": validity,
+                                                   "train_dynamics": dyn,
                                                    "interval": "t over seed means, Holm-corrected"}, indent=1) + "\n")
-    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn, table, watch_markdown(watch, validity)))
+    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn, table, hacks, watch_markdown(watch, validity)))
     for r in rows:
         print(f"{r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}])"
                                                    if "diff" in r else ""))

@@ -14,15 +14,20 @@
 # rollouts, default 1.0), ARMS, MAIN_ARMS (arms run with SEEDS_MAIN seeds, default "grpo dsdr"), SEEDS_MAIN (default 5),
 # SEEDS_ABL (the other arms, default 3), N (T=1.0 rollouts, default 32), LIMIT (held-out problems, default
 # 8), JOBS (arm/seed units run side by side, default 2 = the cores), KEEP_WEIGHTS=1 (keep checkpoints after
-# their sweep). Each unit's output goes to RUNS/<arm>/s<seed>/*.log.
+# their sweep), COMMIT=1 (commit each finished unit's directory, the base model's and the analysis as they
+# complete: `git commit -- PATH`, one at a time). Each unit's output goes to RUNS/<arm>/s<seed>/*.log.
+# A REGISTERED study (design 3 on: a study.yaml with the pre-registration and the trainer's config under
+# `train:`, read by study_plan.py) sets these knobs itself, adds its stop strings to the evaluation, and is
+# guarded: it starts only from a committed study.yaml with status `registered`, and stops (exit 2) if the
+# file changed since its first start (RUNS/registration.json):
+#   STUDY=reports/ablation_study/design3 nohup bash reports/ablation_study/run.sh > reports/ablation_study/design3/run.log 2>&1 &
 set -euo pipefail
 HERE=reports/ablation_study
 STUDY=${STUDY:-$HERE}
 [ -f "$STUDY/study.yaml" ] || { echo "run.sh: $STUDY/study.yaml not found (STUDY is a design directory)" >&2; exit 2; }
 # shellcheck source=/dev/null
 [ -f "$STUDY/study.env" ] && . "$STUDY/study.env"
-DESIGN=${DESIGN:-linear}; MAIN_ARMS=${MAIN_ARMS:-"grpo dsdr"}; N_TRAIN=${N_TRAIN:-256}; N_HELDOUT=${N_HELDOUT:-64}
-EVAL_TOP_P=${EVAL_TOP_P:-1.0}
+PY=${PYTHON:-python}
 SMOKE=0
 for a in "$@"; do
   case "$a" in
@@ -30,23 +35,49 @@ for a in "$@"; do
     *) echo "run.sh: unknown argument $a (only --smoke)" >&2; exit 2 ;;
   esac
 done
+REGISTERED=0; TRAIN_CONFIG=$STUDY/study.yaml
+if grep -q '^train:' "$STUDY/study.yaml"; then
+  REGISTERED=1   # its knobs (a smoke run keeps its own sizes: only the task's and the sampling's)
+  KNOBS=$($PY $HERE/study_plan.py "$STUDY/study.yaml" --shell $([ "$SMOKE" = 1 ] && echo --smoke)) || exit 2
+  eval "$KNOBS"
+fi
+DESIGN=${DESIGN:-linear}; MAIN_ARMS=${MAIN_ARMS:-"grpo dsdr"}; N_TRAIN=${N_TRAIN:-256}; N_HELDOUT=${N_HELDOUT:-64}
+EVAL_TOP_P=${EVAL_TOP_P:-1.0}
 # One thread per process: several processes on a shared CPU oversubscribe it otherwise (mini_experiment).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-PY=${PYTHON:-python}
 if [ "$SMOKE" = 1 ]; then
   RUNS=${RUNS:-$STUDY/runs_smoke}; ARMS=${ARMS:-"grpo dsdr"}; SEEDS_MAIN=${SEEDS_MAIN:-1}; SEEDS_ABL=${SEEDS_ABL:-1}
   N=${N:-4}; LIMIT=${LIMIT:-4}; JOBS=${JOBS:-2}
   TRAIN_OVERRIDES=(total_steps=2 save_every=1 group_size=4 prompts_per_step=1 mini_batch_prompts=1 max_response_length=24)
   MAXTOK=24
+  COMMIT=0   # a smoke run is never committed
 else
   RUNS=${RUNS:-$STUDY/runs}; ARMS=${ARMS:-"grpo dsdr dapo dsdr_wo_gd dsdr_wo_gc darling"}; SEEDS_MAIN=${SEEDS_MAIN:-5}
   SEEDS_ABL=${SEEDS_ABL:-3}; N=${N:-32}; LIMIT=${LIMIT:-8}; JOBS=${JOBS:-2}
   TRAIN_OVERRIDES=()
   # the evaluation generates as many tokens as training did
-  MAXTOK=$(awk -F'[:#]' '$1 == "max_response_length" { gsub(/ /, "", $2); print $2 }' "$STUDY/study.yaml")
+  MAXTOK=${MAXTOK:-$(awk -F'[:#]' '$1 == "max_response_length" { gsub(/ /, "", $2); print $2 }' "$STUDY/study.yaml")}
   [ -n "$MAXTOK" ] || { echo "run.sh: $STUDY/study.yaml sets no max_response_length" >&2; exit 2; }
 fi
 mkdir -p "$RUNS"
+COMMIT=${COMMIT:-0}
+if [ "$COMMIT" = 1 ] && [ "${KEEP_WEIGHTS:-0}" = 1 ]; then
+  echo "run.sh: COMMIT=1 with KEEP_WEIGHTS=1 would commit the checkpoints' weights" >&2; exit 2
+fi
+STOPS=()
+if [ "$REGISTERED" = 1 ]; then
+  # the registration check (study_plan.py --guard): nothing in the registration changes after the first unit
+  [ "$SMOKE" = 1 ] || $PY $HERE/study_plan.py "$STUDY/study.yaml" --guard "$RUNS" || exit 2
+  TRAIN_CONFIG=$RUNS/train_config.yaml
+  $PY $HERE/study_plan.py "$STUDY/study.yaml" --train-config "$TRAIN_CONFIG" || exit 2
+  while IFS= read -r -d '' s; do STOPS+=(--stop "$s"); done < <($PY $HERE/study_plan.py "$STUDY/study.yaml" --stop)
+fi
+# One commit at a time (units finish side by side): only PATH's files go into the commit.
+commit_path() {
+  [ "$COMMIT" = 1 ] || return 0
+  # the lock lives in the git directory: never committed itself
+  ( flock 9; git add -- "$1" && { git diff --cached --quiet -- "$1" || git commit -q -m "$2" -- "$1"; } ) 9> "$(git rev-parse --git-dir)/dsdr-study-commit.lock"
+}
 T0=$(date +%s)
 stamp() { date -u +%H:%M:%S; }
 # CPU time of each invocation (user+sys of every finished child, from the shell's `times`) goes to
@@ -73,7 +104,7 @@ $PY -m dsdr_train.gentask --design "$DESIGN" --seed 0 --n-train "$N_TRAIN" --n-h
 $PY -m dsdr_train.gentask --check "$RUNS/data"
 EVAL=(--benchmarks "$RUNS/data/heldout.jsonl" --limit "$LIMIT" --protocol quick --n "$N" --temperature 1.0 --top-p "$EVAL_TOP_P"
       --pass1-temperature 0.1 --pass1-top-p 0.9 --max-tokens "$MAXTOK" --template plain --prompt-mode raw
-      --backend hf --seed 0 --no-progress)
+      --backend hf --seed 0 --no-progress "${STOPS[@]}")
 # One arm/seed: train (or resume), sweep its checkpoints, delete the weights. Each unit writes only its own
 # directory RUNS/<arm>/s<seed> (one writer process per directory), so JOBS units run side by side.
 unit() {
@@ -86,7 +117,7 @@ unit() {
       dsdr-train --resume --out "$d/train" > "$d/train.log" 2>&1
     else
       rm -rf "$d/train"   # killed before its first checkpoint: nothing to keep, start again
-      dsdr-train --algo "$arm" --config "$STUDY/study.yaml" --train-data "$RUNS/data/train.jsonl" --out "$d/train" \
+      dsdr-train --algo "$arm" --config "$TRAIN_CONFIG" --train-data "$RUNS/data/train.jsonl" --out "$d/train" \
         seed="$seed" "${TRAIN_OVERRIDES[@]}" > "$d/train.log" 2>&1
     fi
   fi
@@ -94,12 +125,14 @@ unit() {
   dsdr-eval sweep "$d/train" --out "$d/sweep" --label "$arm s$seed" "${EVAL[@]}" > "$d/sweep.log" 2>&1
   touch "$d/sweep.done"
   [ "${KEEP_WEIGHTS:-0}" = 1 ] || rm -rf "$d/train/checkpoints" "$d/train/final"   # ~0.5-1.5 GB each
+  commit_path "$d" "$(basename "$STUDY") unit $arm seed $seed: trained and evaluated (run.sh)"
   echo "$(stamp) $arm seed $seed: finished"
 }
 base() {
   [ -f "$RUNS/base/metrics.json" ] && return 0
   echo "$(stamp) base model"
   dsdr-eval run --model smollm2-135m --out "$RUNS/base" --label base "${EVAL[@]}" > "$RUNS/base.log" 2>&1
+  commit_path "$RUNS/base" "$(basename "$STUDY"): the base model's evaluation (run.sh)"
 }
 # Seed-major order: every arm's seed 0, then seed 1, ... so a study cut short has all arms at equal seeds.
 UNITS=()
@@ -120,7 +153,9 @@ while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || FAILED=1; done
 wait || FAILED=1
 [ "$FAILED" = 0 ] || { echo "$(stamp) a unit failed: see RUNS/<arm>/s<seed>/{train,sweep}.log" >&2; exit 1; }
 echo "$(stamp) analysis"
-$PY $HERE/analyze.py --runs "$RUNS" --out "$RUNS/report"
+ANALYZE_ARGS=()
+[ "$REGISTERED" = 1 ] && ANALYZE_ARGS=(--claims "$($PY -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["analysis"]["claim_set"])' "$STUDY/study.yaml")")
+$PY $HERE/analyze.py --runs "$RUNS" --out "$RUNS/report" "${ANALYZE_ARGS[@]}"
 # The project's report over each arm's last checkpoint of seed 0 (Table 1 layout, paired bootstrap vs base).
 LAST=()
 for arm in $ARMS; do
@@ -129,5 +164,6 @@ for arm in $ARMS; do
 done
 dsdr-eval report "$RUNS/base" "${LAST[@]}" --out "$RUNS/report/table" --ci
 log_time "done"
+commit_path "$RUNS" "$(basename "$STUDY"): analysis and report of the finished study (run.sh)"
 trap - EXIT
 echo "$(stamp) done: this invocation took $((T1 - T0)) s wall, $CPU s CPU (children); all invocations: $RUNS/cpu_time.log"

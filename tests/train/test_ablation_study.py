@@ -35,7 +35,9 @@ _cov_spec.loader.exec_module(coverage)
 
 @pytest.mark.parametrize("design", sorted(gentask.DESIGNS))
 def test_gentask_deterministic_disjoint_and_gradable(design):
-    sizes = (40, 16) if design == "add1" else (100, 40)  # add1 has 81 problems in all
+    # add1 / add1c have 81 problems in all, times 40, distrib 100, sum3s 125
+    sizes = {"add1": (40, 16), "add1c": (40, 16), "times": (24, 8), "distrib": (60, 20), "sum3s": (80, 20),
+             "timesr": (21, 12)}.get(design, (100, 40))
     train, held = gentask.make(design, 3, *sizes)
     assert (train, held) == gentask.make(design, 3, *sizes)
     assert gentask.make(design, 4, *sizes) != (train, held)
@@ -51,6 +53,15 @@ def test_gentask_deterministic_disjoint_and_gradable(design):
     if design.startswith("add"):
         a, b = held[0]["key"]
         assert held[0]["problem"].endswith(f"Q: Compute ${a} + {b}$.\nA:") and held[0]["answer"] == str(a + b)
+    if design.startswith("sum3"):  # design 3's candidates: the three operands' sum
+        a, b, c = held[0]["key"]
+        assert held[0]["problem"].endswith(f"Q: Compute ${a} + {b} + {c}$.\nA:") and held[0]["answer"] == str(a + b + c)
+    if design == "distrib":
+        a, b, c = held[0]["key"]
+        assert held[0]["answer"] == str(a * (b + c))
+    if design in ("times", "timesr"):
+        a, b = held[0]["key"]
+        assert held[0]["answer"] == str(a * b)
     if design == "add_nc":  # no carry: the answer keeps a's tens digit
         assert all(r["key"][0] // 10 == int(r["answer"]) // 10 for r in train + held)
     if design == "add1":
