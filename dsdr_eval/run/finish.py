@@ -44,12 +44,18 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
     timings["write_s"] = outcome.write_s
     # a resumed run keeps its recorded convention unless --extraction says otherwise (None: config.json's)
     extraction = plan.extraction if resume.old_config is None else options.extraction
+    if plan.shard is not None and not resume.samples.samples:  # more shards than units of work: nothing to grade
+        resume.samples.path.touch()
+        metrics = rundir.update_metrics(out, rundir.SCORE_SECTION, {}, summary={})
+        timings["total_s"] = time.perf_counter() - t_start
+        return RunOutcome(0, metrics, timings, out=out, backend=dict(plan.config["backend"]), protocol=plan.protocol)
     t0 = time.perf_counter()
     graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
                                         progress=progress, samples=resume.samples, extraction=extraction,
                                         reasoning_format=options.reasoning_format)
     timings["score_s"] = time.perf_counter() - t0
-    if not options.no_diversity:
+    # a shard may hold part of a problem's rollouts: diversity is computed on the merged run
+    if not options.no_diversity and plan.shard is None:
         t0 = time.perf_counter()
         diversity = compute_run_diversity(out, progress=progress, graded=graded)  # from the records just graded
         timings["diversity_s"] = time.perf_counter() - t0

@@ -17,8 +17,8 @@ from helpers.fault_server import FaultServer
 from helpers.fixtures_runs import make_scored_run
 
 import dsdr_eval
-from dsdr_eval.options.commands import (COMMANDS, DiversityOptions, ImportOptions, JudgeOptions, ReportOptions,
-                                        RunOptions, ScoreOptions)
+from dsdr_eval.options.commands import (COMMANDS, DiversityOptions, ImportOptions, JudgeOptions, MergeOptions,
+                                        ReportOptions, RunOptions, ScoreOptions)
 from dsdr_eval.api.sweeping import eval_settings
 from dsdr_eval.cli import build_parser, main
 from dsdr_eval.errors import DsdrError
@@ -35,6 +35,7 @@ API = {
     "judge": (dsdr_eval.judge, JudgeOptions, set()),
     "report": (dsdr_eval.report, ReportOptions, set()),
     "sweep": (dsdr_eval.sweep, None, {"model"}),  # the sweep refuses --model: each checkpoint is the model
+    "merge": (dsdr_eval.merge, MergeOptions, set()),
 }
 
 
@@ -67,7 +68,8 @@ def test_every_cli_option_is_a_keyword_with_the_same_default(command):
 # the required options and positionals of each subcommand, so its parser reads the defaults of the rest
 MINIMAL = {"run": ["--model", "m", "--benchmarks", "math500", "--out", "o"], "score": ["p"],
            "import": ["p", "--out", "o"], "diversity": ["r"], "judge": ["r", "--judge-model", "j"],
-           "sweep": ["t", "--out", "o", "--benchmarks", "math500"], "report": ["--out", "o"]}
+           "sweep": ["t", "--out", "o", "--benchmarks", "math500"], "report": ["--out", "o"],
+           "merge": ["s0", "s1", "--out", "o"]}
 
 
 @pytest.mark.parametrize("command", list(API))
