@@ -201,8 +201,12 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=3, help="alternating pairs (dsdr first, then lm-eval first)")
     parser.add_argument("--lm-eval-python", help="interpreter with lm_eval (default: .venv-lmeval, created)")
     parser.add_argument("--data-dir", default=os.environ.get("DSDR_DATA_DIR"))
+    parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for both tools (default: unset, torch's own; "
+                                                     "1 holds up better on a CPU other processes keep busy)")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by both tools' processes
 
     from transformers import AutoTokenizer
 
@@ -214,6 +218,7 @@ def main() -> int:
     docs = documents(args, model_dir)
     print(f"{args.benchmark} x {len(docs)} problems, greedy, max {args.max_tokens} tokens, batch {args.batch_size}, "
           f"{args.backend} on {args.device} ({args.dtype}), model {args.model} = {model_dir}; {os.cpu_count()} cores, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"load average at start {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-lm-eval-") as name:
         tmp = Path(name)

@@ -34,7 +34,6 @@ from dsdr_eval.run.shard import Shard, keys_sha256, recorded_shard
 
 # config.json keys that differ between the shards of one run (a later stage's settings: judge)
 PER_SHARD = ("shard", "command", "created", "resumed", "judge")
-PER_NODE_VERSIONS = ("platform",)  # versions.platform names the node's kernel
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,20 @@ def open_shard(path: str | Path) -> ShardDir:
 
 
 def comparable(config: dict[str, Any]) -> dict[str, Any]:
-    """The part of a shard's config.json every shard of the run must share."""
+    """The part of a shard's config.json every shard of the run must share: all but ``PER_SHARD`` and
+    what may differ from node to node without moving an output (where the weights, the data file and
+    the compile caches lie, the kernel's name): the model by its fingerprint, the benchmarks and a
+    protocol file by their content, as the run identity does (``rundir.identity``)."""
     same = {key: value for key, value in config.items() if key not in PER_SHARD}
-    if isinstance(same.get("versions"), dict):
-        same["versions"] = {k: v for k, v in same["versions"].items() if k not in PER_NODE_VERSIONS}
+    model = same.get("model")
+    if isinstance(model, dict) and model.get("fingerprint"):
+        same["model"] = {"fingerprint": model["fingerprint"], "revision": model.get("revision")}
+    if isinstance(same.get("benchmarks"), list):
+        same["benchmarks"] = [{k: b.get(k) for k in ("name", "n_problems", "ids_sha256")} if isinstance(b, dict) else b
+                              for b in same["benchmarks"]]
+    for key, drop in (("protocol_file", "path"), ("backend", "compile_cache"), ("versions", "platform")):
+        if isinstance(same.get(key), dict):
+            same[key] = {k: v for k, v in same[key].items() if k != drop}
     return same
 
 

@@ -166,6 +166,22 @@ def test_merge_refuses_shards_of_other_settings_naming_the_field(tmp_path, data_
     assert not (tmp_path / "m").exists()
 
 
+def test_merge_takes_shards_whose_nodes_keep_weights_and_data_elsewhere(tmp_path, runs):
+    """What differs between nodes without moving an output (the model's and the data file's paths, the
+    compile caches, the kernel) is not a different run; the model's fingerprint is."""
+    shards = _copies(tmp_path, runs["request"][1])
+    config = json.loads((shards[1] / "config.json").read_text())
+    config["model"]["path"] = "/node7/models/smollm2"
+    config["benchmarks"][0]["source"] = "/node7/data/math500.jsonl"
+    config["backend"]["compile_cache"] = {"vllm_cache_root": "/node7/tmp"}
+    config["versions"]["platform"] = "Linux-another-kernel"
+    (shards[1] / "config.json").write_text(json.dumps(config))
+    assert main(["merge", *map(str, shards), "--out", str(tmp_path / "m")]) == 0
+    config["model"]["fingerprint"] = "0123456789abcdef"
+    (shards[1] / "config.json").write_text(json.dumps(config))
+    assert main(["merge", *map(str, shards), "--out", str(tmp_path / "m2")]) == 2
+
+
 def test_merge_refuses_a_missing_doubled_or_unfinished_shard(tmp_path, runs, capsys):
     shards = _copies(tmp_path, runs["request"][1])
     out = tmp_path / "m"
