@@ -187,6 +187,10 @@ def pair(k: int, tools: dict, args: argparse.Namespace, tmp: Path, count) -> dic
             "n": len(l["texts"]), "dsdr": d, "lm": l}
 
 
+def _figures(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k not in ("texts", "prompts")}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m", help="a dsdr model spec (alias, HF dir)")
@@ -236,11 +240,10 @@ def main() -> int:
           f"{min(p['same'] for p in pairs)}-{max(p['same'] for p in pairs)}/{pairs[0]['n']}; "
           f"load average at end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
+        rows = [{**{k: v for k, v in p.items() if k not in ("dsdr", "lm")},
+                 "dsdr": _figures(p["dsdr"]), "lm_eval": _figures(p["lm"])} for p in pairs]
         Path(args.json).write_text(json.dumps({"args": vars(args), "wall_ratio": wall, "tok_s_ratio": tok_s,
-                                               "pairs": [{k: v for k, v in p.items() if k not in ("dsdr", "lm")} |
-                                                         {t: {k: v for k, v in p[key].items() if k not in ("texts", "prompts")}
-                                                          for t, key in (("dsdr", "dsdr"), ("lm_eval", "lm"))}
-                                                         for p in pairs]}, indent=1))
+                                               "pairs": rows}, indent=1))
     return 0
 
 

@@ -207,7 +207,8 @@ def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: 
 
 
 def _pack(plan: Sequence[PlannedRequest], backend: Backend) -> list[list[int]]:
-    return pack_batches(plan, capacity=max(1, backend.batch_capacity()), max_prompts=max(1, backend.max_prompts_per_batch()))
+    return pack_batches(plan, capacity=max(1, backend.batch_capacity()),
+                        max_prompts=max(1, backend.max_prompts_per_batch()))
 
 
 def shard_batches(plan: Sequence[PlannedRequest], backend: Backend, run: RunPlan,
@@ -217,18 +218,18 @@ def shard_batches(plan: Sequence[PlannedRequest], backend: Backend, run: RunPlan
     the shard otherwise."""
     if run.shard is None:
         return None
-    whole = _pack(plan, backend)
     unit = getattr(backend, "seed_scope", "batch")  # an engine that does not say: its batches, the safe unit
     if unit == "request":  # each request carries its seed: pack the shard's own requests
-        mine = run.shard.units(len(plan))
+        n_units_run, mine = len(plan), run.shard.units(len(plan))
         batches = [[mine[j] for j in batch] for batch in _pack([plan[i] for i in mine], backend)]
     else:  # one seed per batch: the whole run's batches, every N-th
-        unit, mine = "batch", run.shard.units(len(whole))
+        whole = _pack(plan, backend)
+        unit, n_units_run, mine = "batch", len(whole), run.shard.units(len(whole))
         batches = [whole[k] for k in mine]
     keys = {key for batch in batches for i in batch for key in plan[i].keys()}
     n_run = sum(planned.request.n for planned in plan)
-    record = shard_record(run.shard, unit=unit, n_units=len(mine), n_units_run=len(plan) if unit == "request"
-                          else len(whole), keys=keys, n_samples_run=n_run)
+    record = shard_record(run.shard, unit=unit, n_units=len(mine), n_units_run=n_units_run, keys=keys,
+                          n_samples_run=n_run)
     check_same_units(run.out, old_config, record)
     run.config["shard"] = record
     print(f"shard {run.shard.spec}: {len(keys)} of the run's {n_run} samples ({len(mine)} of {record['n_units_run']} "

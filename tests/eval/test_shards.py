@@ -47,8 +47,8 @@ class SeededFake(Backend):
             results = []
             for i in batch:
                 seed = batch_seed if self.seed_scope == "batch" else requests[i].seed
-                texts = [f"rollout {derive_seed(seed, i if self.seed_scope == 'batch' else 0, j) % 97}: \\boxed{{{j % 2}}}"
-                         for j in range(requests[i].n)]
+                salt = i if self.seed_scope == "batch" else 0
+                texts = [f"rollout {derive_seed(seed, salt, j) % 97}: \\boxed{{{j % 2}}}" for j in range(requests[i].n)]
                 results.append((i, RequestResult(tuple(Completion(t, "stop", 5, 3, seed) for t in texts))))
             on_results(results)
 
