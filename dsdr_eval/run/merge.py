@@ -154,7 +154,7 @@ def check_cover(shards: Sequence[ShardDir], config: dict[str, Any]) -> None:
             owner[sample.key] = item
             problems.setdefault(sample.benchmark, set()).add(sample.problem_id)
     counts = {b["name"]: b.get("n_problems") for b in config.get("benchmarks") or []}
-    for name, ids in problems.items():
+    for name in problems:
         if name not in counts:
             raise DsdrError(f"{owner_of(owner, name)}: samples of benchmark {name!r}, which config.json does not list")
     for name, n_problems in counts.items():
