@@ -22,6 +22,7 @@ def evaluate(
     subset_seed: int | None = ...,
     out: str | PathLike[str],
     label: str | PathLike[str] | None = ...,
+    shard: str | PathLike[str] | None = ...,
     protocol: str | PathLike[str] = ...,
     n: int | None = ...,
     temperature: float | None = ...,

@@ -26,8 +26,8 @@ from dsdr_eval.api.analysis import run_diversity, run_import, run_judging, run_r
 from dsdr_eval.run.evaluation import run_evaluation
 from dsdr_eval.api.sweeping import run_sweep
 from dsdr_eval.options import commands
-from dsdr_eval.options.commands import (AuditOptions, DiversityOptions, ImportOptions, JudgeOptions, ReportOptions,
-                                        RunOptions, ScoreOptions)
+from dsdr_eval.options.commands import (AuditOptions, DiversityOptions, ImportOptions, JudgeOptions, MergeOptions,
+                                        ReportOptions, RunOptions, ScoreOptions)
 from dsdr_eval.options.schema import Option, checked, keyword_spelling, signature
 from dsdr_eval.rundir.results import RunResults, load_run
 
@@ -196,12 +196,27 @@ def audit(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     return list(flagged_samples(options.path, flag=options.flag, benchmark=options.benchmark, limit=options.limit))
 
 
-def _paths(name: str, values: Any) -> list[str]:
+def _paths(name: str, values: Any, caller: str = "report") -> list[str]:
     """A list option given as a list of strings or paths, or as one of them (one ``--NAME``)."""
     items = [values] if isinstance(values, (str, Path)) else values
     if not isinstance(items, (list, tuple)) or not all(isinstance(v, (str, Path)) for v in items):
-        raise DsdrError(f"report({name}={values!r}): expected a string or path, or a list of them")
+        raise DsdrError(f"{caller}({name}={values!r}): expected a string or path, or a list of them")
     return [str(v) for v in items]
+
+
+@_declared(commands.MERGE, _COMMAND)
+def merge(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``dsdr-eval merge``: join the run directories ``shards`` of ``evaluate(..., shard="I/N")`` (every I of
+    one N) into the run directory ``out``, after checking that they are one run's shards, each finished,
+    together every sample once (docs/evaluate.md, Shards). Returns the merged config.json record; grade
+    it with ``score(out)``. ``command``: what config.json records (default: this call)."""
+    given = _bind(merge, args, kwargs)
+    shards = [str(path) for path in _paths("shards", given.pop("shards"), caller="merge")]
+    command = given.pop("command")
+    options = MergeOptions(shards=shards, **checked(commands.MERGE, "merge", given))
+    from dsdr_eval.run.merge import merge_shards
+
+    return merge_shards(options.shards, options.out, command=command or _call_record("merge", options))
 
 
 @_declared(commands.SWEEP, _ENGINE, _COMMAND)

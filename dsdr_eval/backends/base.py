@@ -73,6 +73,10 @@ OnResults = Callable[[list[tuple[int, RequestResult]]], None]
 
 class Backend(ABC):
     name: str = "base"
+    # What one seed covers: "batch" (one seed per batch, whose composition moves the outputs) or
+    # "request" (each request's own seed). `run --shard` keeps whole ones together (dsdr_eval.run.shard),
+    # so a shard's samples are the whole run's; "batch" is the safe default.
+    seed_scope: str = "batch"
 
     @abstractmethod
     def render(self, template: PromptTemplate, problem: str) -> tuple[str, str]:

@@ -25,6 +25,7 @@ from dsdr_eval.prompts import PromptTemplate, render_prompt, resolve_chat_mode
 
 class OpenAIBackend(Backend):
     name = "openai"
+    seed_scope = "request"  # a seed per rollout: a shard may hold any requests
 
     def __init__(self, endpoint: Any, *, api: str = "chat", tokenizer_path: str | None = None,
                  prompt_mode: str = "auto", extra_body: dict[str, Any] | None = None,

@@ -124,6 +124,7 @@ def content_ids(choice: Any, eos_ids: Sequence[int]) -> list[int]:
 
 class VLLMBackend(LocalTokenizerBackend):
     name = "vllm"
+    seed_scope = "request"  # SamplingParams.seed per request: a shard may hold any requests
 
     def __init__(self, model_path: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
                  data_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "diversity": ("dsdr_eval.cli.diversity", "compute DSDR, DARLING partition, Vendi, lexical and answer diversity metrics for a run"),
     "judge": ("dsdr_eval.cli.judge", "LLM-as-judge diversity scores through an OpenAI-compatible endpoint"),
     "import": ("dsdr_eval.cli.importing", "import another tool's results (lm-eval, lighteval, Qwen2.5-Math, verl, OpenAI batch, JSONL) as a run directory"),
+    "merge": ("dsdr_eval.cli.merge", "join the shards of one run (run --shard I/N) into one run directory"),
     "sweep": ("dsdr_eval.cli.sweep", "evaluate every (K-th) checkpoint of a training run, one run directory each (resumable)"),
     "report": ("dsdr_eval.cli.report", "tables and plots comparing runs against the paper's numbers"),
     "audit": ("dsdr_eval.cli.audit", "list the graded samples a person should look at (audit flags of a scored run)"),

@@ -109,6 +109,18 @@ def top_k(text: str) -> int:
     return 0 if value == -1 else value  # type: ignore[return-value]
 
 
+def shard(text: str) -> str:
+    """``I/N``: shard I of N (0 <= I < N, 0-based like Slurm's ``--array=0-{N-1}``), as ``"I/N"``."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError("expected I/N, e.g. 0/8 (shard I of N, from 0)")
+    index, count = int(match[1]), int(match[2])
+    if count < 1 or index >= count:
+        raise argparse.ArgumentTypeError(f"expected 0 <= I < N (shards are numbered from 0: the last of {count} "
+                                         f"is {max(count, 1) - 1}/{max(count, 1)})")
+    return f"{index}/{count}"
+
+
 def avg_metric(text: str) -> str:
     """auto, avg@n or avg@K (the second number of a Table 1 cell)."""
     if not re.fullmatch(r"auto|avg@n|avg@[1-9][0-9]*", text):

@@ -14,7 +14,8 @@ from typing import Any
 from dsdr_eval.grading.audit import FLAGS as AUDIT_FLAGS
 from dsdr_eval.grading.extraction import EXTRACTION_PROFILES
 from dsdr_eval.options import endpoint
-from dsdr_eval.options.checks import avg_metric, integer, names, nonempty, number, output_dir, reasoning_format, top_k
+from dsdr_eval.options.checks import (avg_metric, integer, names, nonempty, number, output_dir, reasoning_format, shard,
+                                      top_k)
 from dsdr_eval.options.schema import FLAG, REPEATED, Option, options_class
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -56,6 +57,10 @@ RUN: tuple[Option, ...] = (
     Option("out", "--out", required=True, check=output_dir, group=_WHAT,
            help="run directory (created; an existing one is resumed)"),
     Option("label", "--label", group=_WHAT, help="free-text label stored in config.json (reports show it)"),
+    Option("shard", "--shard", check=shard, metavar="I/N", group=_WHAT,
+           help="generate only shard I of N (from 0) of the run's work, with the seeds of the whole run, into "
+                "--out (one directory per shard; graded, no diversity); `dsdr-eval merge` joins the N shards "
+                "(docs/evaluate.md, Shards)"),
 
     Option("protocol", "--protocol", default="dsdr-paper", metavar="NAME|FILE", group=_PROTOCOL,
            help=f"a built-in protocol ({', '.join(PROTOCOLS)}) or a protocol file .yaml/.json "
@@ -163,7 +168,18 @@ SWEEP_OWN: tuple[Option, ...] = (
     Option("include_final", "--include-final", kind=FLAG, default=False, group="which checkpoints",
            help="also evaluate final/"),
 )
-SWEEP: tuple[Option, ...] = (*SWEEP_OWN, *map(_sweep_view, RUN))
+# a sweep evaluates whole checkpoints: no --shard (shard a run of one checkpoint with `run --shard`)
+SWEEP: tuple[Option, ...] = (*SWEEP_OWN, *map(_sweep_view, (o for o in RUN if o.name != "shard")))
+
+# ----------------------------------------------------------------------------- merge
+
+MERGE: tuple[Option, ...] = (
+    Option("shards", None, nargs="+", metavar="SHARD_DIR",
+           help="the run directories of `dsdr-eval run --shard I/N`, every I of one N"),
+    Option("out", "--out", required=True, check=output_dir, metavar="RUN_DIR",
+           help="the merged run directory (new); grade it with `dsdr-eval score RUN_DIR`"),
+)
+MergeOptions: Any = options_class("MergeOptions", MERGE, "Every ``dsdr-eval merge`` option.")
 
 # ----------------------------------------------------------------------------- score
 
@@ -404,4 +420,5 @@ COMMANDS: dict[str, tuple[tuple[Option, ...], str | None]] = {
     "run": (RUN, None), "score": (SCORE, None), "import": (IMPORT, None), "diversity": (DIVERSITY, None),
     "judge": (JUDGE, JUDGE_DESCRIPTION), "sweep": (SWEEP, None), "report": (REPORT, REPORT_DESCRIPTION),
     "audit": (AUDIT, None),
+    "merge": (MERGE, None),
 }

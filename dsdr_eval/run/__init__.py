@@ -8,6 +8,9 @@
    finish, resumable after any crash;
 4. ``finish.finish``: grading, scoring and diversity into graded.jsonl and metrics.json.
 
+``shard`` cuts step 3 to one part of the run (``run --shard I/N``, with the seeds of the whole run) and
+``merge`` joins the parts into one run directory (``dsdr-eval merge``).
+
 ``dsdr_eval.evaluate``, ``dsdr_eval.sweep`` (``dsdr_eval.api``) and ``dsdr-eval run`` (``dsdr_eval.cli``) call
 ``run_evaluation``. Nothing is imported here, so importing a step does not import the others.
 """

@@ -39,6 +39,7 @@ def run_evaluation(options: RunOptions, *, command: list[str] | None = None,
         else:
             backend = engine(plan.backend_name, plan.model) if engine is not None else make_backend(plan, options)
             outcome = generate(plan, resume, backend, progress=not options.no_progress,
-                               preload_encoder=not options.no_diversity and diversity_skipped(plan.protocol) is None,
+                               preload_encoder=(not options.no_diversity and diversity_skipped(plan.protocol) is None
+                                                and plan.shard is None),
                                timings=timings, t_start=t_start)
         return finish(plan, resume, outcome, options, timings, t_start)

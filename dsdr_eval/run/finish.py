@@ -55,6 +55,11 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
     timings["write_s"] = outcome.write_s
     # a resumed run keeps its recorded convention unless --extraction says otherwise (None: config.json's)
     extraction = plan.extraction if resume.old_config is None else options.extraction
+    if plan.shard is not None and not resume.samples.samples:  # more shards than units of work: nothing to grade
+        resume.samples.path.touch()
+        metrics = rundir.update_metrics(out, rundir.SCORE_SECTION, {}, summary={})
+        timings["total_s"] = time.perf_counter() - t_start
+        return RunOutcome(0, metrics, timings, out=out, backend=dict(plan.config["backend"]), protocol=plan.protocol)
     t0 = time.perf_counter()
     graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
                                         progress=progress, samples=resume.samples, extraction=extraction,
@@ -63,7 +68,8 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
     skipped = diversity_skipped(plan.protocol)
     if not options.no_diversity and skipped:
         print(f"note: diversity skipped: {skipped}")
-    if not options.no_diversity and not skipped:
+    # a shard may hold part of a problem's rollouts: diversity is computed on the merged run
+    if not options.no_diversity and not skipped and plan.shard is None:
         t0 = time.perf_counter()
         diversity = compute_run_diversity(out, progress=progress, graded=graded,
                                           threads=plan.config["backend"].get("threads"))  # from the records just graded

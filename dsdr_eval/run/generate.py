@@ -31,6 +31,7 @@ from dsdr_eval.rundir.jsonl import append_jsonl
 from dsdr_eval.rundir.samples import Sample, SampleKey, SamplesFile, clean_text
 from dsdr_eval.run.plan import BenchmarkData, RunPlan
 from dsdr_eval.run.resume import Resume, add_continuation, open_samples, record_forced_without_generation
+from dsdr_eval.run.shard import check_same_units, shard_record
 
 FAILURES = rundir.FAILURES  # requests that failed after every retry (one line per failed sample)
 
@@ -74,6 +75,7 @@ def generate(plan: RunPlan, resume: Resume, backend: Any, *, progress: bool, pre
     try:
         t0 = time.perf_counter()
         requests = plan_requests(plan.benchmarks, plan.protocol, backend, plan.template)
+        batches = shard_batches(requests, backend, plan, old_config)
         timings["plan_s"] = time.perf_counter() - t0
         auto = {k: config["backend"][k] for k in ("auto", "threads") if k in config["backend"]}
         config["backend"] = dict(backend.config(), **auto, sampling=sampling_record(requests, backend))
@@ -91,7 +93,7 @@ def generate(plan: RunPlan, resume: Resume, backend: Any, *, progress: bool, pre
             from dsdr_eval.diversity_metrics.semantic import preload_encoder as preload_in_background
 
             preload = preload_in_background()
-        outcome = generate_missing(out, requests, backend, samples=resume.samples, progress=progress)
+        outcome = generate_missing(out, requests, backend, samples=resume.samples, progress=progress, batches=batches)
     finally:
         backend.close()
         if preload is not None:  # usually done by now; never left loading after the run returns
@@ -204,24 +206,55 @@ def pack_batches(plan: Sequence[PlannedRequest], *, capacity: int, max_prompts: 
     return batches
 
 
+def _pack(plan: Sequence[PlannedRequest], backend: Backend) -> list[list[int]]:
+    return pack_batches(plan, capacity=max(1, backend.batch_capacity()),
+                        max_prompts=max(1, backend.max_prompts_per_batch()))
+
+
+def shard_batches(plan: Sequence[PlannedRequest], backend: Backend, run: RunPlan,
+                  old_config: dict[str, Any] | None) -> list[list[int]] | None:
+    """The batches of ``run --shard I/N`` (None: the whole plan's), cut by what one seed covers
+    (``dsdr_eval.run.shard``); completes config.json's ``shard`` record and refuses a rerun that cuts
+    the shard otherwise."""
+    if run.shard is None:
+        return None
+    unit = getattr(backend, "seed_scope", "batch")  # an engine that does not say: its batches, the safe unit
+    if unit == "request":  # each request carries its seed: pack the shard's own requests
+        n_units_run, mine = len(plan), run.shard.units(len(plan))
+        batches = [[mine[j] for j in batch] for batch in _pack([plan[i] for i in mine], backend)]
+    else:  # one seed per batch: the whole run's batches, every N-th
+        whole = _pack(plan, backend)
+        unit, n_units_run, mine = "batch", len(whole), run.shard.units(len(whole))
+        batches = [whole[k] for k in mine]
+    keys = {key for batch in batches for i in batch for key in plan[i].keys()}
+    n_run = sum(planned.request.n for planned in plan)
+    record = shard_record(run.shard, unit=unit, n_units=len(mine), n_units_run=n_units_run, keys=keys,
+                          n_samples_run=n_run)
+    check_same_units(run.out, old_config, record)
+    run.config["shard"] = record
+    print(f"shard {run.shard.spec}: {len(keys)} of the run's {n_run} samples ({len(mine)} of {record['n_units_run']} "
+          f"{unit}{'es' if unit == 'batch' else 's'}); join the {run.shard.count} shards with `dsdr-eval merge`")
+    return batches
+
+
 def generate_missing(run_dir: Path, plan: Sequence[PlannedRequest], backend: Backend, *,
                      samples: SamplesFile | None = None, progress: bool = True,
-                     log: Callable[[str], None] = print) -> GenerationOutcome:
+                     log: Callable[[str], None] = print, batches: list[list[int]] | None = None) -> GenerationOutcome:
     """Generate every planned sample not yet in samples.jsonl, appending as batches finish.
 
     ``samples``: the run's samples.jsonl already opened (``open_samples``); it is appended to, so
-    afterwards it holds every sample of the file without reading it again."""
+    afterwards it holds every sample of the file without reading it again. ``batches``: the part of
+    the plan to generate (a shard's, ``shard_batches``); default the whole plan."""
     if samples is None:
         samples = open_samples(rundir.run_path(run_dir, rundir.SAMPLES))
     failures_path = run_dir / FAILURES
     done = samples.keys
-    expected = {key for planned in plan for key in planned.keys()}
+    batches = _pack(plan, backend) if batches is None else batches
+    expected = {key for batch in batches for i in batch for key in plan[i].keys()}
     stray = done - expected
     if stray:
         log(f"note: samples.jsonl holds {len(stray)} samples outside this plan (kept, graded as they are)")
     outcome = GenerationOutcome(n_expected=len(expected), n_already_done=len(done & expected))
-    batches = pack_batches(plan, capacity=max(1, backend.batch_capacity()),
-                           max_prompts=max(1, backend.max_prompts_per_batch()))
     pending = [b for b in batches if any(k not in done for i in b for k in plan[i].keys())]
     if not pending:
         return outcome

@@ -37,6 +37,7 @@ class RunPlan:
     chat_template_kwargs: dict[str, Any]  # --chat-template-kwargs, checked ({} when not given)
     config: dict[str, Any]
     expected: set[SampleKey]  # every sample the protocol asks for (however requests are split)
+    shard: Any = None  # dsdr_eval.run.shard.Shard of `run --shard I/N` (None: the whole run)
 
 
 def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
@@ -46,6 +47,7 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
     from dsdr_eval.grading.reasoning import parse_reasoning_format
     from dsdr_eval.prompts import load_template
     from dsdr_eval.protocols import apply_overrides, protocol_file_record, resolve_protocol
+    from dsdr_eval.run.shard import Shard
     from dsdr_eval.tasks import benchmark_extraction
 
     protocol = apply_overrides(resolve_protocol(options.protocol), n=options.n, temperature=options.temperature,
@@ -64,6 +66,7 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
     auto = _auto_choice(options.backend, benchmarks, protocol)
     backend_name = auto.chosen if auto is not None else options.backend
     model = resolve_run_model(options, backend_name)
+    shard = Shard.parse(options.shard)
     config: dict[str, Any] = {
         "kind": "eval", "label": options.label, "command": list(command if command is not None else sys.argv),
         "model": model.to_config(),
@@ -83,9 +86,11 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
         **({"reasoning_format": parse_reasoning_format(options.reasoning_format).spec}
            if options.reasoning_format is not None else {}),
         "diversity": {"enabled": not options.no_diversity},
+        # run --shard: which part of the run this directory holds (completed by the generation step)
+        **({"shard": {"index": shard.index, "count": shard.count}} if shard is not None else {}),
     }
     return RunPlan(Path(options.out), protocol, template, benchmarks, extraction, backend_name, model, openai,
-                   template_kwargs, config, expected_keys(benchmarks, protocol))
+                   template_kwargs, config, expected_keys(benchmarks, protocol), shard)
 
 
 def _openai_options(options: RunOptions) -> tuple[Any, dict[str, Any] | None]:

@@ -15,6 +15,7 @@ from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.rundir.samples import SampleKey, SamplesFile
 from dsdr_eval.run.plan import RunPlan
+from dsdr_eval.run.shard import check_shard_dir, finished_keys
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,13 @@ class Resume:
 def open_resume(plan: RunPlan, *, force: bool, allow_mixed_models: bool) -> Resume:
     """Refuse a mismatched RUN_DIR (before paying for an engine start), create it, read its samples."""
     old_config = check_resume_config(plan.out, plan.config, force=force, allow_mixed_models=allow_mixed_models)
+    check_shard_dir(plan.out, old_config, plan.shard)
     plan.out.mkdir(parents=True, exist_ok=True)
     samples = open_samples(rundir.run_path(plan.out, rundir.SAMPLES))
-    return Resume(old_config, samples, plan.expected,
+    expected = plan.expected
+    if plan.shard is not None:  # a shard's units are cut by its engine; a finished one's are in config.json
+        expected = finished_keys(old_config, samples.keys & plan.expected) or plan.expected
+    return Resume(old_config, samples, expected,
                   _continuation(plan.out, old_config, plan.config, samples, plan.expected))
 
 

@@ -18,6 +18,7 @@ from helpers.fixtures_runs import make_scored_run
 
 import dsdr_eval
 from dsdr_eval.options.commands import (COMMANDS, AuditOptions, DiversityOptions, ImportOptions, JudgeOptions,
+                                        MergeOptions,
                                         ReportOptions, RunOptions, ScoreOptions)
 from dsdr_eval.api.sweeping import eval_settings
 from dsdr_eval.cli import build_parser, main
@@ -36,6 +37,7 @@ API = {
     "report": (dsdr_eval.report, ReportOptions, set()),
     "sweep": (dsdr_eval.sweep, None, {"model"}),  # the sweep refuses --model: each checkpoint is the model
     "audit": (dsdr_eval.audit, AuditOptions, set()),
+    "merge": (dsdr_eval.merge, MergeOptions, set()),
 }
 
 
@@ -69,7 +71,7 @@ def test_every_cli_option_is_a_keyword_with_the_same_default(command):
 MINIMAL = {"run": ["--model", "m", "--benchmarks", "math500", "--out", "o"], "score": ["p"],
            "import": ["p", "--out", "o"], "diversity": ["r"], "judge": ["r", "--judge-model", "j"],
            "sweep": ["t", "--out", "o", "--benchmarks", "math500"], "report": ["--out", "o"],
-           "audit": ["r"]}
+           "audit": ["r"], "merge": ["s0", "s1", "--out", "o"]}
 
 
 @pytest.mark.parametrize("command", list(API))

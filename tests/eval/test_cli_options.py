@@ -75,4 +75,4 @@ def test_help_of_every_command_imports_nothing_heavy() -> None:
             "assert not heavy, heavy\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert set(SUBCOMMANDS) == {"run", "score", "diversity", "judge", "import", "sweep", "report", "audit"}
+    assert set(SUBCOMMANDS) == {"run", "score", "diversity", "judge", "import", "sweep", "report", "audit", "merge"}
