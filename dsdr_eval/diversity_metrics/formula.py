@@ -134,7 +134,7 @@ def extract_formulas(text: str, *, rules: str = "extended", ends_at_answer: bool
 
     See the module docstring for the rule (``rules``: one of :data:`FORMULA_RULES`;
     ``ends_at_answer``: the text ends where its graded final answer ends, so the first span still
-    open there closes there). Never raises on any `str`; linear time."""
+    open there closes where its box begins). Never raises on any `str`; linear time."""
     if rules not in _RULE_SETS:
         raise ValueError(f"unknown formula rules {rules!r}; expected one of {FORMULA_RULES}")
     opener = _RULE_SETS[rules][0]

@@ -9,9 +9,9 @@ Rule ``answer-end`` (the default, version ``SOLUTION_CUT_VERSION``): every text 
 measures (``answer``, ``reasoning``, ``whole``) stops where the statement of the graded final answer
 ends (``GradedSample.answer_end``: the closing brace of the box the grader read, the end of its
 answer line's math span or sentence, ``</answer>``, the number read as the last number). A formula
-span still open there closes there (``formula.extract_formulas(ends_at_answer=True)``), so no span
-crosses the answer and ``$1+2=\\boxed{3}`` measures like ``$1+2=\\boxed{3}$``. A rollout without an
-extracted answer keeps its text. Rule ``none`` measures the whole text as before (for comparison).
+span still open there closes where the answer's box begins (``formula.extract_formulas(ends_at_answer=True)``),
+so no span crosses the answer and a dropped ``$`` measures like the honest solution. A rollout without
+an extracted answer keeps its text. Rule ``none`` measures the whole text as before (for comparison).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ DEFAULT_SOLUTION_CUT = "answer-end"
 SOLUTION_CUT_VERSION = "1"
 SOLUTION_CUT_DEFINITIONS = {
     "answer-end": "each measured text stops where the statement of its graded final answer ends (the box the "
-                  "grader read, its answer line, tag or number); a formula span still open there closes there; a "
-                  "rollout without an extracted answer keeps its text",
+                  "grader read, its answer line, tag or number); a formula span still open there closes where the "
+                  "answer's box begins; a rollout without an extracted answer keeps its text",
     "none": "the whole measured text, including what follows the final answer (the behaviour before issue 42)",
 }
 TEXT_PARTS = ("answer", "reasoning", "whole")
