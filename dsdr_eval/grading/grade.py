@@ -15,10 +15,11 @@ from dsdr_eval.grading.answer_norm import GradingOptions
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, GUESS_EXTRACTORS, MAX_ANSWER_CHARS,
                                          Extraction, ExtractionProfile, extract_answer_with_method, get_profile)
-from dsdr_eval.grading.pool import GradingPool, ProblemJob, WorkerPool, default_workers
+from dsdr_eval.grading.pool import (WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_MIN_S, GradingPool, ProblemJob, WorkerPool,
+                                    default_workers)
 from dsdr_eval.grading.reasoning import (DEFAULT_REASONING_FORMAT, UNCLOSED, ReasoningFormat, parse_reasoning_format,
                                          split_completion)
-from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
+from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS, gold_budget_s
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK
 
@@ -185,9 +186,9 @@ def _finish_problem(rows: list[dict], job: ProblemJob | None, budget_s: float) -
             row["grade_note"] = row["grade_note"] or job.notes[i]
             if row["status"] == "timeout" and not row["grade_note"]:
                 # math-verify's own alarms are off in the workers (grading.budget): a timeout without a
-                # note is the worker's per-answer budget timer, not a per-call math-verify timeout
-                row["grade_note"] = (f"the answer's grading budget ({budget_s:g} s for its parse and its comparison "
-                                     "with the gold together) was spent (answer counted as not correct)")
+                # note is the worker's per-answer CPU-time budget, not a per-call math-verify timeout
+                row["grade_note"] = (f"timeout: the answer's grading budget ({budget_s:g} s of CPU time for its parse and "
+                                     "its comparison with the gold together) was spent (answer counted as not correct)")
             ref: Any = job.class_ref[i] if job.class_ref[i] is not None else ("solo", i)
         elif answer is not None:  # over-long answer: a class of its own per distinct string
             ref = ("long", answer)
@@ -219,9 +220,14 @@ def grader_provenance(timeout_s: float, workers: int | None, options: GradingOpt
             "latex2sympy2_extended_version": version("latex2sympy2_extended"), "sympy_version": version("sympy"),
             "timeout_s": timeout_s, "workers": workers or default_workers(),
             # issue 24: timeout_s is a budget per answer, not per math-verify call (grading.budget, grading.task)
-            "timeout_scope": "per answer: its parse, its comparison with the gold and its answer-class comparisons "
-                             "share one timeout_s budget; a problem's class comparisons together get at most "
-                             f"{CLASS_BUDGET_TIMEOUTS:g} x timeout_s; a call stuck past timeout_s kills the worker",
+            "timeout_scope": "per answer, in the grading worker's own CPU time (never wall time: other processes "
+                             "cannot spend it): its parse, its comparison with the gold and its answer-class "
+                             "comparisons share one timeout_s budget; a problem's class comparisons together get at "
+                             f"most {CLASS_BUDGET_TIMEOUTS:g} x timeout_s; a call past timeout_s of CPU kills the "
+                             f"worker, as does one stuck {WALL_BACKSTOP_FACTOR:g} x its limit (at least "
+                             f"{WALL_BACKSTOP_MIN_S:g} s) of wall time; the gold is parsed outside every answer's "
+                             "budget, under its own bound (gold_parse_limit_s of CPU)",
+            "gold_parse_limit_s": gold_budget_s(timeout_s),
             "class_budget_timeouts": CLASS_BUDGET_TIMEOUTS,
             "extraction": extraction, "extraction_profile": get_profile(extraction).provenance(),
             "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,

@@ -1,10 +1,11 @@
 """math-verify inside a grading worker: parse and verify with timeouts detected by exception.
 
 Imported only in worker processes (and tests): it imports sympy and math-verify at once, which
-the parent must never pay for. Every call runs under math-verify's own ``signal.alarm`` timeout
-(the worker is a main thread) with ``raise_on_error=True``, so a timeout arrives as its
-``TimeoutException`` (a BaseException) and any other failure as an ordinary exception -- what
-math-verify happens to log is never read.
+the parent must never pay for. math-verify's own ``signal.alarm`` timeout (wall time) is switched off
+(``parsing_timeout=None``, ``timeout_seconds=None``): every call runs under the worker's CPU-time
+budget (``grading.budget``; the worker is a main thread) with ``raise_on_error=True``, so a timeout
+arrives as math-verify's ``TimeoutException`` (a BaseException) and any other failure as an ordinary
+exception -- what math-verify happens to log is never read.
 """
 
 from __future__ import annotations

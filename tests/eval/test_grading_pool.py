@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval.grading import pool as grading_pool
+from dsdr_eval.grading import spawn
 from dsdr_eval.grading import GradingPool, grade_samples
 
-pytestmark = pytest.mark.skipif(not grading_pool._CAN_FORK_WORKERS, reason="needs Linux pidfds and SCM_RIGHTS")
+pytestmark = pytest.mark.skipif(not spawn.CAN_FORK_WORKERS, reason="needs Linux pidfds and SCM_RIGHTS")
 
 
 def _parent_pid(pid: int) -> int:
