@@ -8,7 +8,7 @@ answer (``dsdr_eval.grading.extraction``, linear time), sends each problem's dis
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from dsdr_eval.grading import answer_norm
 from dsdr_eval.grading.answer_norm import GradingOptions
@@ -53,56 +53,97 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     long-lived workers (and its timeout) are used and left running; otherwise workers are started here.
     ``reasoning_format``: how completions mark their reasoning (``dsdr_eval.grading.reasoning``); only
     the answer part is graded."""
-    options = options or GradingOptions()
-    profile = get_profile(extraction)
-    fmt = parse_reasoning_format(reasoning_format)
     if timeout_s <= 0:
         raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
-    graded: list[dict] = []
-    problems: dict[tuple[str, str], dict] = {}
-    for index, row in enumerate(rows):
-        for name in ("problem_id", "gold", "completion"):
-            if name not in row or row[name] is None:
-                raise DsdrError(f"sample {index}: missing field '{name}'")
-        key = (str(row.get("benchmark", DEFAULT_BENCHMARK)), str(row["problem_id"]))
-        gold = str(row["gold"])
-        problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [], "meta": row.get("answer_meta"),
-                                            "problem": row.get("problem"), "gold_note": None})
-        if problem["gold"] != gold:
-            raise DsdrError(f"sample {index}: problem {key[1]!r} of benchmark {key[0]!r} has conflicting gold "
-                            f"answers {problem['gold']!r} and {gold!r}")
-        out = dict(row)
-        problem["rows"].append(out)
-        graded.append(out)
-
     if pool is not None and pool.worker_pool is None:
         raise DsdrError("grade_samples: the GradingPool has been closed")
+    grouped = _Grouped(rows, extraction, reasoning_format)
     # Start the pool now: its math-verify import overlaps with extraction below.
-    n_workers = max(1, min(workers or default_workers(), len(problems)))
-    worker_pool = pool.worker_pool if pool is not None else (WorkerPool(n_workers, timeout_s) if problems else None)
+    n_workers = max(1, min(workers or default_workers(), len(grouped.problems)))
+    worker_pool = pool.worker_pool if pool is not None else (WorkerPool(n_workers, timeout_s) if grouped.problems else None)
     try:
-        for problem in problems.values():
-            for out in problem["rows"]:
-                _extract_into(out, problem["answers"], profile, fmt)
-        jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(problems.values()) if p["answers"]]
-        if jobs and worker_pool is not None:
-            with progress_bar(sum(sum(job.weights) for job in jobs), "grading", unit="sample",
-                              enabled=progress) as bar:
-                worker_pool.on_progress = bar.advance
-                worker_pool.run(jobs)
+        prepared = grouped.extract(options)
+        _run_jobs(prepared.jobs, worker_pool, progress)
     finally:
         if worker_pool is not None and pool is None:
             worker_pool.close()
-    job_iter = iter(jobs)
-    budget_s = worker_pool.timeout_s if worker_pool is not None else timeout_s  # a given pool's own timeout
-    for problem in problems.values():
+    return _finish(prepared, worker_pool.timeout_s if worker_pool is not None else timeout_s)  # a given pool's own
+
+
+class PreparedGrading(NamedTuple):
+    """Rows grouped into problems, answers extracted, the problems' jobs built: what ``grade_prepared``
+    sends to a pool. ``prepare_grading`` makes it with no worker involved, so a caller can prepare the
+    next rows while a pool grades these (``dsdr_eval.scoring`` does, issue 44)."""
+
+    graded: list[dict]
+    problems: dict[tuple[str, str], dict]
+    jobs: list[ProblemJob]
+
+
+def prepare_grading(rows: list[dict], *, options: GradingOptions | None = None, extraction: str = DEFAULT_EXTRACTION,
+                    reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> PreparedGrading:
+    """``grade_samples``' work before the pool: the same checks, grouping and extraction."""
+    return _Grouped(rows, extraction, reasoning_format).extract(options)
+
+
+def grade_prepared(prepared: PreparedGrading, pool: GradingPool, *, progress: bool = False) -> list[dict]:
+    """``grade_samples(rows, pool=pool)`` of the rows ``prepared`` was made from."""
+    if pool.worker_pool is None:
+        raise DsdrError("grade_samples: the GradingPool has been closed")
+    _run_jobs(prepared.jobs, pool.worker_pool, progress)
+    return _finish(prepared, pool.worker_pool.timeout_s)
+
+
+class _Grouped:
+    """Rows checked and grouped into problems by (benchmark, problem_id); ``extract`` reads their answers."""
+
+    def __init__(self, rows: list[dict], extraction: str, reasoning_format: "str | ReasoningFormat") -> None:
+        self.profile = get_profile(extraction)
+        self.fmt = parse_reasoning_format(reasoning_format)
+        self.graded: list[dict] = []
+        self.problems: dict[tuple[str, str], dict] = {}
+        for index, row in enumerate(rows):
+            for name in ("problem_id", "gold", "completion"):
+                if name not in row or row[name] is None:
+                    raise DsdrError(f"sample {index}: missing field '{name}'")
+            key = (str(row.get("benchmark", DEFAULT_BENCHMARK)), str(row["problem_id"]))
+            gold = str(row["gold"])
+            problem = self.problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [],
+                                                     "meta": row.get("answer_meta"), "problem": row.get("problem"),
+                                                     "gold_note": None})
+            if problem["gold"] != gold:
+                raise DsdrError(f"sample {index}: problem {key[1]!r} of benchmark {key[0]!r} has conflicting gold "
+                                f"answers {problem['gold']!r} and {gold!r}")
+            out = dict(row)
+            problem["rows"].append(out)
+            self.graded.append(out)
+
+    def extract(self, options: GradingOptions | None) -> PreparedGrading:
+        options = options or GradingOptions()
+        for problem in self.problems.values():
+            for out in problem["rows"]:
+                _extract_into(out, problem["answers"], self.profile, self.fmt)
+        jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(self.problems.values()) if p["answers"]]
+        return PreparedGrading(self.graded, self.problems, jobs)
+
+
+def _run_jobs(jobs: list[ProblemJob], worker_pool: WorkerPool | None, progress: bool) -> None:
+    if jobs and worker_pool is not None:
+        with progress_bar(sum(sum(job.weights) for job in jobs), "grading", unit="sample", enabled=progress) as bar:
+            worker_pool.on_progress = bar.advance
+            worker_pool.run(jobs)
+
+
+def _finish(prepared: PreparedGrading, budget_s: float) -> list[dict]:
+    job_iter = iter(prepared.jobs)
+    for problem in prepared.problems.values():
         job = next(job_iter) if problem["answers"] else None
         _finish_problem(problem["rows"], job, budget_s)
         # rule ordered_list: a gold read otherwise than written (extremes put in the question's order)
         # is said on every row of its problem that has no other note
         for row in problem["rows"] if problem["gold_note"] else ():
             row["grade_note"] = row["grade_note"] or problem["gold_note"]
-    return graded
+    return prepared.graded
 
 
 def _problem_job(job_id: int, problem: dict, options: GradingOptions) -> ProblemJob:
