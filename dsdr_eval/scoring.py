@@ -67,7 +67,7 @@ class GradedFile:
         return iter_records(self.path, parse_graded)
 
 
-def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: float = 5.0,
+def score_records(samples_path: str | Path, out_dir: str | Path, *, grading_timeout_s: float = 5.0,
                   workers: int | None = None, progress: bool = True, bootstrap: int = 1000,
                   options: GradingOptions | None = None, seed: int = 0,
                   samples: SamplesFile | None = None, extraction: str | None = None,
@@ -101,7 +101,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
         raise DsdrError(f"{samples_path}: no samples")
     out_dir.mkdir(parents=True, exist_ok=True)
     judged = judge is not None and check_mode(judge_mode) != OFF
-    grading = _Grading(timeout_s, workers, options, extraction, reasoning, len(index.groups),
+    grading = _Grading(grading_timeout_s, workers, options, extraction, reasoning, len(index.groups),
                        (judge, judge_mode) if judged else None)
     kept: list[GradedSample] | None = [] if samples is not None else None
     no_answer, metrics_input = NoAnswerTally(extraction), MetricsAccumulator()
@@ -128,7 +128,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, timeout_s: f
             warn(message)
         metrics = metrics_input.result(bootstrap=bootstrap, seed=seed)
         provenance = metrics["provenance"]
-        provenance["grading"] = grader_provenance(timeout_s, workers, options, extraction, reasoning)
+        provenance["grading"] = grader_provenance(grading_timeout_s, workers, options, extraction, reasoning)
         provenance["grading"]["wall_s"] = round(grading_wall_s, 3)
         if grading.registry.counts():
             provenance["grading"]["registry_context"] = grading.registry.counts()
@@ -189,12 +189,12 @@ def _read_back(handle: IO[bytes]) -> Iterator[bytes]:
 class _Grading:
     """The grader of one scoring pass: one pool of workers for every chunk, the registry's context."""
 
-    def __init__(self, timeout_s: float, workers: int | None, options: GradingOptions | None, extraction: str,
+    def __init__(self, grading_timeout_s: float, workers: int | None, options: GradingOptions | None, extraction: str,
                  reasoning: ReasoningFormat, n_problems: int, judge: tuple[AnswerJudge, str] | None = None) -> None:
         self.options, self.extraction, self.reasoning, self.judge = options, extraction, reasoning, judge
         self.registry = RegistryContext()
         self.workers = max(1, min(workers or default_workers(), n_problems))
-        self.pool = GradingPool(timeout_s=timeout_s, workers=self.workers)
+        self.pool = GradingPool(grading_timeout_s=grading_timeout_s, workers=self.workers)
 
     def prepare(self, numbered: list[tuple[int, Sample]]) -> PreparedGrading:
         """(position, sample) pairs of whole problems, their answers extracted: no worker involved, so
@@ -320,12 +320,12 @@ def score_samples(samples_path: str | Path, out_dir: str | Path, **options: Any)
     return score_records(samples_path, out_dir, **options).metrics
 
 
-def score_run_dir(run_dir: str | Path, *, timeout_s: float = 5.0, workers: int | None = None,
+def score_run_dir(run_dir: str | Path, *, grading_timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, bootstrap: int = 1000, seed: int = 0,
                   samples: SamplesFile | None = None, extraction: str | None = None,
                   reasoning_format: str | None = None) -> dict[str, Any]:
     """Score ``RUN_DIR/samples.jsonl`` in place (graded.jsonl + metrics.json next to it)."""
-    return score_run_records(run_dir, timeout_s=timeout_s, workers=workers, progress=progress,
+    return score_run_records(run_dir, grading_timeout_s=grading_timeout_s, workers=workers, progress=progress,
                              bootstrap=bootstrap, seed=seed, samples=samples, extraction=extraction,
                              reasoning_format=reasoning_format).metrics
 

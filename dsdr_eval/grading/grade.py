@@ -34,7 +34,7 @@ ANSWER_PART, REASONING_UNCLOSED, LENGTH_NO_FINAL = "answer_part", "reasoning_unc
 ANSWER_RULES = (ANSWER_PART, REASONING_UNCLOSED, LENGTH_NO_FINAL)
 
 
-def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | None = None,
+def grade_samples(rows: list[dict], *, grading_timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, pool: GradingPool | None = None,
                   options: GradingOptions | None = None, extraction: str = DEFAULT_EXTRACTION,
                   reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> list[dict]:
@@ -53,21 +53,23 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     long-lived workers (and its timeout) are used and left running; otherwise workers are started here.
     ``reasoning_format``: how completions mark their reasoning (``dsdr_eval.grading.reasoning``); only
     the answer part is graded."""
-    if timeout_s <= 0:
-        raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
+    if grading_timeout_s <= 0:
+        raise DsdrError(f"grading timeout must be > 0 s (got {grading_timeout_s})")
     if pool is not None and pool.worker_pool is None:
         raise DsdrError("grade_samples: the GradingPool has been closed")
     grouped = _Grouped(rows, extraction, reasoning_format)
     # Start the pool now: its math-verify import overlaps with extraction below.
     n_workers = max(1, min(workers or default_workers(), len(grouped.problems)))
-    worker_pool = pool.worker_pool if pool is not None else (WorkerPool(n_workers, timeout_s) if grouped.problems else None)
+    worker_pool = (pool.worker_pool if pool is not None
+                   else WorkerPool(n_workers, grading_timeout_s) if grouped.problems else None)
     try:
         prepared = grouped.extract(options)
         _run_jobs(prepared.jobs, worker_pool, progress)
     finally:
         if worker_pool is not None and pool is None:
             worker_pool.close()
-    return _finish(prepared, worker_pool.timeout_s if worker_pool is not None else timeout_s)  # a given pool's own
+    # a given pool's own timeout
+    return _finish(prepared, worker_pool.grading_timeout_s if worker_pool is not None else grading_timeout_s)
 
 
 class PreparedGrading(NamedTuple):
@@ -91,7 +93,7 @@ def grade_prepared(prepared: PreparedGrading, pool: GradingPool, *, progress: bo
     if pool.worker_pool is None:
         raise DsdrError("grade_samples: the GradingPool has been closed")
     _run_jobs(prepared.jobs, pool.worker_pool, progress)
-    return _finish(prepared, pool.worker_pool.timeout_s)
+    return _finish(prepared, pool.worker_pool.grading_timeout_s)
 
 
 class _Grouped:
@@ -246,7 +248,7 @@ def status_counts(rows: Iterable[dict]) -> dict[str, int]:
     return counts
 
 
-def grader_provenance(timeout_s: float, workers: int | None, options: GradingOptions | None = None,
+def grader_provenance(grading_timeout_s: float, workers: int | None, options: GradingOptions | None = None,
                       extraction: str = DEFAULT_EXTRACTION,
                       reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> dict[str, Any]:
     import importlib.metadata as md
@@ -259,16 +261,17 @@ def grader_provenance(timeout_s: float, workers: int | None, options: GradingOpt
 
     return {"grader": "math-verify", "math_verify_version": version("math-verify"),
             "latex2sympy2_extended_version": version("latex2sympy2_extended"), "sympy_version": version("sympy"),
-            "timeout_s": timeout_s, "workers": workers or default_workers(),
-            # issue 24: timeout_s is a budget per answer, not per math-verify call (grading.budget, grading.task)
+            "grading_timeout_s": grading_timeout_s, "workers": workers or default_workers(),
+            # issue 24: grading_timeout_s is a budget per answer, not per math-verify call (grading.budget, grading.task)
             "timeout_scope": "per answer, in the grading worker's own CPU time (never wall time: other processes "
                              "cannot spend it): its parse, its comparison with the gold and its answer-class "
-                             "comparisons share one timeout_s budget; a problem's class comparisons together get at "
-                             f"most {CLASS_BUDGET_TIMEOUTS:g} x timeout_s; a call past timeout_s of CPU kills the "
+                             "comparisons share one grading_timeout_s budget; a problem's class comparisons together "
+                             f"get at most {CLASS_BUDGET_TIMEOUTS:g} x grading_timeout_s; a call past grading_timeout_s "
+                             "of CPU kills the "
                              f"worker, as does one stuck {WALL_BACKSTOP_FACTOR:g} x its limit (at least "
                              f"{WALL_BACKSTOP_MIN_S:g} s) of wall time; the gold is parsed outside every answer's "
                              "budget, under its own bound (gold_parse_limit_s of CPU)",
-            "gold_parse_limit_s": gold_budget_s(timeout_s),
+            "gold_parse_limit_s": gold_budget_s(grading_timeout_s),
             "class_budget_timeouts": CLASS_BUDGET_TIMEOUTS,
             "extraction": extraction, "extraction_profile": get_profile(extraction).provenance(),
             "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,

@@ -2,13 +2,13 @@
 
 Workers are forked warm from one zygote interpreter (pidfds watch them; Linux >= 5.3), or, where
 the platform lacks that, each is a fresh interpreter. Each unit of work -- each distinct answer with
-its class comparisons -- must end within ``timeout_s`` of the worker's own CPU time from its start, as
+its class comparisons -- must end within ``grading_timeout_s`` of the worker's own CPU time from its start, as
 the worker's marker records it (``dsdr_eval.grading.marker``); a problem's gold gets its own bound
 (``task.gold_budget_s``). The parent reads the worker's CPU clock (``worker_cpu_time``), so other
 processes on the machine never spend a budget (issue 43: verdicts changed with the load); a unit
 that runs ``WALL_BACKSTOP_FACTOR`` times its limit in wall time (a call stuck without running) is
 killed too. No message can reset either deadline, so a problem costs at most its distinct answers x
-``timeout_s`` of CPU (issue 24). A worker past one is SIGKILLed and replaced, the answer in progress
+``grading_timeout_s`` of CPU (issue 24). A worker past one is SIGKILLed and replaced, the answer in progress
 is marked ``timeout`` (once: it is never rerun) and the rest of its problem is resubmitted. Each
 worker holds ``_JOBS_IN_FLIGHT`` problems and sends its results batched (``dsdr_eval.grading.worker``).
 """
@@ -120,11 +120,11 @@ class WorkerPool:
     with ``start_workers``), and every replacement of a killed worker is a fork too. Without
     fork support each worker is its own interpreter, started in ``__init__``."""
 
-    def __init__(self, n_workers: int, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
+    def __init__(self, n_workers: int, grading_timeout_s: float) -> None:
+        self.grading_timeout_s = grading_timeout_s
         # The worker's own budget per unit (grading.budget) ends a second (at most a fifth) before
         # the hard deadline, so a merely slow answer ends as "timeout" without a worker respawn.
-        self.inner_timeout_ms = max(1, int(1000 * (timeout_s - min(1.0, 0.2 * timeout_s))))
+        self.inner_timeout_ms = max(1, int(1000 * (grading_timeout_s - min(1.0, 0.2 * grading_timeout_s))))
         self.on_progress: Callable[[int], None] = lambda n: None
         self.n_workers = n_workers
         self.zygote: Zygote | None = Zygote(self.inner_timeout_ms) if CAN_FORK_WORKERS else None
@@ -244,7 +244,7 @@ class WorkerPool:
 
     def _unit_limit_s(self, phase: int) -> float:
         """CPU seconds the unit in progress may use: a gold's own bound, else an answer's timeout."""
-        return gold_budget_s(self.timeout_s) + GOLD_KILL_MARGIN_S if phase == GOLD else self.timeout_s
+        return gold_budget_s(self.grading_timeout_s) + GOLD_KILL_MARGIN_S if phase == GOLD else self.grading_timeout_s
 
     def _overdue(self, worker: _Worker, now: float) -> str | None:
         """Why the busy ``worker`` must be killed now, or None. At work: the unit in progress (the
@@ -253,7 +253,7 @@ class WorkerPool:
         it, ``WORKER_PICKUP_TIMEOUT_S`` from the sending."""
         marker = worker.marker.read()
         if self._marked_job(worker, marker) is None:
-            if now > worker.sent_at + max(self.timeout_s, WORKER_PICKUP_TIMEOUT_S):
+            if now > worker.sent_at + max(self.grading_timeout_s, WORKER_PICKUP_TIMEOUT_S):
                 return f"a grading worker did not begin its problem within {WORKER_PICKUP_TIMEOUT_S:g} s; worker killed"
             return None
         what = "the gold's parse" if marker.phase == GOLD else "an answer's grading call"
@@ -275,7 +275,8 @@ class WorkerPool:
             return worker.deadline
         marker = worker.marker.read()
         if self._marked_job(worker, marker) is None:
-            return min(worker.sent_at + max(self.timeout_s, WORKER_PICKUP_TIMEOUT_S), now + min(0.1, self.timeout_s / 5))
+            pickup = worker.sent_at + max(self.grading_timeout_s, WORKER_PICKUP_TIMEOUT_S)
+            return min(pickup, now + min(0.1, self.grading_timeout_s / 5))
         limit = self._unit_limit_s(marker.phase)
         backstop = marker.started + wall_backstop_s(limit)
         cpu = worker_cpu_time(worker.proc.pid)
@@ -324,7 +325,7 @@ class WorkerPool:
         """Why a gold cannot be graded against (``task``'s failure): a timeout is said to be one."""
         if failure == GOLD_TIMEOUT:
             return (f"the gold answer could not be parsed: its parse timed out (its own budget of "
-                    f"{gold_budget_s(self.timeout_s):g} s of CPU time ran out)")
+                    f"{gold_budget_s(self.grading_timeout_s):g} s of CPU time ran out)")
         if failure == GOLD_EMPTY:
             return "the gold answer could not be parsed: math-verify extracted nothing from it"
         return f"the gold answer could not be parsed ({failure})"
@@ -426,17 +427,17 @@ class GradingPool:
     """Grading workers kept alive across ``grade_samples`` calls (e.g. one call per RL step), so
     the ~1-2 s interpreter start-up is paid once::
 
-        with GradingPool(timeout_s=5.0, workers=2) as pool:
+        with GradingPool(grading_timeout_s=5.0, workers=2) as pool:
             for batch in batches:
                 graded = grade_samples(batch, pool=pool)
     """
 
-    def __init__(self, *, timeout_s: float = 5.0, workers: int | None = None) -> None:
-        if timeout_s <= 0:
-            raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
-        self.timeout_s = timeout_s
+    def __init__(self, *, grading_timeout_s: float = 5.0, workers: int | None = None) -> None:
+        if grading_timeout_s <= 0:
+            raise DsdrError(f"grading timeout must be > 0 s (got {grading_timeout_s})")
+        self.grading_timeout_s = grading_timeout_s
         self.workers = max(1, workers or default_workers())
-        self.worker_pool: WorkerPool | None = WorkerPool(self.workers, timeout_s)
+        self.worker_pool: WorkerPool | None = WorkerPool(self.workers, grading_timeout_s)
         self.worker_pool.start_workers()  # a long-lived pool pays its start-up here, once
 
     def close(self) -> None:

@@ -130,7 +130,7 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
         if prov.grading:
             grading = prov.grading
             parts.append(f"grader {grading.get('grader', '?')} {grading.get('math_verify_version') or ''}".strip()
-                         + f" (timeout {grading.get('timeout_s', '?')} s, extraction profile "
+                         + f" (timeout {grading.get('grading_timeout_s', '?')} s, extraction profile "
                          f"{_extraction_profile(grading)}, rules v{grading.get('extraction_rules_version', '?')}, "
                          f"reasoning format {_reasoning_format(grading)})")
         if prov.get("bootstrap") is not None:

@@ -45,7 +45,7 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
     # a resumed run keeps its recorded convention unless --extraction says otherwise (None: config.json's)
     extraction = plan.extraction if resume.old_config is None else options.extraction
     t0 = time.perf_counter()
-    graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
+    graded, metrics = score_run_records(out, grading_timeout_s=options.grading_timeout_s, workers=options.grading_workers,
                                         progress=progress, samples=resume.samples, extraction=extraction,
                                         reasoning_format=options.reasoning_format)
     timings["score_s"] = time.perf_counter() - t0

@@ -92,7 +92,7 @@ CASES = [  # (problem_id, gold, completion, expected status)
 def graded():
     rows = [{"benchmark": "t", "problem_id": pid, "gold": gold, "completion": text, "sample_idx": i}
             for i, (pid, gold, text, _) in enumerate(CASES)]
-    return grade_samples(rows, timeout_s=5.0, workers=2, progress=False)
+    return grade_samples(rows, grading_timeout_s=5.0, workers=2, progress=False)
 
 
 def test_statuses_and_equivalences(graded):
@@ -135,7 +135,7 @@ def test_external_kill_of_a_hung_worker():
     rows = [{"problem_id": "p", "gold": "5", "completion": c}
             for c in (r"\boxed{9!!!!!!!}", r"\boxed{5}", r"\boxed{6}", r"\boxed{5.0}")]
     rows.append({"problem_id": "q", "gold": "7", "completion": r"\boxed{7}"})
-    out = grade_samples(rows, timeout_s=0.5, workers=1, progress=False)
+    out = grade_samples(rows, grading_timeout_s=0.5, workers=1, progress=False)
     assert [r["status"] for r in out] == ["timeout", "correct", "incorrect", "correct", "correct"]
     # What matters is that the kill came from the worker's CPU clock at the 0.5 s limit, not from the
     # wall-clock backstop (>= 60 s) -- not how many wall seconds a loaded 2-core machine took (this
@@ -159,7 +159,7 @@ def test_persistent_pool_reused_across_calls():
     from dsdr_eval.grading import GradingPool
 
     rows = [{"problem_id": "p", "gold": "4", "completion": c} for c in (r"\boxed{4}", r"\boxed{5}", "none")]
-    with GradingPool(timeout_s=5.0, workers=1) as pool:
+    with GradingPool(grading_timeout_s=5.0, workers=1) as pool:
         pids = [w.proc.pid for w in pool.worker_pool.workers]
         first = grade_samples(rows, pool=pool, progress=False)
         second = grade_samples(rows[::-1], pool=pool, progress=False)
@@ -189,5 +189,5 @@ def test_workers_without_fork_support_are_fresh_interpreters(monkeypatch):
 
     monkeypatch.setattr(grading_pool, "CAN_FORK_WORKERS", False)
     rows = [{"problem_id": "p", "gold": "4", "completion": c} for c in (r"\boxed{4}", r"\boxed{5}", "none")]
-    out = grade_samples(rows, timeout_s=5.0, workers=1, progress=False)
+    out = grade_samples(rows, grading_timeout_s=5.0, workers=1, progress=False)
     assert [r["status"] for r in out] == ["correct", "incorrect", "no_answer"]

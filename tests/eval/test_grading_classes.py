@@ -31,7 +31,7 @@ def golds():
 @pytest.fixture(scope="module")
 def class_results(golds):
     cases = gc.generate(golds, per_class=PER_CLASS)
-    graded = grade_samples(gc.to_rows(cases), timeout_s=10.0, workers=2, progress=False)
+    graded = grade_samples(gc.to_rows(cases), grading_timeout_s=10.0, workers=2, progress=False)
     return cases, gc.class_table(cases, graded)
 
 

@@ -112,7 +112,7 @@ def test_a_killed_answer_is_charged_once_not_rerun():
     rows = [{"problem_id": "p", "gold": "5", "completion": c} for c in quick + [r"\boxed{9!!!!!!!}", r"\boxed{5.0}"]]
     # What the cost bound needs is one kill, decided by the worker's CPU clock (not the wall-clock
     # backstop): a wall-seconds bound here failed on a loaded 2-core machine (issue 43).
-    with GradingPool(timeout_s=0.5, workers=1) as pool:
+    with GradingPool(grading_timeout_s=0.5, workers=1) as pool:
         graded = grade_samples(rows, pool=pool, progress=False)
         assert pool.worker_pool.respawns == 1
     assert [r["status"] for r in graded] == ["incorrect"] * 4 + ["correct", "timeout", "correct"]
@@ -125,7 +125,7 @@ def test_every_answer_that_hangs_against_its_gold_is_killed_once():
     # each charged to its answer alone, and the next problem is still graded.
     rows = [{"problem_id": "p", "gold": "9!!!!!!!", "completion": c} for c in (r"\boxed{5}", r"\boxed{6}")]
     rows.append({"problem_id": "q", "gold": "7", "completion": r"\boxed{7}"})
-    with GradingPool(timeout_s=0.5, workers=1) as pool:
+    with GradingPool(grading_timeout_s=0.5, workers=1) as pool:
         graded = grade_samples(rows, pool=pool, progress=False)
         assert pool.worker_pool.respawns == 2
     assert [r["status"] for r in graded] == ["timeout", "timeout", "correct"]
@@ -146,7 +146,7 @@ def test_the_hard_deadline_runs_from_the_units_start_in_the_workers_cpu_time(mon
     cpu = {"now": 0.0}
     monkeypatch.setattr(grading_pool, "worker_cpu_time", lambda pid: cpu["now"])
     pool = object.__new__(grading_pool.WorkerPool)
-    pool.timeout_s = 2.0
+    pool.grading_timeout_s = 2.0
     worker = grading_pool._Worker(proc=SimpleNamespace(pid=1), conn=None, marker=board, deadline=0.0, ready=True)
     worker.queued.append(SimpleNamespace(job_id=3))
     worker.sent_at = 100.0

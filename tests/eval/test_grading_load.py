@@ -51,7 +51,7 @@ def test_the_same_run_gets_the_same_verdicts_idle_and_beside_cpu_bound_processes
     # 2-3 s of wall time or more -- past the limit when it is counted in wall time (mutant: ITIMER_REAL /
     # monotonic in grading.budget -> timeouts in the loaded run only). Both pools (one fresh worker
     # each, nothing cached) start before the neighbours do: only the grading runs beside them.
-    with GradingPool(timeout_s=2.0, workers=1) as idle_pool, GradingPool(timeout_s=2.0, workers=1) as loaded_pool:
+    with GradingPool(grading_timeout_s=2.0, workers=1) as idle_pool, GradingPool(grading_timeout_s=2.0, workers=1) as loaded_pool:
         idle = _statuses(idle_pool)
         busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(N_BUSY)]
         try:
@@ -72,7 +72,7 @@ def test_a_gold_is_parsed_outside_the_answers_budget():
     gold = HEAVY_GOLDS[2]
     rows = [{"problem_id": "27", "gold": gold, "completion": f"So $\\boxed{{{gold}}}$."},
             {"problem_id": "27", "gold": gold, "completion": "no answer here"}]
-    graded = grade_samples(rows, timeout_s=0.1, workers=1, progress=False)
+    graded = grade_samples(rows, grading_timeout_s=0.1, workers=1, progress=False)
     assert [row["status"] for row in graded] == ["correct", "no_answer"], [row["grade_note"] for row in graded]
 
 
@@ -101,6 +101,6 @@ def test_a_gold_that_times_out_is_reported_as_a_timeout_not_as_extracted_nothing
     assert _gold_message(verifier, "5") == ("gold", 0, None)
     # what the samples of such a problem say (status error, the note naming the cause)
     pool = object.__new__(WorkerPool)
-    pool.timeout_s = 0.5
+    pool.grading_timeout_s = 0.5
     assert "timed out" in pool._gold_note(GOLD_TIMEOUT) and "extracted nothing" not in pool._gold_note(GOLD_TIMEOUT)
     assert "extracted nothing" in pool._gold_note(GOLD_EMPTY)

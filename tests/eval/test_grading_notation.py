@@ -83,7 +83,7 @@ CASES = [
 def case_verdicts():
     rows = [{"problem_id": f"p{i}", "gold": gold, "completion": f"So the answer is $\\boxed{{{answer}}}$.",
              "sample_idx": 0} for i, (gold, answer, _) in enumerate(CASES)]
-    return [row["correct"] for row in grade_samples(rows, timeout_s=10.0, workers=2, progress=False)]
+    return [row["correct"] for row in grade_samples(rows, grading_timeout_s=10.0, workers=2, progress=False)]
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{g}|{a}" for g, a, _ in CASES])

@@ -14,7 +14,7 @@ def test_provenance_says_the_timeout_is_per_answer_with_a_class_budget():
     scope = provenance["timeout_scope"]
     assert scope.startswith("per answer") and "comparison with the gold" in scope and "class comparisons" in scope
     assert provenance["class_budget_timeouts"] == CLASS_BUDGET_TIMEOUTS == 4.0
-    assert f"{CLASS_BUDGET_TIMEOUTS:g} x timeout_s" in scope
+    assert f"{CLASS_BUDGET_TIMEOUTS:g} x grading_timeout_s" in scope
     assert "CPU time" in scope and "never wall time" in scope  # issue 43: a budget the load cannot spend
     assert provenance["gold_parse_limit_s"] >= 30.0  # the gold: its own bound, outside the answers' budget
 
