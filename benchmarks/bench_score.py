@@ -158,6 +158,8 @@ def main() -> int:
     parser.add_argument("--ref", default=None, help="the commit to compare with (default: see above)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--this", default=None, metavar="COMMIT",
+                        help="score this commit (exported like --ref) instead of the working tree")
     parser.add_argument("--no-naive", action="store_true", help="only ref vs this")
     args = parser.parse_args()
     ref = args.ref or default_ref()
@@ -168,7 +170,12 @@ def main() -> int:
         (tmp / "ref").mkdir()
         commit = export_tree(ref, tmp / "ref")
         trees = {"ref": tmp / "ref", "this": REPO}
-        print(f"ref {commit[:10]} ({ref}) vs this tree {REPO.name}; {args.workers} workers, timeout {args.timeout:g} s; "
+        this = f"the working tree {REPO.name}"
+        if args.this:
+            (tmp / "this").mkdir()
+            trees["this"] = tmp / "this"
+            this = f"{export_tree(args.this, tmp / 'this')[:10]} ({args.this})"
+        print(f"ref {commit[:10]} ({ref}) vs this {this}; {args.workers} workers, timeout {args.timeout:g} s; "
               f"{os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at start")
         files = {}
         for n in sizes:

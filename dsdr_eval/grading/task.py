@@ -195,18 +195,29 @@ class _AnswerClasses:
                 f"{len(self.reps)} classes (a class of its own)")
 
 
-def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool) -> tuple[str, list]:
-    """-> (status, parsed answer) of one answer wire form ``(text, items, ruled)``."""
+def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool, gold: tuple) -> tuple[str, list]:
+    """-> (status, parsed answer) of one answer wire form ``(text, items, ruled)`` against ``gold``
+    (its wire form, the key of the worker's verdicts: the same gold and answer in another problem --
+    a copy of a problem, the next epoch of an RL run -- are not compared again; a timeout is not kept)."""
     answer, items, ruled = form
     if gold_failed:
         return "error", []
     pred, parse_timed_out = matcher.verifier.parse(answer)
     if ruled is not None:  # an answer_norm rule decided (disowning box, base, list length)
         return ruled, pred
+    key = (gold, matcher.rel_tol, answer, items)
+    known = matcher.verifier.verdicts.get(key)
+    if known is not None:
+        return known, pred
     equal, verify_timed_out = matcher.matches(answer, items) if pred or items else (False, False)
     if equal:
-        return "correct", pred
-    return ("timeout" if parse_timed_out or verify_timed_out else "incorrect"), pred
+        status = "correct"
+    elif parse_timed_out or verify_timed_out:
+        return "timeout", pred
+    else:
+        status = "incorrect"
+    matcher.verifier.remember(key, status)
+    return status, pred
 
 
 class _NoMarker:
@@ -243,7 +254,7 @@ def run_task(task: tuple, conn, verifier: "Verifier", marker: "MarkerBoard | Non
             started = now()
             marker.mark(task_id, i, VERDICT, started=started)
             verifier.budget.start(unit_s)
-            status, pred = _verdict(answers[i], matcher, gold_failed)
+            status, pred = _verdict(answers[i], matcher, gold_failed, gold)
             conn.send(("verdict", task_id, i, status))
             marker.mark(task_id, i, CLASS, status, started=started)  # same budget, same deadline
             class_ref, is_rep, note = classes.assign(i, answers[i][0], status, pred)

@@ -57,7 +57,14 @@ class Verifier:
         self.budget = CallBudget(timeout_s)  # per answer, not per call (issue 24): see grading.budget
         self._config = _parse_config()
         self._cache: dict[str, tuple[list, bool]] = {}
+        self.verdicts: dict[tuple, str] = {}  # (gold, rel_tol, answer, items) -> status (task._verdict)
         _silence_math_verify_logs()
+
+    def remember(self, key: tuple, status: str) -> None:
+        """Keep a verdict (``task._verdict``), bounded like the parse cache."""
+        if len(self.verdicts) > _PARSE_CACHE_LIMIT:
+            self.verdicts.clear()
+        self.verdicts[key] = status
 
     def warm_up(self) -> None:
         """Lazy ANTLR/latex2sympy imports happen here, so a short deadline never kills a fresh worker."""

@@ -175,3 +175,32 @@ def test_the_hard_deadline_runs_from_the_units_start_in_the_workers_cpu_time(mon
     board.idle()
     assert "did not begin" in pool._overdue(worker, pickup + 1) and board.read().phase == IDLE
     board.close()
+
+
+def test_a_verdict_is_kept_per_gold_answer_and_tolerance(monkeypatch):
+    # The same gold and answer in another problem (a copy of a problem, the next epoch of an RL run) is
+    # not compared again (issue 44: score's 8,000-sample benchmark is 800 completions 10 times); another
+    # gold, another tolerance or another answer is. Mutant: the key without the gold -> gold x-1 answered
+    # "x+1" correct from the cache.
+    verifier = Verifier(60.0)
+    calls: list[int] = []
+    real_verify = math_verify.verify
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real_verify(*args, **kwargs)
+
+    monkeypatch.setattr(math_verify, "verify", counting)
+
+    def status(task_id: int, gold: str, answer: str, rel_tol: float = 1e-8) -> str:
+        conn = _Collect()
+        run_task((task_id, (gold, "single", (), False), [(answer, (), None)], 0, [], False, rel_tol), conn, verifier)
+        return next(m[3] for m in conn.messages if m[0] == "verdict")
+
+    assert status(0, "x+1", "1+x") == "correct"
+    first = len(calls)
+    assert first > 0 and status(1, "x+1", "1+x") == "correct" and len(calls) == first  # kept
+    assert status(2, "x-1", "1+x") == "incorrect" and len(calls) > first  # another gold: compared
+    assert status(3, "x+1", "x+2") == "incorrect"
+    assert status(4, "100", "100.00001", rel_tol=1e-4) == "correct"
+    assert status(5, "100", "100.00001") == "incorrect"  # another tolerance: compared again

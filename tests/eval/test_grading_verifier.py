@@ -26,6 +26,7 @@ def verifier() -> Verifier:
 
 def _fresh(verifier: Verifier) -> Verifier:
     verifier._cache.clear()  # every test parses from scratch
+    verifier.verdicts.clear()  # and compares from scratch
     return verifier
 
 
