@@ -121,7 +121,7 @@ def main() -> int:
         return 1
 
     start = time.perf_counter()
-    graded = grade_samples(rows, timeout_s=args.timeout, workers=args.workers, progress=False,
+    graded = grade_samples(rows, grading_timeout_s=args.timeout, workers=args.workers, progress=False,
                           extraction=args.extraction)
     elapsed = time.perf_counter() - start
     ours = [row["correct"] for row in graded]

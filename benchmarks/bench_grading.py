@@ -169,7 +169,7 @@ def _child(side: str, samples_path: str, out_path: str, workers: int, timeout: f
     if side == "ours":
         from dsdr_eval.grading import grade_samples
 
-        graded = grade_samples(rows, timeout_s=timeout, workers=workers, progress=False)
+        graded = grade_samples(rows, grading_timeout_s=timeout, workers=workers, progress=False)
         verdicts = [None if g["status"] in ("timeout", "error") else g["correct"] for g in graded]
     else:
         verdicts = naive_grade(rows, native=False)[0]
@@ -273,7 +273,7 @@ def main() -> int:
 
     workers = args.workers or default_workers()
     start = time.perf_counter()
-    graded = grade_samples(rows, timeout_s=args.timeout, workers=workers, progress=False)
+    graded = grade_samples(rows, grading_timeout_s=args.timeout, workers=workers, progress=False)
     fast_s = time.perf_counter() - start
     print(f"grade_samples ({workers} workers, incl. worker start-up): {fast_s:.1f} s "
           f"({len(rows) / fast_s:.0f} samples/s)")

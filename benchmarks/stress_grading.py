@@ -139,9 +139,9 @@ def step_timing(args: argparse.Namespace) -> int:
     batches = trainer_like_batches(random.Random(args.seed), args.rounds, args.samples)
     started = time.perf_counter()
     for rows in batches:
-        grade_samples(rows, timeout_s=5.0, workers=args.workers, progress=False)
+        grade_samples(rows, grading_timeout_s=5.0, workers=args.workers, progress=False)
     fresh = (time.perf_counter() - started) / len(batches)
-    with GradingPool(timeout_s=5.0, workers=args.workers) as pool:
+    with GradingPool(grading_timeout_s=5.0, workers=args.workers) as pool:
         started = time.perf_counter()
         grade_samples(batches[0], progress=False, pool=pool)
         first = time.perf_counter() - started
@@ -160,7 +160,7 @@ def step_timing(args: argparse.Namespace) -> int:
 def slow_siblings(args: argparse.Namespace) -> int:
     """Wall time of one problem of n distinct slow answers, and of one killed answer (issue 24)."""
     over = 0
-    with GradingPool(timeout_s=args.timeout, workers=1) as pool:
+    with GradingPool(grading_timeout_s=args.timeout, workers=1) as pool:
         cases = [(f"{n} x (x+k)^300", [f"\\boxed{{(x+{k})^{{300}}}}" for k in range(1, n + 1)])
                  for n in args.slow_siblings]
         cases.append(("1 x 9!!!!!!!", ["\\boxed{9!!!!!!!}"]))
@@ -196,13 +196,13 @@ def main() -> int:
     rng = random.Random(args.seed)
     failures, statuses = 0, {s: 0 for s in STATUSES}
     started = time.perf_counter()
-    pool = GradingPool(timeout_s=args.timeout, workers=args.workers)
+    pool = GradingPool(grading_timeout_s=args.timeout, workers=args.workers)
     try:
         for r in range(args.rounds):
             rows = make_batch(rng, r, args.slow_p)
             use_pool = r % 2 == 0
             try:
-                graded = grade_samples(rows, timeout_s=args.timeout, workers=args.workers, progress=False,
+                graded = grade_samples(rows, grading_timeout_s=args.timeout, workers=args.workers, progress=False,
                                        pool=pool if use_pool else None)
                 check(rows, graded)
                 for out in graded:

@@ -118,7 +118,8 @@ class TrainConfig:
                                 "(cosine >= darling_threshold) | answer-formula | classifier:PATH | judge")
     darling_threshold: float | None = _f(None, "DARLING threshold (embedding cosine / classifier probability; None = dsdr_eval default 0.9 / 0.5)")
     # --- grading ---------------------------------------------------------------------------
-    grade_timeout_s: float = _f(5.0, "Math-Verify timeout per rollout (timeout counts as incorrect)")
+    grading_timeout_s: float = _f(5.0, "grading timeout per distinct answer, in the grading worker's CPU time "
+                                       "(timeout counts as incorrect); dsdr-eval's grading_timeout_s")
     grade_workers: int | None = _f(None, "grading worker processes (None = dsdr_eval default)")
     # --- validation ------------------------------------------------------------------------
     val_data: str | None = _f(None, "validation problems: benchmark name or JSONL path (None = no validation)")
@@ -357,7 +358,7 @@ def validate(cfg: TrainConfig) -> None:
     for key in ("max_train_examples", "val_max_problems", "val_max_tokens", "grade_workers"):
         need(getattr(cfg, key) is None or getattr(cfg, key) >= 1, key, "must be >= 1 (or null)")
     need(cfg.time_limit_s is None or cfg.time_limit_s > 0, "time_limit_s", "must be > 0 (or null)")
-    need(cfg.grade_timeout_s > 0, "grade_timeout_s", "must be > 0")
+    need(cfg.grading_timeout_s > 0, "grading_timeout_s", "must be > 0")
     need(cfg.weight_decay >= 0, "weight_decay", "must be >= 0")
     need(cfg.max_grad_norm >= 0, "max_grad_norm", "must be >= 0 (0 = off)")
     need(0 <= cfg.adam_beta1 < 1, "adam_beta1", "must be in [0, 1)")

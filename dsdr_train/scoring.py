@@ -25,11 +25,11 @@ def grading_pool(cfg: TrainConfig) -> Any:
 
     # A step grades at most prompts_per_step problems, so more workers than that would sit idle.
     workers = cfg.grade_workers or max(1, min(default_workers(), cfg.prompts_per_step))
-    key = (cfg.grade_timeout_s, workers)
+    key = (cfg.grading_timeout_s, workers)
     if key not in _GRADING_POOLS:
         if not _GRADING_POOLS:
             atexit.register(close_grading_pools)
-        _GRADING_POOLS[key] = GradingPool(timeout_s=cfg.grade_timeout_s, workers=workers)
+        _GRADING_POOLS[key] = GradingPool(grading_timeout_s=cfg.grading_timeout_s, workers=workers)
     return _GRADING_POOLS[key]
 
 

@@ -41,7 +41,7 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
     judge = _answer_judge(options, out)
     try:
         with rundir.writer_lock(out):  # one writer per run directory
-            metrics = score_samples(samples, out, timeout_s=options.timeout, workers=options.workers,
+            metrics = score_samples(samples, out, grading_timeout_s=options.grading_timeout_s, workers=options.workers,
                                     progress=not options.no_progress, bootstrap=options.bootstrap, seed=options.seed,
                                     options=GradingOptions(rounded_fraction_tolerance=options.rounded_fraction_tolerance),
                                     extraction=options.extraction, reasoning_format=options.reasoning_format,

@@ -13,16 +13,18 @@ Pipeline (all of it safe against hostile completions: nothing is ever evaluated 
    matched to the class representatives, first by a cheap normalised-string key, then (unless
    both are unequal integers) by ``math_verify.verify(rep, answer)``; no match opens a new class.
 4. All math-verify calls run in long-lived worker processes fed over pipes (``worker``, ``pool``).
-   Each unit of work -- a problem's gold, each distinct answer with its class comparisons -- must
-   end within ``timeout_s`` of its start as the worker marks it (``marker``), a deadline nothing
-   the worker sends can move; a worker past it is SIGKILLed and replaced, that answer alone is
-   marked ``timeout`` and the rest of its problem is resubmitted. Inside the worker one timer
-   budget per answer (``budget``; workers are main threads) ends most slow cases a little
-   earlier without a respawn, as math-verify's ``TimeoutException`` (``verifier``); class
-   comparisons beyond the answer's or the problem's budget leave a class of its own (``task``).
+   Each unit of work -- each distinct answer with its class comparisons -- must end within
+   ``grading_timeout_s`` of the worker's own CPU time from its start as the worker marks it
+   (``marker``), a deadline nothing the worker sends can move and other processes cannot spend
+   (issue 43); a worker past it (or stuck 20x as long in wall time) is SIGKILLed and replaced, that
+   answer alone is marked ``timeout`` and the rest of its problem is resubmitted. Inside the worker
+   one CPU-time budget per answer (``budget``; workers are main threads) ends most slow cases a
+   little earlier without a respawn, as math-verify's ``TimeoutException`` (``verifier``); class
+   comparisons beyond the answer's or the problem's budget leave a class of its own (``task``). A
+   problem's gold is parsed first, outside every answer's budget, under its own bound.
 
 Modules: ``grade`` (rows in, graded rows out), ``pool`` (the parent's scheduling, deadlines, kill +
-respawn), ``worker`` (the worker process and its zygote), ``task`` (one problem inside a worker),
+respawn), ``spawn`` (how workers start: the zygote), ``worker`` (the worker process and its zygote's loop), ``task`` (one problem inside a worker),
 ``marker`` (where a worker is, in shared memory), ``budget`` (the per-answer timer), ``verifier``
 (math-verify calls; imported by workers only).
 """

@@ -8,7 +8,7 @@ answer (``dsdr_eval.grading.extraction``, linear time), sends each problem's dis
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from dsdr_eval.grading import answer_norm
 from dsdr_eval.grading.answer_norm import GradingOptions
@@ -16,10 +16,11 @@ from dsdr_eval.grading.audit import AUDIT_VERSION, FLAGS, audit_flags
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.extraction import (DEFAULT_EXTRACTION, EXTRACTION_RULES_VERSION, GUESS_EXTRACTORS, MAX_ANSWER_CHARS,
                                          Extraction, ExtractionProfile, extract_answer_with_method, get_profile)
-from dsdr_eval.grading.pool import GradingPool, ProblemJob, WorkerPool, default_workers
+from dsdr_eval.grading.pool import (WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_MIN_S, GradingPool, ProblemJob, WorkerPool,
+                                    default_workers)
 from dsdr_eval.grading.reasoning import (DEFAULT_REASONING_FORMAT, UNCLOSED, ReasoningFormat, parse_reasoning_format,
                                          split_completion)
-from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS
+from dsdr_eval.grading.task import CLASS_BUDGET_TIMEOUTS, gold_budget_s
 from dsdr_eval.progress import progress_bar
 from dsdr_eval.names import DEFAULT_BENCHMARK
 
@@ -34,7 +35,7 @@ ANSWER_PART, REASONING_UNCLOSED, LENGTH_NO_FINAL = "answer_part", "reasoning_unc
 ANSWER_RULES = (ANSWER_PART, REASONING_UNCLOSED, LENGTH_NO_FINAL)
 
 
-def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | None = None,
+def grade_samples(rows: list[dict], *, grading_timeout_s: float = 5.0, workers: int | None = None,
                   progress: bool = True, pool: GradingPool | None = None,
                   options: GradingOptions | None = None, extraction: str = DEFAULT_EXTRACTION,
                   reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> list[dict]:
@@ -54,49 +55,93 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
     long-lived workers (and its timeout) are used and left running; otherwise workers are started here.
     ``reasoning_format``: how completions mark their reasoning (``dsdr_eval.grading.reasoning``); only
     the answer part is graded."""
-    options = options or GradingOptions()
-    profile = get_profile(extraction)
-    fmt = parse_reasoning_format(reasoning_format)
-    if timeout_s <= 0:
-        raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
-    graded: list[dict] = []
-    problems: dict[tuple[str, str], dict] = {}
-    for index, row in enumerate(rows):
-        for name in ("problem_id", "gold", "completion"):
-            if name not in row or row[name] is None:
-                raise DsdrError(f"sample {index}: missing field '{name}'")
-        key = (str(row.get("benchmark", DEFAULT_BENCHMARK)), str(row["problem_id"]))
-        gold = str(row["gold"])
-        problem = problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [], "meta": row.get("answer_meta"),
-                                            "problem": row.get("problem"), "gold_note": None})
-        if problem["gold"] != gold:
-            raise DsdrError(f"sample {index}: problem {key[1]!r} of benchmark {key[0]!r} has conflicting gold "
-                            f"answers {problem['gold']!r} and {gold!r}")
-        out = dict(row)
-        problem["rows"].append(out)
-        graded.append(out)
-
+    if grading_timeout_s <= 0:
+        raise DsdrError(f"grading timeout must be > 0 s (got {grading_timeout_s})")
     if pool is not None and pool.worker_pool is None:
         raise DsdrError("grade_samples: the GradingPool has been closed")
+    grouped = _Grouped(rows, extraction, reasoning_format)
     # Start the pool now: its math-verify import overlaps with extraction below.
-    n_workers = max(1, min(workers or default_workers(), len(problems)))
-    worker_pool = pool.worker_pool if pool is not None else (WorkerPool(n_workers, timeout_s) if problems else None)
+    n_workers = max(1, min(workers or default_workers(), len(grouped.problems)))
+    worker_pool = (pool.worker_pool if pool is not None
+                   else WorkerPool(n_workers, grading_timeout_s) if grouped.problems else None)
     try:
-        for problem in problems.values():
-            for out in problem["rows"]:
-                _extract_into(out, problem["answers"], profile, fmt)
-        jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(problems.values()) if p["answers"]]
-        if jobs and worker_pool is not None:
-            with progress_bar(sum(sum(job.weights) for job in jobs), "grading", unit="sample",
-                              enabled=progress) as bar:
-                worker_pool.on_progress = bar.advance
-                worker_pool.run(jobs)
+        prepared = grouped.extract(options)
+        _run_jobs(prepared.jobs, worker_pool, progress)
     finally:
         if worker_pool is not None and pool is None:
             worker_pool.close()
-    job_iter = iter(jobs)
-    budget_s = worker_pool.timeout_s if worker_pool is not None else timeout_s  # a given pool's own timeout
-    for problem in problems.values():
+    # a given pool's own timeout
+    return _finish(prepared, worker_pool.grading_timeout_s if worker_pool is not None else grading_timeout_s)
+
+
+class PreparedGrading(NamedTuple):
+    """Rows grouped into problems, answers extracted, the problems' jobs built: what ``grade_prepared``
+    sends to a pool. ``prepare_grading`` makes it with no worker involved, so a caller can prepare the
+    next rows while a pool grades these (``dsdr_eval.scoring`` does, issue 44)."""
+
+    graded: list[dict]
+    problems: dict[tuple[str, str], dict]
+    jobs: list[ProblemJob]
+    profile: ExtractionProfile  # the audit reads answers with it too
+
+
+def prepare_grading(rows: list[dict], *, options: GradingOptions | None = None, extraction: str = DEFAULT_EXTRACTION,
+                    reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> PreparedGrading:
+    """``grade_samples``' work before the pool: the same checks, grouping and extraction."""
+    return _Grouped(rows, extraction, reasoning_format).extract(options)
+
+
+def grade_prepared(prepared: PreparedGrading, pool: GradingPool, *, progress: bool = False) -> list[dict]:
+    """``grade_samples(rows, pool=pool)`` of the rows ``prepared`` was made from."""
+    if pool.worker_pool is None:
+        raise DsdrError("grade_samples: the GradingPool has been closed")
+    _run_jobs(prepared.jobs, pool.worker_pool, progress)
+    return _finish(prepared, pool.worker_pool.grading_timeout_s)
+
+
+class _Grouped:
+    """Rows checked and grouped into problems by (benchmark, problem_id); ``extract`` reads their answers."""
+
+    def __init__(self, rows: list[dict], extraction: str, reasoning_format: "str | ReasoningFormat") -> None:
+        self.profile = get_profile(extraction)
+        self.fmt = parse_reasoning_format(reasoning_format)
+        self.graded: list[dict] = []
+        self.problems: dict[tuple[str, str], dict] = {}
+        for index, row in enumerate(rows):
+            for name in ("problem_id", "gold", "completion"):
+                if name not in row or row[name] is None:
+                    raise DsdrError(f"sample {index}: missing field '{name}'")
+            key = (str(row.get("benchmark", DEFAULT_BENCHMARK)), str(row["problem_id"]))
+            gold = str(row["gold"])
+            problem = self.problems.setdefault(key, {"gold": gold, "answers": {}, "rows": [],
+                                                     "meta": row.get("answer_meta"), "problem": row.get("problem"),
+                                                     "gold_note": None})
+            if problem["gold"] != gold:
+                raise DsdrError(f"sample {index}: problem {key[1]!r} of benchmark {key[0]!r} has conflicting gold "
+                                f"answers {problem['gold']!r} and {gold!r}")
+            out = dict(row)
+            problem["rows"].append(out)
+            self.graded.append(out)
+
+    def extract(self, options: GradingOptions | None) -> PreparedGrading:
+        options = options or GradingOptions()
+        for problem in self.problems.values():
+            for out in problem["rows"]:
+                _extract_into(out, problem["answers"], self.profile, self.fmt)
+        jobs = [_problem_job(job_id, p, options) for job_id, p in enumerate(self.problems.values()) if p["answers"]]
+        return PreparedGrading(self.graded, self.problems, jobs, self.profile)
+
+
+def _run_jobs(jobs: list[ProblemJob], worker_pool: WorkerPool | None, progress: bool) -> None:
+    if jobs and worker_pool is not None:
+        with progress_bar(sum(sum(job.weights) for job in jobs), "grading", unit="sample", enabled=progress) as bar:
+            worker_pool.on_progress = bar.advance
+            worker_pool.run(jobs)
+
+
+def _finish(prepared: PreparedGrading, budget_s: float) -> list[dict]:
+    job_iter = iter(prepared.jobs)
+    for problem in prepared.problems.values():
         job = next(job_iter) if problem["answers"] else None
         _finish_problem(problem["rows"], job, budget_s)
         # rule ordered_list: a gold read otherwise than written (extremes put in the question's order)
@@ -104,8 +149,8 @@ def grade_samples(rows: list[dict], *, timeout_s: float = 5.0, workers: int | No
         for row in problem["rows"] if problem["gold_note"] else ():
             row["grade_note"] = row["grade_note"] or problem["gold_note"]
         for row in problem["rows"]:
-            row["audit"] = audit_flags(row, profile)  # issue 43: what a person should look at
-    return graded
+            row["audit"] = audit_flags(row, prepared.profile)  # issue 43: what a person should look at
+    return prepared.graded
 
 
 def extract_rows(rows: Iterable[dict], *, extraction: str = DEFAULT_EXTRACTION,
@@ -204,9 +249,9 @@ def _finish_problem(rows: list[dict], job: ProblemJob | None, budget_s: float) -
             row["grade_note"] = row["grade_note"] or job.notes[i]
             if row["status"] == "timeout" and not row["grade_note"]:
                 # math-verify's own alarms are off in the workers (grading.budget): a timeout without a
-                # note is the worker's per-answer budget timer, not a per-call math-verify timeout
-                row["grade_note"] = (f"the answer's grading budget ({budget_s:g} s for its parse and its comparison "
-                                     "with the gold together) was spent (answer counted as not correct)")
+                # note is the worker's per-answer CPU-time budget, not a per-call math-verify timeout
+                row["grade_note"] = (f"timeout: the answer's grading budget ({budget_s:g} s of CPU time for its parse and "
+                                     "its comparison with the gold together) was spent (answer counted as not correct)")
             ref: Any = job.class_ref[i] if job.class_ref[i] is not None else ("solo", i)
         elif answer is not None:  # over-long answer: a class of its own per distinct string
             ref = ("long", answer)
@@ -223,7 +268,7 @@ def status_counts(rows: Iterable[dict]) -> dict[str, int]:
     return counts
 
 
-def grader_provenance(timeout_s: float, workers: int | None, options: GradingOptions | None = None,
+def grader_provenance(grading_timeout_s: float, workers: int | None, options: GradingOptions | None = None,
                       extraction: str = DEFAULT_EXTRACTION,
                       reasoning_format: "str | ReasoningFormat" = DEFAULT_REASONING_FORMAT) -> dict[str, Any]:
     import importlib.metadata as md
@@ -236,11 +281,17 @@ def grader_provenance(timeout_s: float, workers: int | None, options: GradingOpt
 
     return {"grader": "math-verify", "math_verify_version": version("math-verify"),
             "latex2sympy2_extended_version": version("latex2sympy2_extended"), "sympy_version": version("sympy"),
-            "timeout_s": timeout_s, "workers": workers or default_workers(),
-            # issue 24: timeout_s is a budget per answer, not per math-verify call (grading.budget, grading.task)
-            "timeout_scope": "per answer: its parse, its comparison with the gold and its answer-class comparisons "
-                             "share one timeout_s budget; a problem's class comparisons together get at most "
-                             f"{CLASS_BUDGET_TIMEOUTS:g} x timeout_s; a call stuck past timeout_s kills the worker",
+            "grading_timeout_s": grading_timeout_s, "workers": workers or default_workers(),
+            # issue 24: grading_timeout_s is a budget per answer, not per math-verify call (grading.budget, grading.task)
+            "timeout_scope": "per answer, in the grading worker's own CPU time (never wall time: other processes "
+                             "cannot spend it): its parse, its comparison with the gold and its answer-class "
+                             "comparisons share one grading_timeout_s budget; a problem's class comparisons together "
+                             f"get at most {CLASS_BUDGET_TIMEOUTS:g} x grading_timeout_s; a call past grading_timeout_s "
+                             "of CPU kills the "
+                             f"worker, as does one stuck {WALL_BACKSTOP_FACTOR:g} x its limit (at least "
+                             f"{WALL_BACKSTOP_MIN_S:g} s) of wall time; the gold is parsed outside every answer's "
+                             "budget, under its own bound (gold_parse_limit_s of CPU)",
+            "gold_parse_limit_s": gold_budget_s(grading_timeout_s),
             "class_budget_timeouts": CLASS_BUDGET_TIMEOUTS,
             "extraction": extraction, "extraction_profile": get_profile(extraction).provenance(),
             "extraction_rules_version": EXTRACTION_RULES_VERSION, "max_answer_chars": MAX_ANSWER_CHARS,

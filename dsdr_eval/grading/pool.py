@@ -1,49 +1,58 @@
 """The parent's side of grading: a pool of killable worker processes with a deadline per unit of work.
 
 Workers are forked warm from one zygote interpreter (pidfds watch them; Linux >= 5.3), or, where
-the platform lacks that, each is a fresh interpreter. Each unit of work -- a problem's gold, each
-distinct answer with its class comparisons -- must end within ``timeout_s`` of its start, as the
-worker's marker records it (``dsdr_eval.grading.marker``): a deadline no message can reset, so a
-problem costs at most its distinct answers x ``timeout_s`` (issue 24). A worker past it is
-SIGKILLed and replaced, the answer in progress is marked ``timeout`` (once: it is never rerun)
-and the rest of its problem is resubmitted. Each worker holds ``_JOBS_IN_FLIGHT`` problems and
-sends its results batched (``dsdr_eval.grading.worker``).
+the platform lacks that, each is a fresh interpreter. Each unit of work -- each distinct answer with
+its class comparisons -- must end within ``grading_timeout_s`` of the worker's own CPU time from its start, as
+the worker's marker records it (``dsdr_eval.grading.marker``); a problem's gold gets its own bound
+(``task.gold_budget_s``). The parent reads the worker's CPU clock (``worker_cpu_time``), so other
+processes on the machine never spend a budget (issue 43: verdicts changed with the load); a unit
+that runs ``WALL_BACKSTOP_FACTOR`` times its limit in wall time (a call stuck without running) is
+killed too. No message can reset either deadline, so a problem costs at most its distinct answers x
+``grading_timeout_s`` of CPU (issue 24). A worker past one is SIGKILLed and replaced, the answer in progress
+is marked ``timeout`` (once: it is never rerun) and the rest of its problem is resubmitted. Each
+worker holds ``_JOBS_IN_FLIGHT`` problems and sends its results batched (``dsdr_eval.grading.worker``).
 """
 
 from __future__ import annotations
 
 import os
-import select
-import signal
-import socket
 import subprocess
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
-from pathlib import Path
 from typing import Callable
 
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.marker import CLASS, GOLD, IDLE, VERDICT, MarkerBoard, new_marker_fd
+from dsdr_eval.grading.spawn import (CAN_FORK_WORKERS, WORKER_MEMORY_LIMIT_BYTES, WORKER_STARTUP_TIMEOUT_S,
+                                     ForkedProcess, Zygote, python_command, startup_exit, startup_timeout)
+from dsdr_eval.grading.task import GOLD_EMPTY, GOLD_TIMEOUT, gold_budget_s
 from dsdr_eval.grading.worker import PipePair
 
-WORKER_MEMORY_LIMIT_BYTES = 4 * 1024**3  # RLIMIT_AS per worker: 9^{9^{9^9}} must not eat the machine
-WORKER_STARTUP_TIMEOUT_S = 180.0  # importing sympy/math-verify on a busy 2-core machine
 # A worker that has not begun the problem sent to it is starved, not hung (nothing slow runs outside
 # a unit of work); at load ~19 on 2 cores, killing such forks at the timeout made problems "error".
 WORKER_PICKUP_TIMEOUT_S = 60.0
+# The wall-clock backstop of a unit's CPU limit: a call stuck without running (its CPU clock does not
+# move) is killed after this multiple of the limit, never sooner than WALL_BACKSTOP_MIN_S. Generous:
+# on 2 cores shared by 20 runnable processes a unit gets ~1/10 of a core, and a kill decided by the
+# wall clock would make the verdict depend on the load again.
+WALL_BACKSTOP_FACTOR = 20.0
+WALL_BACKSTOP_MIN_S = 60.0
+GOLD_KILL_MARGIN_S = 1.0  # the parent kills a gold's parse this long after the worker's own budget
 
 
-def _startup_timeout() -> DsdrError:
-    return DsdrError(f"a math-verify worker did not start within {WORKER_STARTUP_TIMEOUT_S:.0f} s "
-                     "(is math-verify installed?)")
+def wall_backstop_s(limit_s: float) -> float:
+    return max(WALL_BACKSTOP_MIN_S, WALL_BACKSTOP_FACTOR * limit_s)
 
 
-def _startup_exit(code: int) -> DsdrError:
-    return DsdrError(f"a math-verify grading worker exited during start-up (exit code {code}); "
-                     "check that math-verify is installed: python -c 'import math_verify'")
+def worker_cpu_time(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used: its POSIX CPU clock, the clock its own
+    ``time.process_time()`` reads. None where the platform has no such clock or the process is gone."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED), Linux
+    except (AttributeError, OSError, OverflowError):
+        return None
 
 
 @dataclass
@@ -81,99 +90,9 @@ class ProblemJob:
         return (self.job_id, self.gold, self.forms, start, known, self.gold_failed, self.rel_tol)
 
 
-class _ForkedProcess:
-    """Popen's kill/poll/wait for a worker forked by the zygote. It is not our child, so it is
-    watched through a pidfd, which (unlike a pid) can never name a recycled process."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        try:
-            self._pidfd: int | None = os.pidfd_open(pid)
-        except OSError:  # already gone (and reaped)
-            self._pidfd = None
-
-    def poll(self) -> int | None:
-        if self._pidfd is not None and not select.select([self._pidfd], [], [], 0)[0]:
-            return None
-        return -signal.SIGKILL  # the exit status belongs to the zygote
-
-    def kill(self) -> None:
-        if self._pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self._pidfd is not None:
-            if not select.select([self._pidfd], [], [], timeout)[0]:
-                raise subprocess.TimeoutExpired(f"grading worker {self.pid}", timeout or 0.0)
-            os.close(self._pidfd)
-            self._pidfd = None
-        return -signal.SIGKILL
-
-
-# Fork warm workers from one zygote where the platform has everything that needs (Linux >= 5.3);
-# elsewhere each worker is a fresh interpreter.
-_CAN_FORK_WORKERS = (sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
-                     and hasattr(signal, "pidfd_send_signal") and hasattr(socket, "send_fds"))
-
-
-def _python_command(entry: str, *args: int) -> list[str]:
-    # A fresh interpreter via subprocess (not multiprocessing's spawn/forkserver): those re-run
-    # the caller's __main__, which breaks callers without an `if __name__ == "__main__"` guard.
-    # `-c` puts the working directory first on sys.path: pin the worker to the parent's copy of
-    # dsdr_eval, so a checkout (or stray folder) in the cwd can never supply the grader's code.
-    package_root = str(Path(__file__).resolve().parents[2])
-    code = (f"import sys; sys.path.insert(0, {package_root!r}); from dsdr_eval.grading.worker import {entry}; "
-            f"{entry}(*(int(a) for a in sys.argv[1:]))")
-    return [sys.executable, "-c", code, *(str(a) for a in args)]
-
-
-class _Zygote:
-    """The parent's end of ``_zygote_entry``: started at once (its import overlaps the caller's
-    extraction); ``fork`` waits for it to be warm the first time."""
-
-    def __init__(self, inner_timeout_ms: int) -> None:
-        ours, theirs = socket.socketpair()
-        self.proc = subprocess.Popen(
-            _python_command("_zygote_entry", theirs.fileno(), inner_timeout_ms, WORKER_MEMORY_LIMIT_BYTES,
-                            os.getpid()),
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
-        theirs.close()
-        self.control = ours
-        self.ready = False
-        self.started = time.monotonic()
-
-    def fork(self, marker_fd: int) -> tuple[_ForkedProcess, PipePair]:
-        if not self.ready:
-            self.control.settimeout(max(0.001, self.started + WORKER_STARTUP_TIMEOUT_S - time.monotonic()))
-            try:
-                greeting = self.control.recv(1)
-            except socket.timeout:
-                raise _startup_timeout() from None
-            if greeting != b"R":
-                raise _startup_exit(self.proc.wait())
-            self.ready = True
-            self.control.settimeout(WORKER_STARTUP_TIMEOUT_S)
-        socket.send_fds(self.control, [b"F"], [marker_fd])
-        message, fds, _, _ = socket.recv_fds(self.control, 8, 2)
-        if len(message) != 8 or len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            raise ConnectionError("the grading zygote did not fork a worker")
-        return _ForkedProcess(int.from_bytes(message, "little")), PipePair(fds[0], fds[1])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self.control.close()
-
-
 @dataclass
 class _Worker:
-    proc: subprocess.Popen | _ForkedProcess
+    proc: subprocess.Popen | ForkedProcess
     conn: PipePair
     marker: MarkerBoard
     deadline: float  # of its start-up
@@ -201,14 +120,14 @@ class WorkerPool:
     with ``start_workers``), and every replacement of a killed worker is a fork too. Without
     fork support each worker is its own interpreter, started in ``__init__``."""
 
-    def __init__(self, n_workers: int, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
+    def __init__(self, n_workers: int, grading_timeout_s: float) -> None:
+        self.grading_timeout_s = grading_timeout_s
         # The worker's own budget per unit (grading.budget) ends a second (at most a fifth) before
         # the hard deadline, so a merely slow answer ends as "timeout" without a worker respawn.
-        self.inner_timeout_ms = max(1, int(1000 * (timeout_s - min(1.0, 0.2 * timeout_s))))
+        self.inner_timeout_ms = max(1, int(1000 * (grading_timeout_s - min(1.0, 0.2 * grading_timeout_s))))
         self.on_progress: Callable[[int], None] = lambda n: None
         self.n_workers = n_workers
-        self.zygote: _Zygote | None = _Zygote(self.inner_timeout_ms) if _CAN_FORK_WORKERS else None
+        self.zygote: Zygote | None = Zygote(self.inner_timeout_ms) if CAN_FORK_WORKERS else None
         self.workers: list[_Worker] = [] if self.zygote else [self._spawn() for _ in range(n_workers)]
         self.respawns = 0
         self.startup_deaths = 0  # forked workers dead before "ready", in a row
@@ -227,18 +146,18 @@ class WorkerPool:
             os.close(marker_fd)  # the worker has its copy, the parent its mapping
         return _Worker(proc, conn, marker, time.monotonic() + WORKER_STARTUP_TIMEOUT_S)
 
-    def _start_worker(self, marker_fd: int) -> tuple[subprocess.Popen | _ForkedProcess, PipePair]:
+    def _start_worker(self, marker_fd: int) -> tuple[subprocess.Popen | ForkedProcess, PipePair]:
         if self.zygote is not None:
             try:
                 return self.zygote.fork(marker_fd)
             except (OSError, EOFError):  # the zygote died (e.g. the OOM killer): start another
                 self.zygote.close()
-                self.zygote = _Zygote(self.inner_timeout_ms)
+                self.zygote = Zygote(self.inner_timeout_ms)
                 return self.zygote.fork(marker_fd)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         proc = subprocess.Popen(
-            _python_command("_worker_entry", to_child_r, from_child_w, marker_fd, self.inner_timeout_ms,
+            python_command("_worker_entry", to_child_r, from_child_w, marker_fd, self.inner_timeout_ms,
                             WORKER_MEMORY_LIMIT_BYTES, os.getpid()),
             pass_fds=(to_child_r, from_child_w, marker_fd), stdin=subprocess.DEVNULL, close_fds=True)
         os.close(to_child_r)
@@ -300,16 +219,20 @@ class WorkerPool:
                             break
                 except (EOFError, OSError):
                     if not worker.ready and not self._may_refork(worker):
-                        raise _startup_exit(worker.proc.wait()) from None
+                        raise startup_exit(worker.proc.wait()) from None
                     self._replace(worker, pending, reason="error",
                                   note="grader worker died (crash or out of memory)")
             now = time.monotonic()
             for worker in list(self.workers):
-                if (worker.job is not None or not worker.ready) and now > self._deadline(worker):
-                    if not worker.ready:
-                        raise _startup_timeout()
-                    self._replace(worker, pending, reason="timeout",
-                                  note=f"an answer's grading call ran past {self.timeout_s:g} s; worker killed")
+                if worker.job is None and worker.ready:
+                    continue
+                if not worker.ready:
+                    if now > worker.deadline:
+                        raise startup_timeout()
+                    continue
+                overdue = self._overdue(worker, now)
+                if overdue is not None:
+                    self._replace(worker, pending, reason="timeout", note=overdue)
 
     def _may_refork(self, worker: _Worker) -> bool:
         """A forked worker that dies before it is ready was killed with its zygote (it exits at
@@ -317,26 +240,49 @@ class WorkerPool:
         another from a new zygote. It imported nothing itself, so this is no broken install;
         a few such deaths in a row are, though."""
         self.startup_deaths += 1
-        return isinstance(worker.proc, _ForkedProcess) and self.startup_deaths <= _MAX_STARTUP_DEATHS
+        return isinstance(worker.proc, ForkedProcess) and self.startup_deaths <= _MAX_STARTUP_DEATHS
 
-    def _deadline(self, worker: _Worker) -> float:
-        """Start-up: its own deadline. At work: the start of the unit in progress (the marker of
-        one of its problems) + ``timeout_s``, whatever it sends; before it begins a problem sent
-        to it, ``WORKER_PICKUP_TIMEOUT_S`` from the sending."""
+    def _unit_limit_s(self, phase: int) -> float:
+        """CPU seconds the unit in progress may use: a gold's own bound, else an answer's timeout."""
+        return gold_budget_s(self.grading_timeout_s) + GOLD_KILL_MARGIN_S if phase == GOLD else self.grading_timeout_s
+
+    def _overdue(self, worker: _Worker, now: float) -> str | None:
+        """Why the busy ``worker`` must be killed now, or None. At work: the unit in progress (the
+        marker of one of its problems) has used its limit of the worker's CPU time since its start,
+        or ``wall_backstop_s`` of wall time, whatever it sends; before it begins a problem sent to
+        it, ``WORKER_PICKUP_TIMEOUT_S`` from the sending."""
+        marker = worker.marker.read()
+        if self._marked_job(worker, marker) is None:
+            if now > worker.sent_at + max(self.grading_timeout_s, WORKER_PICKUP_TIMEOUT_S):
+                return f"a grading worker did not begin its problem within {WORKER_PICKUP_TIMEOUT_S:g} s; worker killed"
+            return None
+        what = "the gold's parse" if marker.phase == GOLD else "an answer's grading call"
+        limit = self._unit_limit_s(marker.phase)
+        cpu = worker_cpu_time(worker.proc.pid)
+        if cpu is not None and cpu - marker.cpu_started > limit:
+            return f"{what} used more than {limit:g} s of CPU time; worker killed"
+        if now > marker.started + wall_backstop_s(limit):
+            return (f"{what} did not finish within {wall_backstop_s(limit):g} s of wall time (the backstop of its "
+                    f"{limit:g} s CPU limit); worker killed")
+        return None
+
+    def _wake_at(self, worker: _Worker, now: float) -> float:
+        """When ``worker`` could next be overdue (a hanging unit sends nothing to wake us): its
+        start-up deadline; soon while it has not begun its problem (a 0.5 s timeout waited 60 s);
+        at work, when its unit would use up its CPU limit (a CPU clock runs no faster than the wall
+        clock in a single-threaded worker) or reach its wall backstop."""
         if not worker.ready:
             return worker.deadline
         marker = worker.marker.read()
-        if self._marked_job(worker, marker) is not None:
-            return marker.started + self.timeout_s
-        return worker.sent_at + max(self.timeout_s, WORKER_PICKUP_TIMEOUT_S)
-
-    def _wake_at(self, worker: _Worker, now: float) -> float:
-        """Its deadline, or soon while it has not begun its problem: once it does, the deadline is
-        the unit's, and a hanging unit sends nothing to wake us (a 0.5 s timeout waited 60 s)."""
-        deadline = self._deadline(worker)
-        if worker.ready and worker.job is not None and self._marked_job(worker, worker.marker.read()) is None:
-            return min(deadline, now + min(0.1, self.timeout_s / 5))
-        return deadline
+        if self._marked_job(worker, marker) is None:
+            pickup = worker.sent_at + max(self.grading_timeout_s, WORKER_PICKUP_TIMEOUT_S)
+            return min(pickup, now + min(0.1, self.grading_timeout_s / 5))
+        limit = self._unit_limit_s(marker.phase)
+        backstop = marker.started + wall_backstop_s(limit)
+        cpu = worker_cpu_time(worker.proc.pid)
+        if cpu is None:
+            return backstop
+        return min(backstop, now + max(0.005, limit - (cpu - marker.cpu_started)))
 
     @staticmethod
     def _marked_job(worker: _Worker, marker) -> ProblemJob | None:
@@ -358,9 +304,9 @@ class WorkerPool:
             return
         if kind == "gold":
             job.gold_done = True
-            if not message[2] and not job.gold_failed:
+            if message[2] is not None and not job.gold_failed:
                 job.gold_failed = True
-                job.gold_note = "math-verify extracted nothing from the gold answer"
+                job.gold_note = self._gold_note(message[2])
         elif kind == "verdict":
             _, _, i, status = message
             job.status[i] = status
@@ -374,6 +320,15 @@ class WorkerPool:
                 job.notes[i] = note
         elif kind == "done":
             worker.queued.popleft()
+
+    def _gold_note(self, failure: str) -> str:
+        """Why a gold cannot be graded against (``task``'s failure): a timeout is said to be one."""
+        if failure == GOLD_TIMEOUT:
+            return (f"the gold answer could not be parsed: its parse timed out (its own budget of "
+                    f"{gold_budget_s(self.grading_timeout_s):g} s of CPU time ran out)")
+        if failure == GOLD_EMPTY:
+            return "the gold answer could not be parsed: math-verify extracted nothing from it"
+        return f"the gold answer could not be parsed ({failure})"
 
     def _replace(self, worker: _Worker, pending: deque, *, reason: str, note: str) -> None:
         """Kill ``worker``, charge the unit it was on (its marker says which), resubmit the rest
@@ -472,17 +427,17 @@ class GradingPool:
     """Grading workers kept alive across ``grade_samples`` calls (e.g. one call per RL step), so
     the ~1-2 s interpreter start-up is paid once::
 
-        with GradingPool(timeout_s=5.0, workers=2) as pool:
+        with GradingPool(grading_timeout_s=5.0, workers=2) as pool:
             for batch in batches:
                 graded = grade_samples(batch, pool=pool)
     """
 
-    def __init__(self, *, timeout_s: float = 5.0, workers: int | None = None) -> None:
-        if timeout_s <= 0:
-            raise DsdrError(f"grading timeout must be > 0 s (got {timeout_s})")
-        self.timeout_s = timeout_s
+    def __init__(self, *, grading_timeout_s: float = 5.0, workers: int | None = None) -> None:
+        if grading_timeout_s <= 0:
+            raise DsdrError(f"grading timeout must be > 0 s (got {grading_timeout_s})")
+        self.grading_timeout_s = grading_timeout_s
         self.workers = max(1, workers or default_workers())
-        self.worker_pool: WorkerPool | None = WorkerPool(self.workers, timeout_s)
+        self.worker_pool: WorkerPool | None = WorkerPool(self.workers, grading_timeout_s)
         self.worker_pool.start_workers()  # a long-lived pool pays its start-up here, once
 
     def close(self) -> None:

@@ -6,9 +6,16 @@ gold_failed, rel_tol)``, where ``gold`` and ``answers`` are answer_norm's wire f
 ``(i, status, class_ref, is_rep)`` of every answer the parent already holds (a problem resumed
 after a worker kill: ``answers[:start]`` and the answer charged for the kill); those are skipped.
 
-Messages sent back: ``("gold", tid, ok)``, ``("verdict", tid, i, status)``,
-``("class", tid, i, class_ref, is_rep, note)``, ``("done", tid)``. ``class_ref`` is ``GOLD_CLASS``
-or the index of the answer representing the class; ``note`` says why a class was left unresolved.
+Messages sent back: ``("gold", tid, failure)``, ``("verdict", tid, i, status)``,
+``("class", tid, i, class_ref, is_rep, note)``, ``("done", tid)``. ``failure`` is None when the gold
+parsed, ``GOLD_EMPTY`` or ``GOLD_TIMEOUT`` when it did not; ``class_ref`` is ``GOLD_CLASS`` or the
+index of the answer representing the class; ``note`` says why a class was left unresolved.
+
+The gold is parsed outside every answer's budget, under its own generous bound (``gold_budget_s``,
+CPU seconds): a trusted gold is never cut short by a short answer timeout or a loaded machine, and
+a gold that cannot be parsed says whether math-verify read nothing or ran out of time (issue 43:
+a timed-out gold was reported as "extracted nothing"). Every gold string an answer is compared
+with (the gold, its list items, the parts of its tuples) is parsed then and held by the matcher.
 
 Cost (issue 24): each answer -- its parse, its comparison with the gold and its class comparisons
 together -- runs under one budget of the worker's timeout (``Verifier.budget``), and the class
@@ -26,7 +33,9 @@ from typing import TYPE_CHECKING, Callable
 from dsdr_eval.grading import answer_norm
 from dsdr_eval.grading.constants import renamed_equal
 from dsdr_eval.grading.extraction import answer_key
-from dsdr_eval.grading.marker import CLASS, GOLD, GOLD_INDEX, VERDICT
+from dsdr_eval.grading.marker import CLASS, GOLD, GOLD_INDEX, VERDICT, now
+
+cpu_clock = time.process_time  # the clock of every budget here (grading.budget: never wall time)
 
 if TYPE_CHECKING:
     from dsdr_eval.grading.marker import MarkerBoard
@@ -35,6 +44,16 @@ if TYPE_CHECKING:
 GOLD_CLASS = -1
 _NO_CLASS = -2  # not matched yet
 CLASS_BUDGET_TIMEOUTS = 4.0  # class comparisons of one problem: at most this many answer budgets
+# A gold's parse: at least this many CPU seconds (or the answer timeout, if longer). The longest gold of
+# the six benchmarks is 210 characters and parses in well under a second; this bound only stops a
+# gold that would never finish.
+GOLD_PARSE_LIMIT_S = 30.0
+GOLD_EMPTY, GOLD_TIMEOUT = "empty", "timeout"  # why a gold did not parse
+
+
+def gold_budget_s(answer_timeout_s: float) -> float:
+    """CPU seconds a problem's gold may take to parse (its own bound, not an answer's)."""
+    return max(GOLD_PARSE_LIMIT_S, answer_timeout_s)
 
 
 class _GoldMatcher:
@@ -44,10 +63,25 @@ class _GoldMatcher:
         self.verifier, self.rel_tol = verifier, rel_tol
         self.text, self.mode, self.items, self.imaginary_unit = gold[:4]
         self.constants = gold[4] if len(gold) > 4 else ((), ())  # rule arbitrary_constants (optional)
+        self.parsed: dict[str, list] = {}  # every gold string an answer can be compared with
 
-    def gold_parses(self) -> bool:
-        parse = self.verifier.parse
-        return bool(parse(self.text)[0]) and all(parse(item)[0] for item in self.items)
+    def parse_gold(self) -> str | None:
+        """Parse the gold, its items and its tuples' parts (under the caller's gold budget) -> None,
+        or why the gold cannot be graded against: ``GOLD_TIMEOUT`` (its budget ran out) or
+        ``GOLD_EMPTY`` (math-verify read nothing from the gold or one of its items)."""
+        pending, needed = [self.text, *self.items], {self.text, *self.items}
+        while pending:
+            text = pending.pop()
+            if text in self.parsed:
+                continue
+            parsed, timed_out = self.verifier.parse(text)
+            if timed_out:
+                return GOLD_TIMEOUT
+            self.parsed[text] = parsed
+            inner = answer_norm.unwrap_tuple(text)
+            if inner and inner[0] == "(":
+                pending += answer_norm.split_top_level(inner[1])
+        return GOLD_EMPTY if any(not self.parsed[text] for text in needed) else None
 
     def matches(self, text: str, items: tuple) -> tuple[bool, bool]:
         """-> (equal, timed_out) of an answer (its text and, in a list mode, its items)."""
@@ -80,10 +114,10 @@ class _GoldMatcher:
             return self._tuples_equal(g_tuple[1], a_tuple[1])
         if g == a:
             return True, False
-        g_parsed, g_timed_out = self.verifier.parse(g)
+        g_parsed = self.parsed[g]  # parsed with the gold (parse_gold), never under the answer's budget
         a_parsed, a_timed_out = self.verifier.parse(a)
         if not (g_parsed and a_parsed):
-            return False, g_timed_out or a_timed_out
+            return False, a_timed_out
         equal, timed_out = self.verifier.verify(g_parsed, a_parsed, self.rel_tol, self.imaginary_unit)
         if not equal and not timed_out and self.constants[0] and g == self.text:  # rule arbitrary_constants
             equal, timed_out = renamed_equal(self.verifier, g_parsed, a_parsed, *self.constants, self.rel_tol,
@@ -114,7 +148,7 @@ class _AnswerClasses:
         self.verifier, self.limit_s = verifier, limit_s
         self.reps: list[tuple[int, list]] = []
         self.key_to_class: dict[str, int] = {}
-        self.spent_s = 0.0  # in class comparisons, this problem
+        self.spent_s = 0.0  # CPU seconds in class comparisons, this problem
 
     def resume(self, answers: list[tuple], known: list[tuple], begin_unit: Callable[[], None]) -> None:
         """Rebuild the classes of the answers the parent already holds (``(i, status, class_ref,
@@ -151,9 +185,9 @@ class _AnswerClasses:
                 continue
             if self.verifier.budget.spent() or self.spent_s >= self.limit_s:
                 return _NO_CLASS, self._unresolved(done)
-            started = time.monotonic()
+            started = cpu_clock()
             equal, timed_out = self.verifier.verify(rep, pred)
-            self.spent_s += time.monotonic() - started
+            self.spent_s += cpu_clock() - started
             if equal:
                 return j, None
             if timed_out:  # undecided, not unequal
@@ -166,18 +200,29 @@ class _AnswerClasses:
                 f"{len(self.reps)} classes (a class of its own)")
 
 
-def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool) -> tuple[str, list]:
-    """-> (status, parsed answer) of one answer wire form ``(text, items, ruled)``."""
+def _verdict(form: tuple, matcher: _GoldMatcher, gold_failed: bool, gold: tuple) -> tuple[str, list]:
+    """-> (status, parsed answer) of one answer wire form ``(text, items, ruled)`` against ``gold``
+    (its wire form, the key of the worker's verdicts: the same gold and answer in another problem --
+    a copy of a problem, the next epoch of an RL run -- are not compared again; a timeout is not kept)."""
     answer, items, ruled = form
     if gold_failed:
         return "error", []
     pred, parse_timed_out = matcher.verifier.parse(answer)
     if ruled is not None:  # an answer_norm rule decided (disowning box, base, list length)
         return ruled, pred
+    key = (gold, matcher.rel_tol, answer, items)
+    known = matcher.verifier.verdicts.get(key)
+    if known is not None:
+        return known, pred
     equal, verify_timed_out = matcher.matches(answer, items) if pred or items else (False, False)
     if equal:
-        return "correct", pred
-    return ("timeout" if parse_timed_out or verify_timed_out else "incorrect"), pred
+        status = "correct"
+    elif parse_timed_out or verify_timed_out:
+        return "timeout", pred
+    else:
+        status = "incorrect"
+    matcher.verifier.remember(key, status)
+    return status, pred
 
 
 class _NoMarker:
@@ -189,30 +234,32 @@ def run_task(task: tuple, conn, verifier: "Verifier", marker: "MarkerBoard | Non
     """One problem: parse the gold, then verdict + class for the answers the parent does not hold,
     streaming results through ``conn`` (a ``_BatchingSender``) and marking each unit of work on
     ``marker`` (the parent's deadline and kill accounting, ``dsdr_eval.grading.marker``). Each
-    unit -- the gold, each answer -- gets the worker's timeout as its budget."""
+    unit -- each answer -- gets the worker's timeout as its budget of CPU time; the gold gets
+    ``gold_budget_s``."""
     task_id, gold, answers, start, known, gold_failed, rel_tol = task
     marker = marker or _NoMarker()
     unit_s = verifier.timeout_s
 
-    def begin_setup_unit() -> None:  # the gold, or a representative re-parsed after a kill
+    def begin_setup_unit(budget_s: float = unit_s) -> None:  # the gold, or a representative re-parsed after a kill
         marker.mark(task_id, GOLD_INDEX, GOLD)
-        verifier.budget.start(unit_s)
+        verifier.budget.start(budget_s)
 
     try:
-        begin_setup_unit()
+        begin_setup_unit(gold_budget_s(unit_s))
         matcher = _GoldMatcher(verifier, gold, rel_tol)
-        gold_failed = gold_failed or not matcher.gold_parses()
-        conn.send(("gold", task_id, not gold_failed))
+        failure = None if gold_failed else matcher.parse_gold()
+        gold_failed = gold_failed or failure is not None
+        conn.send(("gold", task_id, failure))
         classes = _AnswerClasses(verifier, CLASS_BUDGET_TIMEOUTS * unit_s)
         classes.resume(answers, known, begin_setup_unit)
         held = {entry[0] for entry in known}
         for i in range(start, len(answers)):
             if i in held:
                 continue
-            started = time.monotonic()
+            started = now()
             marker.mark(task_id, i, VERDICT, started=started)
             verifier.budget.start(unit_s)
-            status, pred = _verdict(answers[i], matcher, gold_failed)
+            status, pred = _verdict(answers[i], matcher, gold_failed, gold)
             conn.send(("verdict", task_id, i, status))
             marker.mark(task_id, i, CLASS, status, started=started)  # same budget, same deadline
             class_ref, is_rep, note = classes.assign(i, answers[i][0], status, pred)

@@ -1,10 +1,11 @@
 """math-verify inside a grading worker: parse and verify with timeouts detected by exception.
 
 Imported only in worker processes (and tests): it imports sympy and math-verify at once, which
-the parent must never pay for. Every call runs under math-verify's own ``signal.alarm`` timeout
-(the worker is a main thread) with ``raise_on_error=True``, so a timeout arrives as its
-``TimeoutException`` (a BaseException) and any other failure as an ordinary exception -- what
-math-verify happens to log is never read.
+the parent must never pay for. math-verify's own ``signal.alarm`` timeout (wall time) is switched off
+(``parsing_timeout=None``, ``timeout_seconds=None``): every call runs under the worker's CPU-time
+budget (``grading.budget``; the worker is a main thread) with ``raise_on_error=True``, so a timeout
+arrives as math-verify's ``TimeoutException`` (a BaseException) and any other failure as an ordinary
+exception -- what math-verify happens to log is never read.
 """
 
 from __future__ import annotations
@@ -56,7 +57,14 @@ class Verifier:
         self.budget = CallBudget(timeout_s)  # per answer, not per call (issue 24): see grading.budget
         self._config = _parse_config()
         self._cache: dict[str, tuple[list, bool]] = {}
+        self.verdicts: dict[tuple, str] = {}  # (gold, rel_tol, answer, items) -> status (task._verdict)
         _silence_math_verify_logs()
+
+    def remember(self, key: tuple, status: str) -> None:
+        """Keep a verdict (``task._verdict``), bounded like the parse cache."""
+        if len(self.verdicts) > _PARSE_CACHE_LIMIT:
+            self.verdicts.clear()
+        self.verdicts[key] = status
 
     def warm_up(self) -> None:
         """Lazy ANTLR/latex2sympy imports happen here, so a short deadline never kills a fresh worker."""

@@ -37,6 +37,16 @@ def reasoning(default_help: str, group: str | None = None) -> Option:
                        f"think, skythought, or end:MARKER ({default_help})")
 
 
+def grading_timeout(flag: str, group: str | None = None) -> Option:
+    """The grading timeout, one setting under one name (``grading_timeout_s``: API keyword, options field,
+    config.json / provenance key, dsdr-train config key) whatever its flag: ``run --grading-timeout``,
+    ``score --timeout``."""
+    return Option("grading_timeout_s", flag, default=5.0, check=number(0, min_open=True), metavar="S", group=group,
+                  help="seconds of a grading worker's own CPU time per distinct answer (its parse, its comparison "
+                       "with the gold and its answer-class comparisons together; other processes cannot spend it); "
+                       "a call past it is killed (default 5)")
+
+
 # ----------------------------------------------------------------------------- run
 
 _WHAT, _PROTOCOL = "what to evaluate", "protocol (docs/ALGORITHMS.md §5); every field overridable"
@@ -128,8 +138,7 @@ RUN: tuple[Option, ...] = (
            help="openai: JSON object merged into each request (server-specific)"),
     *endpoint.options(endpoint.MODEL_ENDPOINT, group="--backend openai: the endpoint serving --model"),
 
-    Option("grading_timeout", "--grading-timeout", default=5.0, check=number(0, min_open=True), group=_AFTER,
-           help="seconds per answer check"),
+    grading_timeout("--grading-timeout", group=_AFTER),
     Option("grading_workers", "--grading-workers", check=integer(1), group=_AFTER),
     Option("no_diversity", "--no-diversity", kind=FLAG, default=False, group=_AFTER,
            help="skip the CPU diversity metrics"),
@@ -190,8 +199,7 @@ SCORE: tuple[Option, ...] = (
            help="a samples JSONL file (needs --out) or a run directory with samples.jsonl"),
     Option("out", "--out", metavar="DIR", check=output_dir,
            help="where graded.jsonl and metrics.json go (default for a run directory: the run directory itself)"),
-    Option("timeout", "--timeout", default=5.0, check=number(0, min_open=True), metavar="S",
-           help="hard limit per math-verify call, enforced by killing the worker (default 5)"),
+    grading_timeout("--timeout"),
     Option("workers", "--workers", check=integer(1), metavar="N",
            help="grading worker processes (default: number of usable CPU cores)"),
     Option("bootstrap", "--bootstrap", default=1000, check=integer(0), metavar="B",

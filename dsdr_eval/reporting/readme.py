@@ -131,7 +131,7 @@ def _provenance_lines(runs: list[RunResults]) -> list[str]:
         if prov.grading:
             grading = prov.grading
             parts.append(f"grader {grading.get('grader', '?')} {grading.get('math_verify_version') or ''}".strip()
-                         + f" (timeout {grading.get('timeout_s', '?')} s, extraction profile "
+                         + f" (timeout {grading.get('grading_timeout_s', '?')} s, extraction profile "
                          f"{_extraction_profile(grading)}, extraction rules "
                          f"v{grading.get('extraction_rules_version', '?')}, grading rules "
                          f"v{(grading.get('grading_rules') or {}).get('rules_version', '?')}, "

@@ -61,7 +61,7 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
         timings["total_s"] = time.perf_counter() - t_start
         return RunOutcome(0, metrics, timings, out=out, backend=dict(plan.config["backend"]), protocol=plan.protocol)
     t0 = time.perf_counter()
-    graded, metrics = score_run_records(out, timeout_s=options.grading_timeout, workers=options.grading_workers,
+    graded, metrics = score_run_records(out, grading_timeout_s=options.grading_timeout_s, workers=options.grading_workers,
                                         progress=progress, samples=resume.samples, extraction=extraction,
                                         reasoning_format=options.reasoning_format, data_dir=options.data_dir)
     timings["score_s"] = time.perf_counter() - t0

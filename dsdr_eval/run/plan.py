@@ -80,7 +80,7 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
                      **({"chat_template_kwargs": template_kwargs} if options.chat_template_kwargs is not None else {})},
         "benchmarks": [b.to_config() for b in benchmarks],
         "subset": {"limit": options.limit, "subset_seed": options.subset_seed},
-        "grading": {"timeout_s": options.grading_timeout, "workers": options.grading_workers},
+        "grading": {"grading_timeout_s": options.grading_timeout_s, "workers": options.grading_workers},
         "extraction": extraction,  # the answer convention `score` reads back (not part of the run identity)
         # how `score` splits a thinking model's reasoning from its answer (absent: auto; not identity either)
         **({"reasoning_format": parse_reasoning_format(options.reasoning_format).spec}

@@ -176,7 +176,7 @@ CONSTANTS = [
 def test_renamed_arbitrary_constants():
     rows = [{"problem_id": str(i), "gold": g, "problem": p, "completion": f"\\boxed{{{a}}}"}
             for i, (g, p, a, _) in enumerate(CONSTANTS)]
-    graded = grade_samples(rows, workers=1, progress=False, timeout_s=20)
+    graded = grade_samples(rows, workers=1, progress=False, grading_timeout_s=20)
     assert [r["correct"] for r in graded] == [c[3] for c in CONSTANTS], [(r["status"], r["completion"]) for r in graded]
 
 

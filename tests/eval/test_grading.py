@@ -43,12 +43,12 @@ def test_extraction(text, expected, method):
 
 def test_extraction_is_linear_on_hostile_text():
     huge = "step " * 400_000 + r"\boxed{" + "{" * 100_000 + "}" * 100_000 + "}"
-    start = time.perf_counter()
+    start = time.process_time()
     answer = extract_answer(huge)
     assert answer == "{" * 100_000 + "}" * 100_000
     unclosed = r"\boxed{" * 50_000 + "x"  # 50k unclosed boxes: must not be quadratic
     assert extract_answer(unclosed) is None
-    assert time.perf_counter() - start < 10  # generous: the CPU is shared; quadratic would be hours
+    assert time.process_time() - start < 10  # CPU time: the load cannot spend it (issue 43); quadratic would be hours
 
 
 def test_answer_key_normalises_cheap_differences():
@@ -92,7 +92,7 @@ CASES = [  # (problem_id, gold, completion, expected status)
 def graded():
     rows = [{"benchmark": "t", "problem_id": pid, "gold": gold, "completion": text, "sample_idx": i}
             for i, (pid, gold, text, _) in enumerate(CASES)]
-    return grade_samples(rows, timeout_s=5.0, workers=2, progress=False)
+    return grade_samples(rows, grading_timeout_s=5.0, workers=2, progress=False)
 
 
 def test_statuses_and_equivalences(graded):
@@ -135,12 +135,13 @@ def test_external_kill_of_a_hung_worker():
     rows = [{"problem_id": "p", "gold": "5", "completion": c}
             for c in (r"\boxed{9!!!!!!!}", r"\boxed{5}", r"\boxed{6}", r"\boxed{5.0}")]
     rows.append({"problem_id": "q", "gold": "7", "completion": r"\boxed{7}"})
-    start = time.perf_counter()
-    out = grade_samples(rows, timeout_s=0.5, workers=1, progress=False)
+    out = grade_samples(rows, grading_timeout_s=0.5, workers=1, progress=False)
     assert [r["status"] for r in out] == ["timeout", "correct", "incorrect", "correct", "correct"]
-    assert "killed" in out[0]["grade_note"]
+    # What matters is that the kill came from the worker's CPU clock at the 0.5 s limit, not from the
+    # wall-clock backstop (>= 60 s) -- not how many wall seconds a loaded 2-core machine took (this
+    # bound failed 1 of 3 CI runs at 60.7 s of 60, issue 43).
+    assert out[0]["grade_note"] == "an answer's grading call used more than 0.5 s of CPU time; worker killed"
     assert out[1]["answer_class"] == out[3]["answer_class"] != out[2]["answer_class"]
-    assert time.perf_counter() - start < 60
 
 
 def test_input_errors():
@@ -158,7 +159,7 @@ def test_persistent_pool_reused_across_calls():
     from dsdr_eval.grading import GradingPool
 
     rows = [{"problem_id": "p", "gold": "4", "completion": c} for c in (r"\boxed{4}", r"\boxed{5}", "none")]
-    with GradingPool(timeout_s=5.0, workers=1) as pool:
+    with GradingPool(grading_timeout_s=5.0, workers=1) as pool:
         pids = [w.proc.pid for w in pool.worker_pool.workers]
         first = grade_samples(rows, pool=pool, progress=False)
         second = grade_samples(rows[::-1], pool=pool, progress=False)
@@ -186,7 +187,7 @@ def test_workers_without_fork_support_are_fresh_interpreters(monkeypatch):
     # the path of platforms without pidfds / SCM_RIGHTS: each worker runs grading.worker._worker_entry
     from dsdr_eval.grading import pool as grading_pool
 
-    monkeypatch.setattr(grading_pool, "_CAN_FORK_WORKERS", False)
+    monkeypatch.setattr(grading_pool, "CAN_FORK_WORKERS", False)
     rows = [{"problem_id": "p", "gold": "4", "completion": c} for c in (r"\boxed{4}", r"\boxed{5}", "none")]
-    out = grade_samples(rows, timeout_s=5.0, workers=1, progress=False)
+    out = grade_samples(rows, grading_timeout_s=5.0, workers=1, progress=False)
     assert [r["status"] for r in out] == ["correct", "incorrect", "no_answer"]

@@ -31,7 +31,7 @@ def golds():
 @pytest.fixture(scope="module")
 def class_results(golds):
     cases = gc.generate(golds, per_class=PER_CLASS)
-    graded = grade_samples(gc.to_rows(cases), timeout_s=10.0, workers=2, progress=False)
+    graded = grade_samples(gc.to_rows(cases), grading_timeout_s=10.0, workers=2, progress=False)
     return cases, gc.class_table(cases, graded)
 
 
@@ -204,11 +204,11 @@ def test_rules_are_cheap_on_hostile_answers():
     hostile = ["1 " + "a" * 990 + "!", "1" + " m" * 490 + "!", "1" + " km/s" * 190 + "!", "1" + "{,}000" * 160 + "x",
                "(" * 500 + ")" * 500, "1e" + "1" * 990, "10^" * 300, "\\text{" * 300, "1" + " eV^{2}" * 120 + "?",
                "1 " + "aaaa" * 10 + "!"]
-    start = time.perf_counter()
+    start = time.process_time()
     for text in hostile:
         prepare_answer(text, numeric)
         prepare_answer(text, listed)
-    assert time.perf_counter() - start < 2.0  # exponential backtracking took 4 s on 43 characters
+    assert time.process_time() - start < 2.0  # exponential backtracking took 4 s on 43 characters
 
 
 def test_sample_rows_carry_the_answer_metadata():

@@ -83,7 +83,7 @@ CASES = [
 def case_verdicts():
     rows = [{"problem_id": f"p{i}", "gold": gold, "completion": f"So the answer is $\\boxed{{{answer}}}$.",
              "sample_idx": 0} for i, (gold, answer, _) in enumerate(CASES)]
-    return [row["correct"] for row in grade_samples(rows, timeout_s=10.0, workers=2, progress=False)]
+    return [row["correct"] for row in grade_samples(rows, grading_timeout_s=10.0, workers=2, progress=False)]
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{g}|{a}" for g, a, _ in CASES])
@@ -110,10 +110,10 @@ def test_hostile_notation_is_linear():
 
     for text in ("⁻" * 20000, "√" * 20000, "\\frac{d" * 5000, "x'" * 10000, "π" * 20000, "I" * 20000,
                  "\\dot{" * 5000, "a = " * 5000, "ln " * 10000):
-        started = time.perf_counter()
+        started = time.process_time()
         prepare_answer(text, prepare_gold("x = \\frac{\\pi}{6} + \\pi k"))
         prepare_answer(text, prepare_gold("1,2", {"is_multiple_answer": True}, "Determine the values of $a$ and $b$."))
-        assert time.perf_counter() - started < 2.0, text[:20]
+        assert time.process_time() - started < 2.0, text[:20]
 
 
 # --- ordered questions (OlympiadBench's own questions) ---------------------------------------------

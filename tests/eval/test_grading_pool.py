@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval.grading import pool as grading_pool
+from dsdr_eval.grading import spawn
 from dsdr_eval.grading import GradingPool, grade_samples
 
-pytestmark = pytest.mark.skipif(not grading_pool._CAN_FORK_WORKERS, reason="needs Linux pidfds and SCM_RIGHTS")
+pytestmark = pytest.mark.skipif(not spawn.CAN_FORK_WORKERS, reason="needs Linux pidfds and SCM_RIGHTS")
 
 
 def _parent_pid(pid: int) -> int:
@@ -26,7 +26,7 @@ def _rows(problem_id: str, gold: str, completions: list[str]) -> list[dict]:
 
 
 def test_workers_are_forked_from_one_zygote_and_a_killed_worker_is_replaced_by_a_fork():
-    with GradingPool(timeout_s=0.5, workers=2) as pool:
+    with GradingPool(grading_timeout_s=0.5, workers=2) as pool:
         zygote = pool.worker_pool.zygote
         assert zygote is not None and zygote.ready
         pids = [w.proc.pid for w in pool.worker_pool.workers]
@@ -43,7 +43,7 @@ def test_workers_are_forked_from_one_zygote_and_a_killed_worker_is_replaced_by_a
 
 
 def test_pool_survives_the_death_of_its_zygote():
-    with GradingPool(timeout_s=5.0, workers=1) as pool:
+    with GradingPool(grading_timeout_s=5.0, workers=1) as pool:
         old = pool.worker_pool.zygote
         os.kill(old.proc.pid, signal.SIGKILL)  # its forked workers die with it (PDEATHSIG)
         old.proc.wait()
@@ -59,7 +59,7 @@ def test_pool_survives_the_death_of_its_zygote():
 
 
 def test_closing_the_pool_ends_zygote_and_workers():
-    pool = GradingPool(timeout_s=5.0, workers=2)
+    pool = GradingPool(grading_timeout_s=5.0, workers=2)
     procs = [pool.worker_pool.zygote.proc] + [w.proc for w in pool.worker_pool.workers]
     pool.close()
     assert all(proc.poll() is not None for proc in procs)
@@ -72,7 +72,7 @@ def test_a_hang_after_buffered_results_charges_exactly_the_hanging_item():
     quick = [rf"\boxed{{{n}}}" for n in range(1, 13)]  # 12 fast answers, 5 among them
     rows = _rows("p", "5", quick + [r"\boxed{9!!!!!!!}", r"\boxed{\frac{10}{2}}"])
     rows += _rows("q", "7", [r"\boxed{7}"])
-    with GradingPool(timeout_s=0.5, workers=1) as pool:
+    with GradingPool(grading_timeout_s=0.5, workers=1) as pool:
         graded = grade_samples(rows, pool=pool, progress=False)
     expected = ["correct" if n == 5 else "incorrect" for n in range(1, 13)] + ["timeout", "correct", "correct"]
     assert [r["status"] for r in graded] == expected
@@ -86,7 +86,7 @@ def test_workers_run_the_parents_grader_whatever_the_working_directory(tmp_path,
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('the stray copy in the working directory')\n")
     monkeypatch.chdir(tmp_path)
-    graded = grade_samples(_rows("p", "5", [r"\boxed{5}", r"\boxed{6}"]), timeout_s=5, workers=1, progress=False)
+    graded = grade_samples(_rows("p", "5", [r"\boxed{5}", r"\boxed{6}"]), grading_timeout_s=5, workers=1, progress=False)
     assert [r["status"] for r in graded] == ["correct", "incorrect"]
 
 
@@ -123,7 +123,7 @@ def test_a_forked_worker_dead_before_it_was_ready_is_forked_again():
     """What the zygote-death race leaves once orphans exit (above): a worker that dies before the
     parent read its "ready". It imported nothing itself (the zygote did), so it is no broken
     install: the pool forks another instead of failing the call."""
-    with GradingPool(timeout_s=5.0, workers=1) as pool:
+    with GradingPool(grading_timeout_s=5.0, workers=1) as pool:
         worker = pool.worker_pool.workers[0]
         worker.proc.kill()
         worker.proc.wait(timeout=30)

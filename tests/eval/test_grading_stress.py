@@ -29,7 +29,7 @@ def _rows(problem_id: str, gold: str, completions: list[str]) -> list[dict]:
 
 def test_seeded_random_batches_through_a_reused_pool_and_fresh_workers():
     rng = random.Random(1234)
-    with GradingPool(timeout_s=5.0, workers=2) as pool:
+    with GradingPool(grading_timeout_s=5.0, workers=2) as pool:
         for round_index in range(16):
             rows = stress.make_batch(rng, round_index, slow_p=0.0)
             graded = grade_samples(rows, progress=False, pool=pool if round_index % 4 else None, workers=2)
@@ -37,7 +37,7 @@ def test_seeded_random_batches_through_a_reused_pool_and_fresh_workers():
 
 
 def test_no_answer_only_batches_and_mixed_forms_with_a_pool():
-    with GradingPool(timeout_s=5.0, workers=1) as pool:
+    with GradingPool(grading_timeout_s=5.0, workers=1) as pool:
         # Every sample without an answer: nothing reaches the workers, classes are None.
         graded = grade_samples(_rows("g0", "5", ["", " ", "Answer:", r"\boxed{}", " 2 + 3 = 5\nQ:"]) +
                                _rows("g1", "7", ["", ""]), pool=pool, progress=False)
@@ -54,7 +54,7 @@ def test_no_answer_only_batches_and_mixed_forms_with_a_pool():
 
 
 def test_deadline_kill_inside_a_reused_pool_then_next_call_is_clean():
-    with GradingPool(timeout_s=1.0, workers=1) as pool:
+    with GradingPool(grading_timeout_s=1.0, workers=1) as pool:
         rows = _rows("a", "5", [SLOW, r"\boxed{5}", "", "Answer: 4"])
         graded = grade_samples(rows, pool=pool, progress=False)
         stress.check(rows, graded)
@@ -77,7 +77,7 @@ def test_interrupted_call_does_not_leak_stale_results_into_the_next_call():
     """Before the fix, the interrupted call's busy worker kept streaming results for its job 0,
     and the next call (whose first job is also 0) took them as its own: "\\boxed{7}" with gold 7
     came back "timeout" and "Answer: 3" "correct"."""
-    with GradingPool(timeout_s=3.0, workers=1) as pool:
+    with GradingPool(grading_timeout_s=3.0, workers=1) as pool:
         grade_samples(_rows("warm", "1", [r"\boxed{1}"]), pool=pool, progress=False)  # worker ready
         previous = signal.signal(signal.SIGALRM, _raise_interrupt)
         try:

@@ -70,10 +70,10 @@ def test_format_spec_round_trips():
     "<|begin_of_thought|>" * 100_000 + "<|end_of_thought|>",
 ])
 def test_split_is_linear_on_hostile_traces(text):
-    started = time.perf_counter()
+    started = time.process_time()
     split_completion(text)
     split_completion(text, "think")
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 def _row(completion, gold="70", **fields):
@@ -423,10 +423,10 @@ def test_grading_hostile_thinking_traces_is_linear_and_never_correct():
     last close is followed by no answer: bounded time, no false positive."""
     guesses = "<think>" + "maybe \\boxed{70} " * 120_000
     blocks = "<think>\\boxed{70}</think>" * 100_000 + "<think>\\boxed{70}"
-    started = time.perf_counter()
+    started = time.process_time()
     graded = grade_samples([_row(guesses, finish_reason="length"), _row(blocks, problem_id="q"),
                             _row(blocks + "</think>", problem_id="r")], workers=1, progress=False, extraction="flexible")
-    assert time.perf_counter() - started < 20.0
+    assert time.process_time() - started < 20.0
     assert [(r["status"], r["correct"]) for r in graded] == [("truncated", False), ("truncated", False),
                                                             ("no_answer", False)]
 

@@ -62,7 +62,8 @@ def test_bad_line_is_one_clean_error_before_grading(tmp_path, monkeypatch, capsy
     def no_grading(*args, **kwargs):
         raise AssertionError("grading started although the file has a bad line")
 
-    monkeypatch.setattr(scoring, "grade_samples", no_grading)
+    monkeypatch.setattr(scoring, "prepare_grading", no_grading)  # extraction, in the prepare thread
+    monkeypatch.setattr(scoring, "grade_prepared", no_grading)  # the workers
     assert _score(samples, out) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and re.match("error: " + _where(samples, case), err[0]), err

@@ -61,8 +61,9 @@ def test_samples_held_at_once_do_not_grow_with_the_run(tmp_path, monkeypatch):
         scoring.score_records(path, path.parent, workers=1, progress=False, bootstrap=0)
         assert len(read_graded(path.parent / "graded.jsonl")) == n_problems * (PER_PROBLEM + 1)
         peaks[n_problems] = seen["max_alive"], seen["parsed"]
-    # a chunk of two problems (and the next problem being read): never the run
-    assert peaks[24][0] == peaks[6][0] <= 3 * (PER_PROBLEM + 1), peaks
+    # two chunks of two problems -- the one graded and the next, prepared beside it (issue 44) -- and the
+    # problem being read: never the run
+    assert peaks[24][0] == peaks[6][0] <= 5 * (PER_PROBLEM + 1), peaks
     assert peaks[24][1] == 2 * 24 * (PER_PROBLEM + 1)  # an index pass and a grading pass, each a line at a time
 
 
@@ -75,7 +76,7 @@ def test_a_chunk_ends_at_its_text_budget(tmp_path, monkeypatch):
     path = write_samples(tmp_path / "samples.jsonl", 12)
     scoring.score_records(path, path.parent, workers=1, progress=False, bootstrap=0)
     assert len(read_graded(path.parent / "graded.jsonl")) == 12 * (PER_PROBLEM + 1)
-    assert seen["max_alive"] <= 2 * (PER_PROBLEM + 1), seen  # one problem graded, the next one read
+    assert seen["max_alive"] <= 3 * (PER_PROBLEM + 1), seen  # one problem graded, the next prepared, one read
 
 
 def _outputs(run: Path) -> dict[str, object]:

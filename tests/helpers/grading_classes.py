@@ -790,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.classes:
         cases = [case for case in cases if case.klass in args.classes.split(",")]
     start = time.perf_counter()
-    graded = grade_samples(to_rows(cases), timeout_s=10.0, workers=args.workers, progress=False)
+    graded = grade_samples(to_rows(cases), grading_timeout_s=10.0, workers=args.workers, progress=False)
     table = class_table(cases, graded)
     print(format_table(table))
     print(f"{len(cases)} answers graded in {time.perf_counter() - start:.1f} s")
