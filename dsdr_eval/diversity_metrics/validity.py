@@ -119,7 +119,7 @@ def warnings(summary: dict[str, Any]) -> list[str]:
         out.append(f"{cap['share']:.0%} of rollouts hit the token cap (finish 'length'): their solutions never ended")
     if tail["share"] is not None and tail["share"] >= WARN_SHARE:
         after = ("cut away before measuring" if cut["rule"] != "none"
-                 else "MEASURED as part of the solution (--solution-cut none)")
+                 else "MEASURED as part of the solution: --solution-cut none")
         out.append(f"{tail['share']:.0%} of rollouts carry long text after their final answer ({after})")
     if cut["n_without_answer_end"]:
         out.append(f"{cut['n_without_answer_end']} rollouts were graded before answer ends were recorded and keep "
