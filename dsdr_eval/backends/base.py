@@ -34,11 +34,12 @@ class GenerationRequest:
     seed: int
     top_k: int = 0  # 0 = off
     min_p: float = 0.0  # 0 = off
+    stop: tuple[str, ...] = ()  # stop strings (the protocol's `stop`): the completion ends before the first
 
     def sampling_spec(self, eos_token_ids: tuple[int, ...]) -> SamplingSpec:
         """The sampling settings every backend builds its engine object from (backends.sampling)."""
         return SamplingSpec(self.temperature, self.top_p, self.max_tokens, eos_token_ids,
-                            top_k=self.top_k, min_p=self.min_p)
+                            top_k=self.top_k, min_p=self.min_p, stop=self.stop)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import importlib.metadata
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Backend, Completion, GenerationRequest, OnResults, RequestResult
-from dsdr_eval.backends.sampling import openai_sampling_body, server_sampling_fields
+from dsdr_eval.backends.sampling import openai_sampling_body, server_sampling_fields, trim_at_stop
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import PromptTemplate, render_prompt, resolve_chat_mode
 
@@ -139,9 +139,13 @@ class OpenAIBackend(Backend):
                                                   result.attempts, result.base_url))])
                 return
             usage = response_usage(result.response)
-            completion = Completion(text=text, finish_reason=response_finish_reason(result.response),
+            finish, n_completion = response_finish_reason(result.response), _int_or_none(usage.get("completion_tokens"))
+            text, cut_here = trim_at_stop(text, requests[index].stop)
+            if cut_here:  # a server that ignored `stop`: cut as vLLM would; its token count is of the uncut text
+                finish, n_completion = "stop", None
+            completion = Completion(text=text, finish_reason=finish,
                                     n_prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-                                    n_completion_tokens=_int_or_none(usage.get("completion_tokens")),
+                                    n_completion_tokens=n_completion,
                                     seed=requests[index].seed, reasoning=response_reasoning(result.response),
                                     n_reasoning_tokens=_int_or_none(usage.get("reasoning_tokens")))
             on_results([(index, RequestResult((completion,), None, result.attempts, result.base_url))])

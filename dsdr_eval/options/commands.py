@@ -13,7 +13,8 @@ from typing import Any
 
 from dsdr_eval.grading.extraction import EXTRACTION_PROFILES
 from dsdr_eval.options import endpoint
-from dsdr_eval.options.checks import avg_metric, integer, names, nonempty, number, output_dir, reasoning_format, top_k
+from dsdr_eval.options.checks import (avg_metric, integer, names, nonempty, number, output_dir, reasoning_format,
+                                      stop_string, top_k)
 from dsdr_eval.options.schema import FLAG, REPEATED, Option, options_class
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -78,6 +79,10 @@ RUN: tuple[Option, ...] = (
     Option("max_tokens", "--max-tokens", check=integer(1), group=_PROTOCOL,
            help="max response tokens (paper: 4096; Qwen3 runs: 8192)"),
     Option("seed", "--seed", check=integer(0), group=_PROTOCOL, help="run seed; per-request seeds derive from it"),
+    Option("stop", "--stop", kind=REPEATED, default=[], check=stop_string, metavar="STR", group=_PROTOCOL,
+           help="stop string (repeatable): each completion ends before the first one, which is not kept "
+                "(finish reason stop), in every backend; replaces the protocol's `stop`; taken literally (in "
+                "bash a newline is $'\\n'); recorded in config.json's protocol"),
     extraction("default: the one the benchmarks name, else the protocol's (built-in: boxed); recorded in config.json",
                group=_PROTOCOL),
     reasoning("default auto; recorded in config.json", group=_PROTOCOL),

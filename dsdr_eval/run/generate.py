@@ -163,7 +163,8 @@ def plan_requests(benchmarks: Sequence[BenchmarkData], protocol: Protocol, backe
                     n = min(piece, phase.n - start)
                     seed = derive_seed(protocol.seed, bench.name, phase.phase, problem.id, start)
                     request = GenerationRequest(prompt, user_message, n, phase.temperature, phase.top_p,
-                                                protocol.max_tokens, seed, top_k=phase.top_k, min_p=phase.min_p)
+                                                protocol.max_tokens, seed, top_k=phase.top_k, min_p=phase.min_p,
+                                                stop=protocol.stop)
                     plan.append(PlannedRequest(bench.name, problem, phase, start, request))
     return plan
 
