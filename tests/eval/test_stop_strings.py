@@ -77,27 +77,35 @@ def test_hf_stop_string_ends_the_completion_as_vllm_would(hf, temperature, n):
 
 
 def test_hf_sample_counts_through_the_token_that_completes_the_stop(tiny_model_dir, hf):
-    """On the generated ids themselves: the stopped rollout's ids are the free rollout's first K ids, K the
-    fewest whose decoding holds the stop string (a reference loop over prefixes)."""
+    """On the generated ids themselves, in a batch (2 prompts x 3 sampled rollouts, same seed): every stopped
+    rollout's ids are the free rollout's first K ids, K the fewest whose decoding holds the stop string (a
+    reference loop over prefixes), not ended by an EOS; the others are the free ones. Mutant: the row not cut
+    at the stop (generate pads a stopped row while the others go on: the pads count as an EOS end)."""
     from dsdr_eval.backends.hf import hf_sample
     from dsdr_eval.backends.sampling import SamplingSpec
     from dsdr_eval.prompts import encode_prompt
 
     tokenizer = hf.tokenizer
-    request = _requests(hf, n=1, temperature=0.0)[0]
-    ids = [encode_prompt(tokenizer, request.prompt, chat=True)]
-    spec = SamplingSpec(0.0, 1.0, 24, tuple(hf.eos_ids))
+    ids = [encode_prompt(tokenizer, r.prompt, chat=True) for r in _requests(hf, n=3, temperature=1.0)]
     pad = int(tokenizer.pad_token_id)
-    (free,), _ = hf_sample(hf.model, ids, spec, n=1, pad_id=pad)
-    text = tokenizer.decode(list(free[0].content_ids), skip_special_tokens=True)
-    stop = _stop_from(text)
-    spec_stop = SamplingSpec(0.0, 1.0, 24, tuple(hf.eos_ids), stop=(stop,))
-    (cut,), _ = hf_sample(hf.model, ids, spec_stop, n=1, pad_id=pad, tokenizer=tokenizer)
-    content = list(free[0].content_ids)
-    fewest = next(k for k in range(1, len(content) + 1)
-                  if stop in tokenizer.decode(content[:k], skip_special_tokens=True))
-    assert list(cut[0].token_ids) == content[:fewest]
-    assert cut[0].finish_reason == "stop" and not cut[0].ended_with_eos
+    free, _ = hf_sample(hf.model, ids, SamplingSpec(1.0, 1.0, 24, tuple(hf.eos_ids)), n=3, pad_id=pad, seed=9)
+    first = free[0][0]
+    stop = _stop_from(tokenizer.decode(list(first.content_ids), skip_special_tokens=True))
+    spec_stop = SamplingSpec(1.0, 1.0, 24, tuple(hf.eos_ids), stop=(stop,))
+    cut, _ = hf_sample(hf.model, ids, spec_stop, n=3, pad_id=pad, seed=9, tokenizer=tokenizer)
+    stopped = 0
+    for free_rows, cut_rows in zip(free, cut):
+        for f, c in zip(free_rows, cut_rows):
+            content = list(f.content_ids)
+            fewest = next((k for k in range(1, len(content) + 1)
+                           if stop in tokenizer.decode(content[:k], skip_special_tokens=True)), None)
+            if fewest is None:
+                assert (c.token_ids, c.finish_reason) == (f.token_ids, f.finish_reason)
+            else:
+                stopped += 1
+                assert list(c.token_ids) == content[:fewest]
+                assert c.finish_reason == "stop" and not c.ended_with_eos
+    assert 1 <= stopped < 6  # some rows stop while others go on
     with pytest.raises(ValueError, match="tokenizer"):
         hf_sample(hf.model, ids, spec_stop, n=1, pad_id=pad)
 
