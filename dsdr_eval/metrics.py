@@ -43,6 +43,8 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
+from dsdr_eval.budget_curve import PROVENANCE as BUDGET_CURVE_PROVENANCE
+from dsdr_eval.budget_curve import BudgetCurveTally
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import STATUSES
 from dsdr_eval.grading.grade import ANSWER_RULES
@@ -122,10 +124,12 @@ class _BenchmarkTally:
         self.reasoning_tokens: list[int] | None = [0]  # sum; None once a sample's count is unknown
         self.answer_tokens: list[int] | None = [0]
         self.changed = {rule: 0 for rule in ANSWER_RULES}
+        self.curve = BudgetCurveTally()  # accuracy against token budget (dsdr_eval.budget_curve)
 
     def add(self, position: int, phase: str, members: list[GradedSample]) -> None:
         problem_id = members[0].key.problem_id
         self.phase_first[phase] = min(self.phase_first.get(phase, position), position)
+        self.curve.add(position, phase, members)
         if phase == SAMPLING:
             correct = [r.correct for r in members]
             self.sampling[position] = _Sampled(
@@ -325,6 +329,7 @@ def _benchmark_entry(name: str, tally: _BenchmarkTally, bootstrap: int,
     entry["mean_completion_tokens"] = tally.tokens[0] / tally.tokens[1] if tally.tokens[1] else None
     entry["truncated_fraction"] = tally.reasons[0] / tally.reasons[1] if tally.reasons[1] else None
     entry.update(reasoning_summary(tally))
+    entry.update(tally.curve.entries())
     return entry, replicates
 
 
@@ -336,7 +341,8 @@ def _result(benchmarks: dict[str, Any], replicates: dict[str, dict[str, np.ndarr
                                       "no-answer samples do not vote; ties -> class seen first",
                              "ci95": "percentile bootstrap over problems", "bootstrap": bootstrap, "seed": seed,
                              "bootstrap_streams": BOOTSTRAP_STREAMS,
-                             "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)"}}
+                             "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)",
+                             "budget_curve": BUDGET_CURVE_PROVENANCE}}
     if set(TABLE1_BENCHMARKS) < set(benchmarks):
         # Table 1's "Average" is over exactly these five; other benchmarks (amc23) would shift it.
         result["average_table1"] = _macro_average({n: benchmarks[n] for n in TABLE1_BENCHMARKS}, replicates, bootstrap)

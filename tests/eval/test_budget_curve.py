@@ -1,0 +1,132 @@
+"""Budget curves (issue 45 items 1-3): accuracy against token budget from one run, in metrics.json `budget_curve`.
+
+The identity test generates for real (hf backend, a tiny chain model whose rollouts finish at spread-out lengths
+with answers graded against the gold): the same protocol and seed at budget 64 and at budget 16. The 64-run's
+curve at 16 must equal the 16-run's own accuracy and finished share exactly, greedy (pass1) and sampled. The
+references are plain loops over the runs' samples.jsonl / graded.jsonl written here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsdr_eval.rundir.jsonl import iter_jsonl, read_json
+
+PROBLEMS = ["What is one plus one", "Compute seven times eight", "Find x if two x is six", "Sum of two and nine",
+            "Two plus two", "How many primes below ten"]
+
+
+@pytest.fixture(scope="module")
+def chain_model(tmp_path_factory, smollm2_dir) -> Path:
+    from helpers.budget_models import build_chain_llama
+
+    return build_chain_llama(tmp_path_factory.mktemp("chain"), smollm2_dir)
+
+
+@pytest.fixture(scope="module")
+def two_budgets(chain_model, tmp_path_factory) -> dict[int, Path]:
+    """The same run (greedy pass1 + 6 sampled rollouts per problem, seed 3) at budgets 64 and 16."""
+    from dsdr_eval.options.commands import RunOptions
+    from dsdr_eval.run.evaluation import run_evaluation
+
+    root = tmp_path_factory.mktemp("budgets")
+    bench = root / "chain.jsonl"
+    bench.write_text("".join(json.dumps({"id": f"p{i}", "problem": p, "answer": "7"}) + "\n"
+                             for i, p in enumerate(PROBLEMS)), encoding="utf-8")
+    (root / "t.txt").write_text("{problem}", encoding="utf-8")
+    protocol = root / "p.yaml"
+    protocol.write_text("name: chain\nphases:\n  - {phase: pass1, n: 1, temperature: 0.0, top_p: 1.0}\n"
+                        "  - {phase: sampling, n: 6, temperature: 1.0, top_p: 1.0}\nmax_tokens: 64\nseed: 3\n",
+                        encoding="utf-8")
+    runs = {}
+    for budget in (64, 16):
+        runs[budget] = root / f"b{budget}"
+        run_evaluation(RunOptions(model=str(chain_model), backend="hf", benchmarks=[str(bench)], protocol=str(protocol),
+                                  max_tokens=budget, template=str(root / "t.txt"), prompt_mode="raw",
+                                  extraction="gsm8k", out=str(runs[budget]), no_diversity=True, no_progress=True),
+                       command=["t"])
+    return runs
+
+
+def _rows(run: Path, phase: str) -> list[tuple[dict, dict]]:
+    samples = {(s["problem_id"], s["phase"], s["sample_idx"]): s for s in iter_jsonl(run / "samples.jsonl")}
+    return [(samples[(g["problem_id"], g["phase"], g["sample_idx"])], g) for g in iter_jsonl(run / "graded.jsonl")
+            if g["phase"] == phase]
+
+
+def _reference(run: Path, phase: str, budget: int) -> tuple[float, float]:
+    """(mean over problems of the share correct and finished within ``budget``, share finished within it)."""
+    per_problem: dict[str, list[bool]] = {}
+    finished = []
+    for sample, graded in _rows(run, phase):
+        done = sample["finish_reason"] == "stop" and sample["n_completion_tokens"] <= budget
+        finished.append(done)
+        per_problem.setdefault(sample["problem_id"], []).append(done and graded["correct"])
+    accuracy = sum(sum(v) / len(v) for v in per_problem.values()) / len(per_problem)
+    return accuracy, sum(finished) / len(finished)
+
+
+def test_the_curve_of_the_64_run_at_16_is_the_16_run(two_budgets):
+    """Greedy (pass1) and sampled: the 64-run's curve at 16 == the 16-run's accuracy and finished share, each
+    computed by the reference loop over that run's own files. Mutants: a sample counted finished by its
+    finish reason alone (tokens ignored), or by `<` instead of `<=`: the curve at 16 moves off the 16-run."""
+    long, short = two_budgets[64], two_budgets[16]
+    curve = read_json(long / "metrics.json")["benchmarks"]["chain"]["budget_curve"]
+    metrics16 = read_json(short / "metrics.json")["benchmarks"]["chain"]
+    acc16, fin16 = _reference(short, "sampling", 16)
+    assert _reference(long, "sampling", 16) == (acc16, fin16)  # the identity itself, on the raw files
+    assert curve["16"]["accuracy"] == pytest.approx(acc16, abs=1e-12) == metrics16["avg@n"]
+    assert curve["16"]["finished"] == pytest.approx(fin16, abs=1e-12)
+    greedy16 = _reference(short, "pass1", 16)
+    assert _reference(long, "pass1", 16) == greedy16
+    assert curve["16"]["pass1"] == pytest.approx(greedy16[0], abs=1e-12) == metrics16["pass1"]
+    assert curve["16"]["pass@k"] == pytest.approx(metrics16["pass@k"]) and curve["16"]["maj@k"] == \
+        pytest.approx(metrics16["maj@k"])
+    # the hard regime is there: some rollouts finish after 16 tokens, some answer correctly within it, and the
+    # curve at the run's own budget is its avg@n
+    assert 0 < fin16 < 1 and 0 < acc16 < curve["64"]["accuracy"]
+    assert curve["64"]["accuracy"] == pytest.approx(read_json(long / "metrics.json")["benchmarks"]["chain"]["avg@n"])
+    assert metrics16["budget_curve"]["16"]["accuracy"] == pytest.approx(acc16)
+
+
+def test_every_budget_matches_the_reference_and_is_monotone(two_budgets):
+    """Every power of two up to 64: accuracy and finished as the reference loop, both non-decreasing; the
+    token means at b as min(t, b) over samples. Mutant: mean tokens at b without the min (all budgets equal)."""
+    long = two_budgets[64]
+    block = read_json(long / "metrics.json")["benchmarks"]["chain"]
+    curve = block["budget_curve"]
+    assert list(curve) == ["1", "2", "4", "8", "16", "32", "64"]
+    assert block["budget_curve_info"]["max_tokens"] == 64 and block["budget_curve_info"]["phase"] == "sampling"
+    tokens = [s["n_completion_tokens"] for s, _ in _rows(long, "sampling")]
+    previous = (0.0, 0.0)
+    for budget in curve:
+        b = int(budget)
+        accuracy, finished = _reference(long, "sampling", b)
+        assert (curve[budget]["accuracy"], curve[budget]["finished"]) == pytest.approx((accuracy, finished))
+        assert curve[budget]["mean_completion_tokens"] == pytest.approx(sum(min(t, b) for t in tokens) / len(tokens))
+        assert curve[budget]["accuracy"] >= previous[0] and curve[budget]["finished"] >= previous[1]
+        previous = (curve[budget]["accuracy"], curve[budget]["finished"])
+
+
+def test_no_token_counts_no_curve_with_a_reason():
+    """An imported file without token counts: no curve, one line saying why (never characters as tokens)."""
+    from dsdr_eval.metrics import compute_metrics
+
+    rows = [{"benchmark": "b", "phase": "sampling", "problem_id": "p", "sample_idx": i, "completion": "x",
+             "gold": "1", "finish_reason": "stop", "n_completion_tokens": None if i == 0 else 5,
+             "status": "correct", "correct": True, "answer_class": 0} for i in range(2)]
+    block = compute_metrics(rows, bootstrap=0)["benchmarks"]["b"]
+    assert "budget_curve" not in block
+    assert "1 of 2 sampling samples have no completion token count" in block["budget_curve_unavailable"]
+    assert "--tokenizer" in block["budget_curve_unavailable"]
+
+
+def test_curve_budgets_are_powers_of_two_and_the_max():
+    from dsdr_eval.budget_curve import curve_budgets
+
+    assert curve_budgets(4096)[-3:] == [1024, 2048, 4096] and len(curve_budgets(4096)) == 13
+    assert curve_budgets(3000)[-2:] == [2048, 3000]
+    assert curve_budgets(1) == [1]
