@@ -90,7 +90,27 @@ def print_summary(metrics: dict[str, Any]) -> None:
                 numeric_columns("benchmark", "problems", "n", "Pass@1 (T-low)", "Avg@16", "Avg@n", "pass@k", "maj@k",
                                 "correct/incorrect/none/truncated/timeout/error"), rows)
     print_reasoning_summary(metrics)
+    print_budget_curves(metrics)
     print_judge_grading(metrics)
+
+
+def print_budget_curves(metrics: dict[str, Any]) -> None:
+    """Each benchmark's accuracy against token budget in short (issue 45; dsdr_eval.budget_curve), when some
+    rollout was cut by its budget or finished late enough for the curve to say something; a benchmark
+    without one says why."""
+    from dsdr_eval.budget_curve import short_form
+
+    lines = []
+    for name, entry in metrics["benchmarks"].items():
+        curve = entry.get("budget_curve")
+        if curve:
+            lines.append(f"  {name}: {short_form(curve)}")
+        elif entry.get("budget_curve_unavailable"):
+            lines.append(f"  {name}: no curve: {entry['budget_curve_unavailable']}")
+    if lines:
+        print("accuracy at token budget b (avg@n of rollouts correct and finished within b; finished share), "
+              "from this run's samples (metrics.json budget_curve):")
+        print("\n".join(lines))
 
 
 def print_judge_grading(metrics: dict[str, Any]) -> None:

@@ -196,6 +196,10 @@ class BenchmarkResults:
     mean_reasoning_tokens: float | None = None
     mean_answer_tokens: float | None = None
     answers_changed_by_rule: Mapping[str, int] = field(default_factory=dict)
+    # accuracy against token budget (issue 45; dsdr_eval/budget_curve.py): budget -> {accuracy, finished, ...},
+    # or why the benchmark has none
+    budget_curve: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    budget_curve_unavailable: str | None = None
     diversity: DiversityResults | None = None
     judge: JudgeResults | None = None
     judge_grading: JudgeGradingResults | None = None
@@ -218,6 +222,9 @@ class BenchmarkResults:
             answers_changed_by_rule={str(k): fields.count(v, f"{where}.answers_changed_by_rule.{k}") or 0
                                      for k, v in fields.obj(entry.get("answers_changed_by_rule") or {},
                                                             f"{where}.answers_changed_by_rule").items()},
+            budget_curve=_budget_curve(entry.get("budget_curve"), f"{where}.budget_curve"),
+            budget_curve_unavailable=(str(entry["budget_curve_unavailable"])
+                                      if entry.get("budget_curve_unavailable") is not None else None),
             diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
                        if entry.get("diversity") is not None else None),
             judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None,
@@ -441,6 +448,31 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
 
 
 # ----------------------------------------------------------------------------- long-format rows of many runs
+
+def _budget_curve(curve: Any, where: str) -> dict[int, dict[str, Any]]:
+    """metrics.json ``budget_curve``: budget (a positive integer key) -> an object with fractions
+    ``accuracy`` and ``finished`` (other fields kept as written)."""
+    if curve is None:
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for key, point in fields.obj(curve, where).items():
+        if not str(key).isdigit() or int(key) < 1:
+            raise DsdrError(f"{where}: key {key!r} is not a token budget (a positive integer)")
+        point = fields.obj(point, f"{where}.{key}")
+        for name in ("accuracy", "finished"):
+            fields.fraction(point.get(name), f"{where}.{key}.{name}")
+        out[int(key)] = dict(point)
+    return dict(sorted(out.items()))
+
+
+def budget_curve_records(runs: list[RunResults]) -> list[dict[str, Any]]:
+    """One record per run x benchmark x budget of its budget curve (fractions): accuracy, finished and the
+    truncated share at that budget (1 - finished)."""
+    return [{"label": run.label, "benchmark": name, "budget": budget, "accuracy": point.get("accuracy"),
+             "finished": point.get("finished"),
+             "not_finished": None if point.get("finished") is None else 1 - point["finished"]}
+            for run in runs for name, bench in run.benchmarks.items() for budget, point in bench.budget_curve.items()]
+
 
 def pass_at_k_records(runs: list[RunResults]) -> list[dict[str, Any]]:
     """One record per run x benchmark (+ average) x k: the unbiased Pass@k with its CI (fractions)."""

@@ -130,3 +130,47 @@ def test_curve_budgets_are_powers_of_two_and_the_max():
     assert curve_budgets(4096)[-3:] == [1024, 2048, 4096] and len(curve_budgets(4096)) == 13
     assert curve_budgets(3000)[-2:] == [2048, 3000]
     assert curve_budgets(1) == [1]
+
+
+def test_report_dashboard_score_and_api_show_the_curve(two_budgets, tmp_path, monkeypatch, capsys):
+    """Both runs in one report figure (plots/budget_curve.png, budget_curve.csv, the README section); the
+    dashboard's Token budget tab draws one curve per run; `score` prints the short form; the API's
+    RunResults carry the curve. Mutant: build.py without plot_budget_curves (no figure, no README section)."""
+    import shutil
+
+    from dsdr_eval.cli.score import print_budget_curves
+    from dsdr_eval.reporting.build import make_report
+    from dsdr_eval.options.commands import ReportOptions
+    from dsdr_eval.rundir.results import budget_curve_records, load_run
+
+    runs = [load_run(two_budgets[64]), load_run(two_budgets[16])]
+    curve = runs[0].benchmarks["chain"].budget_curve
+    assert list(curve) == [1, 2, 4, 8, 16, 32, 64] and 0 <= curve[16]["accuracy"] <= 1
+    records = budget_curve_records(runs)
+    assert {r["budget"] for r in records if r["label"] == runs[1].label} == {1, 2, 4, 8, 16}
+    out = tmp_path / "report"
+    make_report(ReportOptions(runs=[str(two_budgets[64]), str(two_budgets[16])], out=str(out),
+                              label=["b64", "b16"], allow_mixed=True))  # their max_tokens differ
+    assert (out / "plots" / "budget_curve.png").is_file() and (out / "budget_curve.csv").is_file()
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "## Accuracy at token budget" in readme and "plots/budget_curve.png" in readme
+    assert len((out / "budget_curve.csv").read_text().strip().splitlines()) == 1 + 7 + 5
+
+    print_budget_curves(read_json(two_budgets[64] / "metrics.json"))
+    printed = capsys.readouterr().out
+    assert "chain:" in printed and "64 " in printed and "%)" in printed
+
+    from streamlit.testing.v1 import AppTest
+
+    runs_dir = tmp_path / "runs"
+    for budget, path in two_budgets.items():
+        shutil.copytree(path, runs_dir / f"b{budget}")
+    monkeypatch.setenv("DSDR_RUNS_DIR", str(runs_dir))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "dashboards" / "app.py"), default_timeout=60)
+    app.query_params["page"] = "evaluation"
+    app.query_params["run"] = ["b64", "b16"]
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    specs = [str(chart.proto.spec) for chart in app.get("plotly_chart")]
+    budget_charts = [s for s in specs if "token budget (log2 scale)" in s]
+    assert len(budget_charts) == 1 and "not finished" in budget_charts[0]
