@@ -37,7 +37,7 @@ correct, answer class, reasoning tokens), no text; each budget is one vectorised
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -79,6 +79,14 @@ def _reasoning_tokens(record: GradedSample) -> int:
     return 0 if record.reasoning_state == NO_REASONING else -1  # as metrics.reasoning_summary counts them
 
 
+class Estimators(NamedTuple):
+    """The run's own metric definitions (``dsdr_eval.metrics`` passes its functions: one implementation)."""
+
+    k_values: Callable[[int], tuple[int, ...]]
+    pass_at_k: Callable[[int, int, int], float]
+    majority_correct: Callable[[list[int | None], list[bool]], bool]
+
+
 class BudgetCurveTally:
     """A benchmark's per-problem rows (``add``), then its ``budget_curve`` entries (``entries``)."""
 
@@ -94,7 +102,7 @@ class BudgetCurveTally:
         self.n[phase] = self.n.get(phase, 0) + len(members)
         self.rows.setdefault(phase, {})[position] = _Rows(members)
 
-    def entries(self) -> dict[str, Any]:
+    def entries(self, estimators: Estimators) -> dict[str, Any]:
         """``budget_curve`` (budget -> metrics) and ``budget_curve_info``, or ``budget_curve_unavailable``."""
         phase = SAMPLING if SAMPLING in self.rows else PASS1 if PASS1 in self.rows else None
         if phase is None:
@@ -113,7 +121,7 @@ class BudgetCurveTally:
         budget_max = min(known) if known and None not in declared else int(max(p.tokens.max() for p in problems))
         pass1 = [self.rows[PASS1][p] for p in sorted(self.rows[PASS1])] \
             if phase == SAMPLING and PASS1 in self.rows and not self.missing[PASS1][0] else None
-        curve = {str(b): _at_budget(problems, b, pass1) for b in curve_budgets(max(1, budget_max))}
+        curve = {str(b): _at_budget(problems, b, pass1, estimators) for b in curve_budgets(max(1, budget_max))}
         info = {"phase": phase, "max_tokens": budget_max,
                 "max_tokens_source": "the samples' max_tokens" if known and None not in declared
                 else "the largest completion token count (max_tokens not recorded)"}
@@ -122,10 +130,9 @@ class BudgetCurveTally:
         return {"budget_curve": curve, "budget_curve_info": info}
 
 
-def _at_budget(problems: list[_Rows], budget: int, pass1: list[_Rows] | None) -> dict[str, Any]:
+def _at_budget(problems: list[_Rows], budget: int, pass1: list[_Rows] | None, estimators: Estimators) -> dict[str, Any]:
     """The metrics at ``budget`` (module docstring), from the problems' rows; k as ``metrics.k_values``."""
-    from dsdr_eval.metrics import k_values, majority_correct, pass_at_k
-
+    k_values, pass_at_k, majority_correct = estimators
     done = [p.finished & (p.tokens <= budget) for p in problems]
     correct = [p.correct & d for p, d in zip(problems, done)]
     n = np.array([len(p.tokens) for p in problems])

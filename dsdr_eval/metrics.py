@@ -45,6 +45,7 @@ import numpy as np
 
 from dsdr_eval.budget_curve import PROVENANCE as BUDGET_CURVE_PROVENANCE
 from dsdr_eval.budget_curve import BudgetCurveTally
+from dsdr_eval.budget_curve import Estimators as BudgetEstimators
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import STATUSES
 from dsdr_eval.grading.grade import ANSWER_RULES
@@ -329,7 +330,7 @@ def _benchmark_entry(name: str, tally: _BenchmarkTally, bootstrap: int,
     entry["mean_completion_tokens"] = tally.tokens[0] / tally.tokens[1] if tally.tokens[1] else None
     entry["truncated_fraction"] = tally.reasons[0] / tally.reasons[1] if tally.reasons[1] else None
     entry.update(reasoning_summary(tally))
-    entry.update(tally.curve.entries())
+    entry.update(tally.curve.entries(BudgetEstimators(k_values, pass_at_k, majority_correct)))
     return entry, replicates
 
 

@@ -15,6 +15,7 @@ import streamlit as st
 from dashboards import charts, data
 from dashboards.views.common import pick_runs, run_results
 from dsdr_eval.rundir import results
+from dsdr_eval.rundir.budget_curves import budget_curve_records
 from dsdr_eval.reporting import reference, tables
 from dsdr_eval.reporting.runs import benchmark_title, protocol_differences, protocol_notes
 from dsdr_eval.rundir.results import AVERAGE, RunResults
@@ -137,7 +138,7 @@ def _passk_tab(passk: list[dict]) -> None:
 
 def _budget_tab(loaded: list[RunResults]) -> None:
     """Accuracy against token budget (issue 45): each run's curve from its own samples, per benchmark."""
-    records = results.budget_curve_records(loaded)
+    records = budget_curve_records(loaded)
     for run in loaded:
         for name, bench in run.benchmarks.items():
             if bench.budget_curve_unavailable:

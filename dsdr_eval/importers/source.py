@@ -53,6 +53,7 @@ class SourceRecord:
     reasoning: tuple[str | None, ...] = ()
     finish_reasons: tuple[str | None, ...] = ()
     n_reasoning_tokens: tuple[int | None, ...] = ()
+    n_completion_tokens: tuple[int | None, ...] = ()  # the engine's count, where the source file keeps it
 
 
 @dataclass(frozen=True)

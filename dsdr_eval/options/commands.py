@@ -234,6 +234,9 @@ IMPORT: tuple[Option, ...] = (
     Option("lm_eval_filter", "--lm-eval-filter", metavar="NAME",
            help="lm-eval: the filter whose lines to import (default: the first in the file)"),
     Option("step", "--step", check=integer(0), help="verl with a directory: the step to import (default: the last)"),
+    Option("tokenizer", "--tokenizer", metavar="MODEL",
+           help="count the completion tokens the source file does not give with this model's tokenizer (a local "
+                "dir or hub id), so the run gets a budget curve; recorded in config.json token_counts"),
     Option("batch_input", "--batch-input", metavar="FILE",
            help="openai-batch: the batch's input file (prompts and sampling settings by custom_id)"),
     Option("id_field", "--id-field", default="id", check=nonempty, group=_FIELDS, help="problem id (default id)"),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval.rundir import result_fields as fields
+from dsdr_eval.rundir.budget_curves import read_budget_curve
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.protocols import Phase, Protocol
@@ -222,7 +223,7 @@ class BenchmarkResults:
             answers_changed_by_rule={str(k): fields.count(v, f"{where}.answers_changed_by_rule.{k}") or 0
                                      for k, v in fields.obj(entry.get("answers_changed_by_rule") or {},
                                                             f"{where}.answers_changed_by_rule").items()},
-            budget_curve=_budget_curve(entry.get("budget_curve"), f"{where}.budget_curve"),
+            budget_curve=read_budget_curve(entry.get("budget_curve"), f"{where}.budget_curve"),
             budget_curve_unavailable=(str(entry["budget_curve_unavailable"])
                                       if entry.get("budget_curve_unavailable") is not None else None),
             diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
@@ -448,31 +449,6 @@ def load_run(path: str | Path, label: str | None = None) -> RunResults:
 
 
 # ----------------------------------------------------------------------------- long-format rows of many runs
-
-def _budget_curve(curve: Any, where: str) -> dict[int, dict[str, Any]]:
-    """metrics.json ``budget_curve``: budget (a positive integer key) -> an object with fractions
-    ``accuracy`` and ``finished`` (other fields kept as written)."""
-    if curve is None:
-        return {}
-    out: dict[int, dict[str, Any]] = {}
-    for key, point in fields.obj(curve, where).items():
-        if not str(key).isdigit() or int(key) < 1:
-            raise DsdrError(f"{where}: key {key!r} is not a token budget (a positive integer)")
-        point = fields.obj(point, f"{where}.{key}")
-        for name in ("accuracy", "finished"):
-            fields.fraction(point.get(name), f"{where}.{key}.{name}")
-        out[int(key)] = dict(point)
-    return dict(sorted(out.items()))
-
-
-def budget_curve_records(runs: list[RunResults]) -> list[dict[str, Any]]:
-    """One record per run x benchmark x budget of its budget curve (fractions): accuracy, finished and the
-    truncated share at that budget (1 - finished)."""
-    return [{"label": run.label, "benchmark": name, "budget": budget, "accuracy": point.get("accuracy"),
-             "finished": point.get("finished"),
-             "not_finished": None if point.get("finished") is None else 1 - point["finished"]}
-            for run in runs for name, bench in run.benchmarks.items() for budget, point in bench.budget_curve.items()]
-
 
 def pass_at_k_records(runs: list[RunResults]) -> list[dict[str, Any]]:
     """One record per run x benchmark (+ average) x k: the unbiased Pass@k with its CI (fractions)."""

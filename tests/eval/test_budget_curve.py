@@ -141,7 +141,8 @@ def test_report_dashboard_score_and_api_show_the_curve(two_budgets, tmp_path, mo
     from dsdr_eval.cli.score import print_budget_curves
     from dsdr_eval.reporting.build import make_report
     from dsdr_eval.options.commands import ReportOptions
-    from dsdr_eval.rundir.results import budget_curve_records, load_run
+    from dsdr_eval.rundir.budget_curves import budget_curve_records
+    from dsdr_eval.rundir.results import load_run
 
     runs = [load_run(two_budgets[64]), load_run(two_budgets[16])]
     curve = runs[0].benchmarks["chain"].budget_curve
@@ -174,3 +175,35 @@ def test_report_dashboard_score_and_api_show_the_curve(two_budgets, tmp_path, mo
     specs = [str(chart.proto.spec) for chart in app.get("plotly_chart")]
     budget_charts = [s for s in specs if "token budget (log2 scale)" in s]
     assert len(budget_charts) == 1 and "not finished" in budget_charts[0]
+
+
+def test_imported_run_curve_needs_token_counts_or_a_tokenizer(tmp_path, data_dir, smollm2_dir):
+    """An OpenAI batch output (2 choices per body: its usage counts both together, so no per-sample count): no
+    curve, with the reason naming --tokenizer; imported with --tokenizer, every sample's count is its text's
+    tokens plus the EOS (finish stop), computed here with the tokenizer, and the curve is there. Mutant:
+    count_tokens leaves the samples as they are (the curve stays unavailable)."""
+    from helpers import import_sources as src
+    from transformers import AutoTokenizer
+
+    from dsdr_eval import import_results
+    from dsdr_eval.scoring import score_run_dir
+
+    inputs, outputs = src.write_openai_batch(tmp_path / "batch", data_dir)
+    common = dict(tool="openai-batch", path=str(outputs), batch_input=str(inputs), benchmark="math500",
+                  data_dir=str(data_dir))
+    import_results(out=str(tmp_path / "plain"), **common)
+    block = score_run_dir(tmp_path / "plain", bootstrap=0, progress=False, workers=1)["benchmarks"]["math500"]
+    assert "budget_curve" not in block and "--tokenizer" in block["budget_curve_unavailable"]
+
+    import_results(out=str(tmp_path / "counted"), tokenizer=str(smollm2_dir), **common)
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    samples = list(iter_jsonl(tmp_path / "counted" / "samples.jsonl"))
+    for sample in samples:
+        expected = len(tokenizer(sample["completion"], add_special_tokens=False)["input_ids"]) + 1
+        assert sample["n_completion_tokens"] == expected
+    config = read_json(tmp_path / "counted" / "config.json")
+    assert config["token_counts"]["from_tokenizer"] == len(samples) and config["token_counts"]["tokenizer"]
+    block = score_run_dir(tmp_path / "counted", bootstrap=0, progress=False, workers=1)["benchmarks"]["math500"]
+    curve = block["budget_curve"]
+    assert list(curve)[-1] == "512" and curve["512"]["finished"] == 1.0
+    assert curve["512"]["accuracy"] == pytest.approx(block["avg@n"])
