@@ -51,6 +51,8 @@ class Completion:
     seed: int | None = None  # the seed the engine actually used for this rollout
     reasoning: str | None = None  # a server's separate reasoning (reasoning_content); None: inline or none
     n_reasoning_tokens: int | None = None
+    stopped_by: str | None = None  # the stop string that ended it (None: an EOS, the budget, or not known)
+    forcing: dict[str, Any] | None = None  # budget forcing's record of the rollout (dsdr_eval.run.forcing)
 
 
 @dataclass(frozen=True)

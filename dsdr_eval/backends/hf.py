@@ -282,7 +282,8 @@ class HFBackend(LocalTokenizerBackend):
 
     def _completion(self, seq: SampledSequence, request: GenerationRequest, n_prompt: int, seed: int) -> Completion:
         generated = self._decode(seq.content_ids)
-        text, _ = trim_at_stop(generated, request.stop)  # vLLM's convention: the stop string is not kept
+        text, stopped_by = trim_at_stop(generated, request.stop)  # vLLM's convention: the stop string is not kept
         # counted on every generated token: the stop string's tokens are the answer's, as an EOS is
         return Completion(text, seq.finish_reason, n_prompt, len(seq.token_ids), seed,
-                          n_reasoning_tokens=self.reasoning_tokens(generated, seq.content_ids, request.prompt))
+                          n_reasoning_tokens=self.reasoning_tokens(generated, seq.content_ids, request.prompt),
+                          stopped_by=stopped_by if seq.finish_reason == "stop" else None)

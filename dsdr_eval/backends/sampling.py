@@ -72,12 +72,15 @@ class SamplingSpec:
                 **({"min_p": float(self.min_p)} if self.min_p else {})}
 
 
-def trim_at_stop(text: str, stop: tuple[str, ...] | list[str]) -> tuple[str, bool]:
-    """``text`` cut before the first occurrence of any stop string, and whether one occurred: the
+def trim_at_stop(text: str, stop: tuple[str, ...] | list[str]) -> tuple[str, str | None]:
+    """``text`` cut before the first occurrence of any stop string, and that stop string (None: none occurs): the
     vLLM / OpenAI convention (the stop string is not part of the output), applied by every backend
     so the same generated tokens give the same completion text whichever engine produced them."""
-    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
-    return (text[:min(cuts)], True) if cuts else (text, False)
+    cuts = [(i, s) for i, s in ((text.find(s), s) for s in stop if s) if i >= 0]
+    if not cuts:
+        return text, None
+    position, first = min(cuts, key=lambda cut: cut[0])
+    return text[:position], first
 
 
 def chosen_eos_ids(tokenizer: Any, checkpoint_generation_config: Any = None) -> tuple[int, ...]:

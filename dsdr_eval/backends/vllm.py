@@ -222,9 +222,11 @@ class VLLMBackend(LocalTokenizerBackend):
         ids = content_ids(choice, self.eos_ids)
         counted = self._decode(ids) if request.stop and choice.finish_reason == "stop" else choice.text
         text, _ = trim_at_stop(choice.text, request.stop)  # (vLLM already did; the one rule for every backend)
+        stop_reason = getattr(choice, "stop_reason", None)  # the stop string vLLM matched (an int: a stop token)
         return Completion(text=text, finish_reason=choice.finish_reason, n_prompt_tokens=n_prompt,
                           n_completion_tokens=len(choice.token_ids), seed=request.seed,
-                          n_reasoning_tokens=self.reasoning_tokens(counted, ids, request.prompt))
+                          n_reasoning_tokens=self.reasoning_tokens(counted, ids, request.prompt),
+                          stopped_by=stop_reason if isinstance(stop_reason, str) else None)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)

@@ -83,6 +83,13 @@ RUN: tuple[Option, ...] = (
            help="stop string (repeatable): each completion ends before the first one, which is not kept "
                 "(finish reason stop), in every backend; replaces the protocol's `stop`; taken literally (in "
                 "bash a newline is $'\\n'); recorded in config.json's protocol"),
+    Option("thinking_budget", "--thinking-budget", check=integer(1), metavar="N", group=_PROTOCOL,
+           help="budget forcing (s1): the reasoning stops at N tokens, '</think>' and the answer cue 'Final Answer: ' "
+                "are appended and the answer is generated with --answer-budget tokens (a reasoning that closes "
+                "earlier continues into its answer); hf, vllm, openai --api completions; recorded in config.json "
+                "budget_forcing and per sample"),
+    Option("answer_budget", "--answer-budget", default=512, check=integer(1), metavar="M", group=_PROTOCOL,
+           help="with --thinking-budget: the answer's own token budget (default 512)"),
     extraction("default: the one the benchmarks name, else the protocol's (built-in: boxed); recorded in config.json",
                group=_PROTOCOL),
     reasoning("default auto; recorded in config.json", group=_PROTOCOL),
