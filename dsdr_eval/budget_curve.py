@@ -144,7 +144,13 @@ def _at_budget(problems: list[_Rows], budget: int, pass1: list[_Rows] | None, es
         entry["pass1"] = float(np.mean([np.mean(p.correct & p.finished & (p.tokens <= budget)) for p in pass1]))
     ks = k_values(int(n.min()))
     if ks:
-        entry["pass@k"] = {str(k): float(np.mean([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)]))
+        memo: dict[tuple[int, int, int], float] = {}  # problems share (n, c): one estimator call each
+
+        def estimate(key: tuple[int, int, int]) -> float:
+            if key not in memo:
+                memo[key] = pass_at_k(*key)
+            return memo[key]
+        entry["pass@k"] = {str(k): float(np.mean([estimate((int(ni), int(ci), k)) for ni, ci in zip(n, c)]))
                            for k in ks}
         entry["maj@k"] = {str(k): float(np.mean([
             majority_correct([int(cl) if d else None for cl, d in zip(p.classes[:k], dk[:k])], list(ck[:k]))
