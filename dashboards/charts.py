@@ -116,6 +116,31 @@ def pass_at_k_figure(records: list[dict[str, Any]], benchmark: str, title: str) 
     return fig
 
 
+def budget_curve_figure(records: list[dict[str, Any]], benchmark: str, title: str) -> go.Figure:
+    """Accuracy against token budget of every run on one benchmark (log2 budget axis); dashed, same colour:
+    the share of rollouts not finished by that budget (issue 45)."""
+    fig = go.Figure()
+    labels = list(dict.fromkeys(r["label"] for r in records))
+    for index, label in enumerate(labels):
+        pts = sorted((r for r in records if r["label"] == label and r["benchmark"] == benchmark),
+                     key=lambda r: r["budget"])
+        if not pts:
+            continue
+        color = color_for(index)
+        budgets = [p["budget"] for p in pts]
+        fig.add_trace(go.Scatter(x=budgets, y=[100 * p["accuracy"] for p in pts], mode="lines+markers", name=label,
+                                 line={"color": color}, legendgroup=label,
+                                 hovertemplate=label + "<br>budget %{x}: %{y:.1f}%<extra></extra>"))
+        fig.add_trace(go.Scatter(x=budgets, y=[100 * p["not_finished"] for p in pts], mode="lines",
+                                 name=f"{label} (not finished)", line={"color": color, "dash": "dash", "width": 1},
+                                 legendgroup=label,
+                                 hovertemplate=label + "<br>not finished by %{x}: %{y:.1f}%<extra></extra>"))
+    fig.update_xaxes(type="log", title="token budget (log2 scale)")
+    fig.update_yaxes(title="accuracy at budget (%)", range=[-2, 102])
+    fig.update_layout(title=title, height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
 def grouped_bars(frame: pd.DataFrame, *, x: str, y: str, color: str, title: str, y_title: str,
                  pattern: str | None = None) -> go.Figure:
     """Grouped bars (one group per `x`, one bar per `color` [x `pattern`])."""

@@ -43,6 +43,9 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
+from dsdr_eval.budget_curve import PROVENANCE as BUDGET_CURVE_PROVENANCE
+from dsdr_eval.budget_curve import BudgetCurveTally
+from dsdr_eval.budget_curve import Estimators as BudgetEstimators
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import STATUSES
 from dsdr_eval.grading.grade import ANSWER_RULES
@@ -127,10 +130,12 @@ class _BenchmarkTally:
         self.changed = {rule: 0 for rule in ANSWER_RULES}
         self.audit = dict.fromkeys(AUDIT_FLAGS, 0)  # issue 43: samples raising each flag
         self.audited = [0, 0]  # samples with any flag, samples audited (graded.jsonl with an audit)
+        self.curve = BudgetCurveTally()  # accuracy against token budget (dsdr_eval.budget_curve)
 
     def add(self, position: int, phase: str, members: list[GradedSample]) -> None:
         problem_id = members[0].key.problem_id
         self.phase_first[phase] = min(self.phase_first.get(phase, position), position)
+        self.curve.add(position, phase, members)
         if phase == SAMPLING:
             correct = [r.correct for r in members]
             self.sampling[position] = _Sampled(
@@ -345,6 +350,7 @@ def _benchmark_entry(name: str, tally: _BenchmarkTally, bootstrap: int,
     # graded records carry no audit (a graded.jsonl written before it)
     entry["audit_counts"] = dict(tally.audit) if tally.audited[1] else None
     entry["audit_flagged"] = tally.audited[0] if tally.audited[1] else None
+    entry.update(tally.curve.entries(BudgetEstimators(k_values, pass_at_k, majority_correct)))
     return entry, replicates
 
 
@@ -356,7 +362,8 @@ def _result(benchmarks: dict[str, Any], replicates: dict[str, dict[str, np.ndarr
                                       "no-answer samples do not vote; ties -> class seen first",
                              "ci95": "percentile bootstrap over problems", "bootstrap": bootstrap, "seed": seed,
                              "bootstrap_streams": BOOTSTRAP_STREAMS,
-                             "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)"}}
+                             "average": "unweighted mean over benchmarks (stratified bootstrap for its CI)",
+                             "budget_curve": BUDGET_CURVE_PROVENANCE}}
     if set(TABLE1_BENCHMARKS) < set(benchmarks):
         # Table 1's "Average" is over exactly these five; other benchmarks (amc23) would shift it.
         result["average_table1"] = _macro_average({n: benchmarks[n] for n in TABLE1_BENCHMARKS}, replicates, bootstrap)

@@ -26,6 +26,13 @@ without code::
     max_tokens: 4096
     seed: 0                      # optional (default 0)
     extraction: boxed            # optional: the answer convention (dsdr_eval.grading.extraction profiles)
+    stop: ["\n\nProblem:"]       # optional: stop strings; a completion ends before the first one
+
+A protocol's ``stop`` strings end every completion before the first occurrence of any of them (the
+vLLM / OpenAI convention: the stop string is not in the output; finish reason ``stop``), in every
+backend alike (``dsdr_eval.backends.sampling.trim_at_stop``). They change the generated samples, so
+they are part of the run identity (``to_config``: written only when given, so a run without them
+keeps its identity); ``run --stop STR`` (repeatable) replaces them.
 
 A protocol names its extraction profile (how the final answer is read from a completion,
 ``dsdr_eval.grading.extraction.EXTRACTION_PROFILES``); every built-in one reads the papers' ``\\boxed{}``
@@ -120,11 +127,14 @@ class Protocol:
     max_tokens: int | None
     seed: int | None = 0
     extraction: str = DEFAULT_EXTRACTION  # answer convention (not in to_config: grading only)
+    stop: tuple[str, ...] = ()  # stop strings (module docstring); part of the identity when given
     strict: InitVar[bool] = True  # False: a record read back (from_record); dataclasses.replace checks again
 
     def __post_init__(self, strict: bool) -> None:
         if not strict:
             return
+        if not isinstance(self.stop, tuple) or not all(isinstance(s, str) and s for s in self.stop):
+            raise DsdrError(f"protocol {self.name}: stop must be a tuple of non-empty strings (got {self.stop!r})")
         if self.extraction not in EXTRACTION_PROFILES:
             raise DsdrError(f"protocol {self.name}: unknown extraction profile {self.extraction!r} "
                             f"(known: {', '.join(EXTRACTION_PROFILES)})")
@@ -143,11 +153,13 @@ class Protocol:
         checked by ``rundir.result_fields.check_config``): a field it lacks is None (a phase's top_k /
         min_p: see ``Phase.from_record``), a field this model does not know is ignored."""
         phases = tuple(Phase.from_record(ph, cuts_known=cuts_known) for ph in record.get("phases") or [])
-        return cls(record.get("name"), phases, record.get("max_tokens"), record.get("seed"), extraction, strict=False)
+        stop = record.get("stop")
+        return cls(record.get("name"), phases, record.get("max_tokens"), record.get("seed"), extraction,
+                   tuple(str(s) for s in stop) if isinstance(stop, list) else (), strict=False)
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, "phases": [_phase_config(p) for p in self.phases],
-                "max_tokens": self.max_tokens, "seed": self.seed}
+                "max_tokens": self.max_tokens, "seed": self.seed, **({"stop": list(self.stop)} if self.stop else {})}
 
     def total_samples_per_problem(self) -> int:
         return sum(p.n for p in self.phases)
@@ -218,7 +230,8 @@ def protocol_file_record(path: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- protocol files
 
-_TOP_FIELDS = {"name": True, "phases": True, "max_tokens": True, "seed": False, "extraction": False}  # -> required
+_TOP_FIELDS = {"name": True, "phases": True, "max_tokens": True, "seed": False, "extraction": False,
+               "stop": False}  # -> required
 _PHASE_FIELDS = ("phase", "n", "temperature", "top_p")
 _OPTIONAL_PHASE_FIELDS = ("top_k", "min_p")  # 0 = off
 
@@ -261,7 +274,8 @@ def load_protocol_file(path: Path) -> Protocol:
     if not isinstance(extraction, str) or extraction not in EXTRACTION_PROFILES:
         raise DsdrError(f"{where}:extraction: unknown extraction profile ({_type_name(extraction)}; "
                         f"known: {', '.join(EXTRACTION_PROFILES)})")
-    protocol = Protocol(name.strip(), phases, max_tokens=max_tokens, seed=seed, extraction=extraction)
+    protocol = Protocol(name.strip(), phases, max_tokens=max_tokens, seed=seed, extraction=extraction,
+                        stop=_stop_strings(data.get("stop", []), f"{where}:stop"))
     builtin = PROTOCOLS.get(protocol.name)
     if builtin is not None and builtin != protocol:
         raise DsdrError(f"{where}:name: {protocol.name!r} is a built-in protocol with other settings "
@@ -312,6 +326,17 @@ def _file_phase(item: Any, where: str) -> Phase:
     return Phase(phase, n, temperature, top_p, top_k=top_k, min_p=min_p)
 
 
+def _stop_strings(value: Any, where: str) -> tuple[str, ...]:
+    """A protocol file's ``stop``: a list of non-empty strings (a single string is refused: a YAML typo
+    would otherwise stop at each of its characters in engines that iterate it)."""
+    if not isinstance(value, list):
+        raise DsdrError(f"{where}: must be a list of strings (got {_type_name(value)})")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise DsdrError(f"{where}[{i}]: must be a non-empty string (got {_type_name(item)})")
+    return tuple(value)
+
+
 def _integer(value: Any, where: str, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise DsdrError(f"{where}: must be an integer (got {_type_name(value)})")
@@ -337,11 +362,12 @@ def apply_overrides(protocol: Protocol, *, n: int | None = None, temperature: fl
                     pass1_top_p: float | None = None, max_tokens: int | None = None,
                     seed: int | None = None, phases: list[str] | None = None, top_k: int | None = None,
                     min_p: float | None = None, pass1_top_k: int | None = None,
-                    pass1_min_p: float | None = None) -> Protocol:
+                    pass1_min_p: float | None = None, stop: list[str] | None = None) -> Protocol:
     """Return the protocol with command-line overrides applied.
 
     ``n``/``temperature``/``top_p``/``top_k``/``min_p`` act on the ``sampling`` phase (or on the only
-    phase of a one-phase protocol); the ``pass1_*`` ones on ``pass1``; ``phases`` keeps only the named phases.
+    phase of a one-phase protocol); the ``pass1_*`` ones on ``pass1``; ``phases`` keeps only the named phases;
+    ``stop`` (non-empty) replaces the protocol's stop strings.
     Any override marks the name with ``+custom`` so a tweaked run never passes for the paper's."""
     new_phases: list[Phase] = []
     target_sampling = PHASE_SAMPLING if any(p.phase == PHASE_SAMPLING for p in protocol.phases) else None
@@ -367,7 +393,8 @@ def apply_overrides(protocol: Protocol, *, n: int | None = None, temperature: fl
         new_phases = [p for p in new_phases if p.phase in phases]
     updated = replace(protocol, phases=tuple(new_phases),
                       max_tokens=protocol.max_tokens if max_tokens is None else max_tokens,
-                      seed=protocol.seed if seed is None else seed)
+                      seed=protocol.seed if seed is None else seed,
+                      stop=tuple(stop) if stop else protocol.stop)
     if updated != protocol and not protocol.name.endswith("+custom"):
         updated = replace(updated, name=protocol.name + "+custom")
     return updated

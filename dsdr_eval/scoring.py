@@ -427,7 +427,7 @@ def _run_config_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
     template = config.get("template")
     summary = {key: config[key] for key in ("kind", "label", "model", "backend", "protocol", "mixed_settings",
-                                            "reasoning_format", "chat_template_kwargs")
+                                            "reasoning_format", "chat_template_kwargs", "budget_forcing")
                if key in config}
     if isinstance(template, dict):
         summary["template"] = {k: template[k] for k in ("name", "chat") if k in template}

@@ -77,6 +77,9 @@ class TrainConfig:
     temperature: float = _f(1.0, "rollout sampling temperature (§3.5: 1.0); logits are divided by it in the loss too")
     top_p: float = _f(1.0, "rollout nucleus sampling")
     max_response_length: int = _f(4096, "max new tokens per rollout (§3.5: 4096 / 8192)")
+    stop: tuple[str, ...] = _f((), "stop strings (a YAML list): a rollout ends before the first one, which is not in its "
+                               "text (its tokens up to the one completing it are the response), as `dsdr-eval run --stop`; "
+                               "compact engine (hf and vllm rollouts) and engine trl with vLLM rollouts")
     generation_batch_size: int = _f(64, "rollouts per transformers.generate call (hf engine)")
     check_on_policy: bool = _f(False, "hf engine: keep the sampler's log-probs of every token and log "
                                "rollout/ratio_dev_max = max |pi_old/q - 1| (costs the scores of every step)")
@@ -201,6 +204,11 @@ def coerce_value(key: str, value: Any, *, source: str) -> Any:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise DsdrError(f"{source}: unknown config key {key!r}{hint}; see dsdr-train --help-config")
     tp = _resolved_type(key)
+    if typing.get_origin(tp) is tuple:  # a list of strings (stop): YAML list, or one string on the command line
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) and v for v in items):
+            raise DsdrError(f"{source}: config key {key!r} expects a list of non-empty strings, got {value!r}")
+        return tuple(items)
     args = typing.get_args(tp)
     optional = type(None) in args
     base = next((a for a in args if a is not type(None)), tp) if args else tp
@@ -237,6 +245,10 @@ def coerce_value(key: str, value: Any, *, source: str) -> Any:
     return value
 
 
+def _is_list_key(key: str) -> bool:
+    return key in FIELDS and typing.get_origin(_resolved_type(key)) is tuple
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``key=value`` strings -> typed dict (values parsed as YAML scalars, then type-checked)."""
     import yaml
@@ -251,8 +263,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
-        if isinstance(value, (dict, list)):
-            value = raw
+        if isinstance(value, dict) or (isinstance(value, list) and not _is_list_key(key)):
+            value = raw  # (a list key, stop: stop=["a", "b"] is its YAML list)
         out[key] = coerce_value(key, value, source=f"override {item!r}")
     return out
 

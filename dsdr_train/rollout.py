@@ -32,7 +32,7 @@ from dsdr_eval.backends import (CPU_VLLM_SPEEDUP, CPU_VLLM_START_S, HF_CPU_TOKEN
                                 choose_backend)
 
 from dsdr_eval.backends.sampling import (VLLM_ENGINE_ARGS, SamplingSpec, checkpoint_generation_config, chosen_eos_ids,
-                                         vllm_sampling_params)
+                                         trim_at_stop, vllm_sampling_params)
 
 
 @dataclass
@@ -127,13 +127,14 @@ class HFRollout:
     @torch.no_grad()
     def generate(self, model: torch.nn.Module, prompt_ids: list[list[int]], *, n: int, temperature: float,
                  top_p: float, max_new_tokens: int, group_ids: list[int], problem_idx: list[int],
-                 weights_version: int | None = None) -> RolloutBatch:
-        """``weights_version`` is unused: the policy samples itself, there is nothing to sync."""
+                 weights_version: int | None = None, stop: Sequence[str] = ()) -> RolloutBatch:
+        """``weights_version`` is unused: the policy samples itself, there is nothing to sync. ``stop``: stop
+        strings (config ``stop``): a rollout's tokens end with the one completing the first, its text before it."""
         from dsdr_eval.backends.hf import hf_sample
 
         eos = chosen_eos_ids(self.tokenizer, getattr(model, "generation_config", None))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(eos)
-        spec = SamplingSpec(temperature, top_p, max_new_tokens, eos)
+        spec = SamplingSpec(temperature, top_p, max_new_tokens, eos, stop=tuple(stop))
         per_call = max(1, self.batch_size // n)  # prompts per generate call
         batch = RolloutBatch()
         was_training = model.training
@@ -142,7 +143,7 @@ class HFRollout:
             for start in range(0, len(prompt_ids), per_call):
                 chunk = range(start, min(start + per_call, len(prompt_ids)))
                 sampled, _ = hf_sample(model, [prompt_ids[i] for i in chunk], spec, n=n, pad_id=pad,
-                                       record_log_probs=self.record_log_probs)
+                                       record_log_probs=self.record_log_probs, tokenizer=self.tokenizer)
                 for i, sequences in zip(chunk, sampled):
                     for seq in sequences:
                         if seq.log_probs is not None:
@@ -150,7 +151,8 @@ class HFRollout:
                         batch.prompt_ids.append(list(prompt_ids[i]))
                         batch.response_ids.append(list(seq.token_ids))
                         batch.finish_reasons.append(seq.finish_reason)
-                        batch.texts.append(self.tokenizer.decode(list(seq.content_ids), skip_special_tokens=True))
+                        text = self.tokenizer.decode(list(seq.content_ids), skip_special_tokens=True)
+                        batch.texts.append(trim_at_stop(text, spec.stop)[0])
                         batch.group_ids.append(group_ids[i])
                         batch.problem_idx.append(problem_idx[i])
         finally:
@@ -221,13 +223,14 @@ class VLLMRollout:
 
     def generate(self, model: torch.nn.Module, prompt_ids: list[list[int]], *, n: int, temperature: float,
                  top_p: float, max_new_tokens: int, group_ids: list[int], problem_idx: list[int],
-                 weights_version: int | None = None) -> RolloutBatch:
-        """``weights_version``: the trainer's count of optimizer updates (None: sync unconditionally)."""
+                 weights_version: int | None = None, stop: Sequence[str] = ()) -> RolloutBatch:
+        """``weights_version``: the trainer's count of optimizer updates (None: sync unconditionally);
+        ``stop``: stop strings (vLLM cuts the text before the first; its tokens keep the completing one)."""
         from vllm import SamplingParams
 
         self.ensure_synced(model, weights_version)
-        params = vllm_sampling_params(SamplingParams, SamplingSpec(temperature, top_p, max_new_tokens, self.eos_ids),
-                                      n=n, seed=None)
+        spec = SamplingSpec(temperature, top_p, max_new_tokens, self.eos_ids, stop=tuple(stop))
+        params = vllm_sampling_params(SamplingParams, spec, n=n, seed=None)
         if self.record_log_probs:
             params.logprobs = 0  # the sampled token's own log-prob
         outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompt_ids], params, use_tqdm=False)

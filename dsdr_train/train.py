@@ -139,7 +139,7 @@ class Trainer:
                   temperature: float, top_p: float, max_tokens: int) -> RolloutBatch:
         return self.engine.generate(self.policy, prompt_ids, n=n, temperature=temperature, top_p=top_p,
                                     max_new_tokens=max_tokens, group_ids=group_ids, problem_idx=problem_idx,
-                                    weights_version=self.weights_version)
+                                    weights_version=self.weights_version, stop=self.cfg.stop)
 
     def collect(self) -> Collected:
         """Rollouts + grading with DAPO's dynamic sampling (see :mod:`dsdr_train.collect`)."""

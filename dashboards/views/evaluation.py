@@ -15,6 +15,7 @@ import streamlit as st
 from dashboards import charts, data
 from dashboards.views.common import pick_runs, run_results
 from dsdr_eval.rundir import results
+from dsdr_eval.rundir.budget_curves import budget_curve_records
 from dsdr_eval.reporting import reference, tables
 from dsdr_eval.reporting.runs import benchmark_title, protocol_differences, protocol_notes
 from dsdr_eval.rundir.results import AVERAGE, RunResults
@@ -82,11 +83,14 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
         st.caption(note)
 
     passk = results.pass_at_k_records(loaded)
-    tab_table, tab_passk, tab_div, tab_judge = st.tabs(["Table 1", "Pass@k", "Diversity", "Judge"])
+    tab_table, tab_passk, tab_budget, tab_div, tab_judge = st.tabs(["Table 1", "Pass@k", "Token budget", "Diversity",
+                                                                     "Judge"])
     with tab_table:
         _table1_tab(loaded)
     with tab_passk:
         _passk_tab(passk)
+    with tab_budget:
+        _budget_tab(loaded)
     with tab_div:
         _diversity_tab(results.diversity_records(loaded), loaded)
     with tab_judge:
@@ -130,6 +134,27 @@ def _passk_tab(passk: list[dict]) -> None:
     st.caption("Unbiased Pass@k estimator; shaded: 95% bootstrap CI from metrics.json.")
     st.download_button("passk.csv", tables.records_to_csv(passk), file_name="passk.csv", mime="text/csv",
                        key="dl_passk")
+
+
+def _budget_tab(loaded: list[RunResults]) -> None:
+    """Accuracy against token budget (issue 45): each run's curve from its own samples, per benchmark."""
+    records = budget_curve_records(loaded)
+    for run in loaded:
+        for name, bench in run.benchmarks.items():
+            if bench.budget_curve_unavailable:
+                st.caption(f"{run.label} / {name}: no budget curve: {bench.budget_curve_unavailable}")
+    if not records:
+        st.info("No budget curve in these runs' metrics.json (score them again with this version).")
+        return
+    columns = st.columns(2)
+    for index, bench in enumerate(dict.fromkeys(r["benchmark"] for r in records)):
+        columns[index % 2].plotly_chart(charts.budget_curve_figure(records, bench, _title(bench)), width="stretch",
+                                        key=f"budget_{bench}")
+    st.caption("At budget b a rollout counts as correct only when correct and finished within b tokens: the rollout "
+               "a run at budget b would generate with the same seed (docs/evaluate.md, Token budgets). Dashed: the "
+               "share not finished by b.")
+    st.download_button("budget_curve.csv", tables.records_to_csv(records), file_name="budget_curve.csv",
+                       mime="text/csv", key="dl_budget")
 
 
 def _diversity_tab(diversity: list[dict], loaded: list) -> None:

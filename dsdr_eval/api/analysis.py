@@ -88,7 +88,7 @@ def run_import(options: ImportOptions, command: list[str]) -> Any:
                           label=options.label, command=command, data_dir=options.data_dir,
                           filter_name=options.lm_eval_filter, step=options.step, fields=fields,
                           batch_input=options.batch_input, strict=options.strict, extraction=options.extraction,
-                          reasoning_format=options.reasoning_format)
+                          reasoning_format=options.reasoning_format, tokenizer=options.tokenizer)
 
 
 def _equivalence(options: DiversityOptions) -> Any:

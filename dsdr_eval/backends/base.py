@@ -34,11 +34,12 @@ class GenerationRequest:
     seed: int
     top_k: int = 0  # 0 = off
     min_p: float = 0.0  # 0 = off
+    stop: tuple[str, ...] = ()  # stop strings (the protocol's `stop`): the completion ends before the first
 
     def sampling_spec(self, eos_token_ids: tuple[int, ...]) -> SamplingSpec:
         """The sampling settings every backend builds its engine object from (backends.sampling)."""
         return SamplingSpec(self.temperature, self.top_p, self.max_tokens, eos_token_ids,
-                            top_k=self.top_k, min_p=self.min_p)
+                            top_k=self.top_k, min_p=self.min_p, stop=self.stop)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class Completion:
     seed: int | None = None  # the seed the engine actually used for this rollout
     reasoning: str | None = None  # a server's separate reasoning (reasoning_content); None: inline or none
     n_reasoning_tokens: int | None = None
+    stopped_by: str | None = None  # the stop string that ended it (None: an EOS, the budget, or not known)
+    forcing: dict[str, Any] | None = None  # budget forcing's record of the rollout (dsdr_eval.run.forcing)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
-from dsdr_eval.backends.sampling import SamplingSpec, chosen_eos_ids, hf_effective_sampling, hf_generate, hf_generation_config
+from dsdr_eval.backends.sampling import (SamplingSpec, chosen_eos_ids, hf_effective_sampling, hf_generate,
+                                         hf_generation_config, trim_at_stop)
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT
 from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
@@ -53,7 +54,7 @@ def _left_pad(prompt_ids: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, An
 
 
 def _generate(model: Any, input_ids: Any, attention: Any, n: int, gen_config: Any, seed: int | None,
-              prefill_once: bool) -> tuple[Any, str | None]:
+              prefill_once: bool, **extra: Any) -> tuple[Any, str | None]:
     """Encode each prompt once, then decode n rollouts from copies of its KV cache.
 
     ``generate(num_return_sequences=n)`` copies the prompt n times *before* the forward pass,
@@ -83,48 +84,96 @@ def _generate(model: Any, input_ids: Any, attention: Any, n: int, gen_config: An
             if n > 1:
                 cache.batch_repeat_interleave(n)
             return hf_generate(model, gen_config, input_ids=input_ids.repeat_interleave(n, dim=0),
-                               attention_mask=attention.repeat_interleave(n, dim=0), past_key_values=cache), None
+                               attention_mask=attention.repeat_interleave(n, dim=0), past_key_values=cache,
+                               **extra), None
         except (TypeError, ValueError, AttributeError, NotImplementedError) as exc:
             fallback = f"{type(exc).__name__}: {exc}"  # e.g. a hybrid/sliding cache this path cannot build
             if seed is not None:
                 torch.manual_seed(seed)  # (again: a failed fast path may have drawn from the generator)
     gen_config.num_return_sequences = n
     try:
-        return hf_generate(model, gen_config, input_ids=input_ids, attention_mask=attention), fallback
+        return hf_generate(model, gen_config, input_ids=input_ids, attention_mask=attention, **extra), fallback
     finally:
         gen_config.num_return_sequences = 1
 
 
-def _cut(tokens: list[int], log_probs: list[float] | None, eos: set[int], max_tokens: int) -> SampledSequence:
+def _cut(tokens: list[int], log_probs: list[float] | None, eos: set[int], max_tokens: int,
+         stop: tuple[str, ...] = (), decode: Callable[[Sequence[int]], str] | None = None) -> SampledSequence:
     stop_at = next((k for k, tok in enumerate(tokens) if tok in eos), None)
     if stop_at is None:  # the EOS token counts as generated (as in vLLM's token counts)
         kept, finish = tokens, ("length" if len(tokens) >= max_tokens else "stop")
     else:
         kept, finish = tokens[:stop_at + 1], "stop"
+    ended_with_eos = stop_at is not None
+    if stop and decode is not None:
+        content = kept[:-1] if ended_with_eos else kept
+        through = _stop_string_end(content, stop, decode)
+        if through is not None:  # rows a stop string ended are padded after it by generate: cut there
+            kept, finish, ended_with_eos = content[:through], "stop", False
     lps = tuple(log_probs[:len(kept)]) if log_probs is not None else None
-    return SampledSequence(tuple(kept), finish, stop_at is not None, lps)
+    return SampledSequence(tuple(kept), finish, ended_with_eos, lps)
+
+
+def generated_stop_criteria(stop: tuple[str, ...], tokenizer: Any, prompt_width: int) -> Any:
+    """A ``generate`` stopping criterion: a row is done once its *generated* text holds a stop string.
+    transformers' own ``stop_strings`` also matches across the prompt's end (a prompt ending in "\n" and a
+    first generated "\n\n" stop at "\n\n\n" before it is written), which vLLM never does; this one decodes
+    only a window of each row's generated tail, wide enough for the longest stop string."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    window = max(len(s) for s in stop) + 8  # tokens: every token decodes to >= 1 character but specials
+
+    class GeneratedStopStrings(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            tails = input_ids[:, max(prompt_width, input_ids.shape[1] - window):].tolist()
+            texts = tokenizer.batch_decode(tails, skip_special_tokens=True)
+            return torch.tensor([any(s in text for s in stop) for text in texts], device=input_ids.device)
+
+    return StoppingCriteriaList([GeneratedStopStrings()])
+
+
+def _stop_string_end(ids: Sequence[int], stop: tuple[str, ...], decode: Callable[[Sequence[int]], str]) -> int | None:
+    """The fewest leading ``ids`` whose decoding holds a stop string (None: none does): the token that
+    completes a stop string is the last one generated, as vLLM counts it. ``generate``'s own stop-string
+    criterion (``generated_stop_criteria``) stops the row there, and ``generate`` pads a stopped row of a
+    batch after it: this cut is where the rollout ends. Binary search: containment only grows with the prefix."""
+    if not any(s in decode(ids) for s in stop if s):
+        return None
+    low, high = 0, len(ids)  # decode(ids[:low]) holds none, decode(ids[:high]) holds one
+    while low + 1 < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if any(s in decode(ids[:middle]) for s in stop if s) else (middle, high)
+    return high
 
 
 def hf_sample(model: Any, prompt_ids: Sequence[Sequence[int]], spec: SamplingSpec, *, n: int, pad_id: int,
               bos_token_id: int | None = None, seed: int | None = None, prefill_once: bool = True,
-              record_log_probs: bool = False) -> tuple[list[list[SampledSequence]], str | None]:
+              record_log_probs: bool = False,
+              tokenizer: Any = None) -> tuple[list[list[SampledSequence]], str | None]:
     """``n`` rollouts of each prompt (token ids, left-padded into one ``generate`` call), sampled
     exactly from softmax(logits / T) in the top-p nucleus (``sampling.hf_generation_config``: no
     checkpoint defaults). Greedy rollouts of one prompt are identical: decoded once, copied n
     times. ``record_log_probs`` keeps the sampled scores ([B*n, V] per step, one step at a time).
+    ``spec.stop`` (stop strings) needs ``tokenizer``: a rollout ends with the token that completes the
+    first stop string (``_stop_string_end``); its text is cut before it by the caller (``trim_at_stop``).
 
     Shapes: prompts [B, L] left-padded; generate's sequences [B*n, L + T]. Returns, per prompt,
     its ``n`` :class:`SampledSequence` s, and the prefill-once fallback reason (or None)."""
     import torch
 
+    if spec.stop and tokenizer is None:
+        raise ValueError("hf_sample: stop strings need the tokenizer")
     input_ids, attention = _left_pad(prompt_ids, pad_id)
     device = next(model.parameters()).device
     n_decode = 1 if spec.greedy else n
     record = {"output_scores": True, "return_dict_in_generate": True} if record_log_probs else {}
     gen_config = hf_generation_config(spec, pad_token_id=pad_id, bos_token_id=bos_token_id, **record)
+    stop_inputs = {"stopping_criteria": generated_stop_criteria(spec.stop, tokenizer, input_ids.shape[1])} \
+        if spec.stop else {}
     with torch.inference_mode():
         out, fallback = _generate(model, input_ids.to(device), attention.to(device), n_decode, gen_config, seed,
-                                  prefill_once)
+                                  prefill_once, **stop_inputs)
         sequences = out.sequences if record_log_probs else out
         width = input_ids.shape[1]
         sampled_lp = None
@@ -133,7 +182,9 @@ def hf_sample(model: Any, prompt_ids: Sequence[Sequence[int]], spec: SamplingSpe
                                       for t, step in enumerate(out.scores)], dim=1).tolist()
         generated = sequences[:, width:].tolist()
     eos = set(spec.eos_token_ids)
-    return [[_cut(generated[k], sampled_lp[k] if sampled_lp is not None else None, eos, spec.max_tokens)
+    decode = (lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)) if spec.stop else None
+    return [[_cut(generated[k], sampled_lp[k] if sampled_lp is not None else None, eos, spec.max_tokens,
+                  spec.stop, decode)
              for k in [p * n_decode + (j if n_decode == n else 0) for j in range(n)]]
             for p in range(len(prompt_ids))], fallback
 
@@ -202,7 +253,8 @@ class HFBackend(LocalTokenizerBackend):
                                     bos_token_id=self.tokenizer.bos_token_id)
 
     def effective_sampling(self, request: GenerationRequest) -> dict[str, Any]:
-        return hf_effective_sampling(self.model, self._generation_config(request))
+        return {**hf_effective_sampling(self.model, self._generation_config(request)),
+                **({"stop": list(request.stop)} if request.stop else {})}
 
     def generate(self, requests: Sequence[GenerationRequest], batches: Sequence[Sequence[int]],
                  on_results: OnResults) -> None:
@@ -213,21 +265,25 @@ class HFBackend(LocalTokenizerBackend):
     def generate_batch(self, batch: Sequence[GenerationRequest]) -> list[RequestResult]:
         """One :func:`hf_sample` call for requests sharing (n, temperature, top_p, top_k, min_p, max_tokens)."""
         first = batch[0]
-        settings = {(r.n, r.temperature, r.top_p, r.top_k, r.min_p, r.max_tokens) for r in batch}
+        settings = {(r.n, r.temperature, r.top_p, r.top_k, r.min_p, r.max_tokens, r.stop) for r in batch}
         if len(settings) != 1:
-            raise ValueError(f"a HF batch needs one (n, temperature, top_p, top_k, min_p, max_tokens); got {settings}")
+            raise ValueError(f"a HF batch needs one (n, temperature, top_p, top_k, min_p, max_tokens, stop); "
+                             f"got {settings}")
         encoded = [encode_prompt(self.tokenizer, r.prompt, chat=self._chat) for r in batch]
         spec = first.sampling_spec(tuple(self.eos_ids))
         batch_seed = derive_seed(0, *(r.seed for r in batch))
         sampled, fallback = hf_sample(self.model, encoded, spec, n=first.n, pad_id=int(self.tokenizer.pad_token_id),
                                       bos_token_id=self.tokenizer.bos_token_id, seed=batch_seed,
-                                      prefill_once=self._prefill_once)
+                                      prefill_once=self._prefill_once, tokenizer=self.tokenizer)
         if fallback is not None:
             self._prefill_once, self.prefill_fallback_reason = False, fallback
-        return [RequestResult(tuple(self._completion(seq, request.prompt, len(ids), batch_seed) for seq in sequences))
+        return [RequestResult(tuple(self._completion(seq, request, len(ids), batch_seed) for seq in sequences))
                 for request, ids, sequences in zip(batch, encoded, sampled)]
 
-    def _completion(self, seq: SampledSequence, prompt: str, n_prompt: int, seed: int) -> Completion:
-        text = self._decode(seq.content_ids)
+    def _completion(self, seq: SampledSequence, request: GenerationRequest, n_prompt: int, seed: int) -> Completion:
+        generated = self._decode(seq.content_ids)
+        text, stopped_by = trim_at_stop(generated, request.stop)  # vLLM's convention: the stop string is not kept
+        # counted on every generated token: the stop string's tokens are the answer's, as an EOS is
         return Completion(text, seq.finish_reason, n_prompt, len(seq.token_ids), seed,
-                          n_reasoning_tokens=self.reasoning_tokens(text, seq.content_ids, prompt))
+                          n_reasoning_tokens=self.reasoning_tokens(generated, seq.content_ids, request.prompt),
+                          stopped_by=stopped_by if seq.finish_reason == "stop" else None)

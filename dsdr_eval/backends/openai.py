@@ -18,7 +18,7 @@ import importlib.metadata
 from typing import Any, Sequence
 
 from dsdr_eval.backends.base import Backend, Completion, GenerationRequest, OnResults, RequestResult
-from dsdr_eval.backends.sampling import openai_sampling_body, server_sampling_fields
+from dsdr_eval.backends.sampling import openai_sampling_body, server_sampling_fields, trim_at_stop
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.prompts import PromptTemplate, render_prompt, resolve_chat_mode
 
@@ -140,11 +140,17 @@ class OpenAIBackend(Backend):
                                                   result.attempts, result.base_url))])
                 return
             usage = response_usage(result.response)
-            completion = Completion(text=text, finish_reason=response_finish_reason(result.response),
+            finish, n_completion = response_finish_reason(result.response), _int_or_none(usage.get("completion_tokens"))
+            text, cut_here = trim_at_stop(text, requests[index].stop)
+            if cut_here is not None:  # a server that ignored `stop`: cut as vLLM would; its count is of the uncut text
+                finish, n_completion = "stop", None
+            stopped_by = cut_here or _matched_stop(result.response, requests[index].stop)
+            completion = Completion(text=text, finish_reason=finish,
                                     n_prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-                                    n_completion_tokens=_int_or_none(usage.get("completion_tokens")),
+                                    n_completion_tokens=n_completion,
                                     seed=requests[index].seed, reasoning=response_reasoning(result.response),
-                                    n_reasoning_tokens=_int_or_none(usage.get("reasoning_tokens")))
+                                    n_reasoning_tokens=_int_or_none(usage.get("reasoning_tokens")),
+                                    stopped_by=stopped_by if finish == "stop" else None)
             on_results([(index, RequestResult((completion,), None, result.attempts, result.base_url))])
 
         many = self.client.chat_many if self.api == "chat" else self.client.complete_many
@@ -159,6 +165,14 @@ def _is_openai_api(url: str) -> bool:
 
     host = (urlparse(url).hostname or "").lower()
     return host == "openai.com" or host.endswith(".openai.com")
+
+
+def _matched_stop(response: Any, stop: tuple[str, ...]) -> str | None:
+    """The stop string a vLLM server says it stopped at (its choice's ``stop_reason``), if one of ``stop``."""
+    choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    reason = choice.get("stop_reason") if isinstance(choice, dict) else getattr(choice, "stop_reason", None)
+    return reason if isinstance(reason, str) and reason in stop else None
 
 
 def _int_or_none(value: Any) -> int | None:

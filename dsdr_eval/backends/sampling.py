@@ -47,7 +47,8 @@ _HF_RECORDED = ("do_sample", "temperature", "top_p", "top_k", "min_p", "typical_
                 "max_new_tokens", "num_beams", "eos_token_id", "pad_token_id")
 _VLLM_RECORDED = ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                   "repetition_penalty", "max_tokens", "min_tokens", "stop", "stop_token_ids", "ignore_eos",
-                  "bad_words", "logit_bias", "allowed_token_ids", "skip_special_tokens", "logprobs")
+                  "bad_words", "logit_bias", "allowed_token_ids", "skip_special_tokens", "logprobs",
+                  "include_stop_str_in_output")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class SamplingSpec:
     eos_token_ids: tuple[int, ...]
     top_k: int = 0  # 0 = off (every engine's own "off" value is written where the spec is applied)
     min_p: float = 0.0  # 0 = off
+    stop: tuple[str, ...] = ()  # stop strings: the completion ends before the first one (``trim_at_stop``)
 
     @property
     def greedy(self) -> bool:
@@ -71,6 +73,17 @@ class SamplingSpec:
             return {}
         return {**({"top_k": int(self.top_k)} if self.top_k else {}),
                 **({"min_p": float(self.min_p)} if self.min_p else {})}
+
+
+def trim_at_stop(text: str, stop: tuple[str, ...] | list[str]) -> tuple[str, str | None]:
+    """``text`` cut before the first occurrence of any stop string, and that stop string (None: none occurs): the
+    vLLM / OpenAI convention (the stop string is not part of the output), applied by every backend
+    so the same generated tokens give the same completion text whichever engine produced them."""
+    cuts = [(i, s) for i, s in ((text.find(s), s) for s in stop if s) if i >= 0]
+    if not cuts:
+        return text, None
+    position, first = min(cuts, key=lambda cut: cut[0])
+    return text[:position], first
 
 
 def chosen_eos_ids(tokenizer: Any, checkpoint_generation_config: Any = None) -> tuple[int, ...]:
@@ -167,7 +180,8 @@ def vllm_sampling_params(sampling_params_cls: Any, spec: SamplingSpec, *, n: int
         presence_penalty=0.0,
         frequency_penalty=0.0, repetition_penalty=1.0, max_tokens=int(spec.max_tokens), min_tokens=0,
         stop_token_ids=list(spec.eos_token_ids), ignore_eos=False, bad_words=None, logit_bias=None,
-        allowed_token_ids=None, seed=seed, skip_special_tokens=skip_special_tokens, logprobs=logprobs)
+        allowed_token_ids=None, seed=seed, skip_special_tokens=skip_special_tokens, logprobs=logprobs,
+        stop=list(spec.stop) or None, include_stop_str_in_output=False)
 
 
 def vllm_effective_sampling(params: Any, llm: Any = None) -> dict[str, Any]:
@@ -199,4 +213,4 @@ def openai_sampling_body(spec: SamplingSpec) -> dict[str, Any]:
     server-side extras (``SERVER_NEUTRAL_FIELDS``) travel in the client's ``extra_body``."""
     return {"temperature": 0.0 if spec.greedy else float(spec.temperature),
             "top_p": 1.0 if spec.greedy else float(spec.top_p), "max_tokens": int(spec.max_tokens),
-            "presence_penalty": 0.0, "frequency_penalty": 0.0}
+            "presence_penalty": 0.0, "frequency_penalty": 0.0, **({"stop": list(spec.stop)} if spec.stop else {})}

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from dsdr_eval.backends.base import Completion, GenerationRequest, LocalTokenizerBackend, OnResults, RequestResult
 from dsdr_eval.backends.sampling import (VLLM_ENGINE_ARGS, SamplingSpec, checkpoint_generation_config, chosen_eos_ids,
-                                         vllm_effective_sampling, vllm_sampling_params)
+                                         trim_at_stop, vllm_effective_sampling, vllm_sampling_params)
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT
 from dsdr_eval.prompts import encode_prompt, resolve_chat_mode
@@ -208,17 +208,26 @@ class VLLMBackend(LocalTokenizerBackend):
             outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
             for i, output in zip(runnable, outputs):
                 n_prompt = len(output.prompt_token_ids or [])
-                completions = tuple(
-                    Completion(text=choice.text, finish_reason=choice.finish_reason, n_prompt_tokens=n_prompt,
-                               n_completion_tokens=len(choice.token_ids), seed=requests[i].seed,
-                               n_reasoning_tokens=self.reasoning_tokens(choice.text, content_ids(choice, self.eos_ids),
-                                                                        requests[i].prompt))
-                    for choice in sorted(output.outputs, key=lambda c: c.index))
+                completions = tuple(self._completion(choice, requests[i], n_prompt)
+                                    for choice in sorted(output.outputs, key=lambda c: c.index))
                 if len(completions) != requests[i].n:
                     results.append((i, RequestResult(None, f"vLLM returned {len(completions)} of {requests[i].n} completions")))
                 else:
                     results.append((i, RequestResult(completions)))
             on_results(results)
+
+    def _completion(self, choice: Any, request: GenerationRequest, n_prompt: int) -> Completion:
+        """One vLLM output choice. With stop strings vLLM has cut the text before the stop string but kept
+        every generated token; the reasoning count decodes them all (the stop string's tokens are the
+        answer's, as in the hf backend)."""
+        ids = content_ids(choice, self.eos_ids)
+        counted = self._decode(ids) if request.stop and choice.finish_reason == "stop" else choice.text
+        text, _ = trim_at_stop(choice.text, request.stop)  # (vLLM already did; the one rule for every backend)
+        stop_reason = getattr(choice, "stop_reason", None)  # the stop string vLLM matched (an int: a stop token)
+        return Completion(text=text, finish_reason=choice.finish_reason, n_prompt_tokens=n_prompt,
+                          n_completion_tokens=len(choice.token_ids), seed=request.seed,
+                          n_reasoning_tokens=self.reasoning_tokens(counted, ids, request.prompt),
+                          stopped_by=stop_reason if isinstance(stop_reason, str) else None)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)

@@ -63,6 +63,9 @@ def print_outcome(result: RunOutcome) -> None:
     from dsdr_eval.rundir import directory as rundir
 
     _print_summary(result.metrics)
+    from dsdr_eval.cli.score import print_budget_curves
+
+    print_budget_curves(result.metrics)
     console = Console()
     out, protocol, timings = result.out, result.protocol, result.timings
     console.print(f"run dir: {out}  |  backend {result.backend.get('name')} {result.backend.get('version')}"

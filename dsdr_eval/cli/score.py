@@ -92,6 +92,7 @@ def print_summary(metrics: dict[str, Any]) -> None:
     print(f"  statuses: {'/'.join(STATUS_COLUMNS)} samples (truncated: cut off at the token limit or with "
           "its reasoning unclosed, without a final answer; never graded)")
     print_reasoning_summary(metrics)
+    print_budget_curves(metrics)
     print_judge_grading(metrics)
     print_audit(metrics)
 
@@ -113,6 +114,25 @@ def print_audit(metrics: dict[str, Any], title_hint: bool = True) -> None:
     hint = "; `dsdr-eval audit RUN_DIR` lists them" if title_hint else ""
     print_table(f"audit: samples a person should look at (docs/evaluate.md, Audit flags{hint})",
                 numeric_columns("benchmark", "flagged", *raised), rows)
+
+
+def print_budget_curves(metrics: dict[str, Any]) -> None:
+    """Each benchmark's accuracy against token budget in short (issue 45; dsdr_eval.budget_curve), when some
+    rollout was cut by its budget or finished late enough for the curve to say something; a benchmark
+    without one says why."""
+    from dsdr_eval.budget_curve import short_form
+
+    lines = []
+    for name, entry in metrics["benchmarks"].items():
+        curve = entry.get("budget_curve")
+        if curve:
+            lines.append(f"  {name}: {short_form(curve)}")
+        elif entry.get("budget_curve_unavailable"):
+            lines.append(f"  {name}: no curve: {entry['budget_curve_unavailable']}")
+    if lines:
+        print("accuracy at token budget b (avg@n of rollouts correct and finished within b; finished share), "
+              "from this run's samples (metrics.json budget_curve):")
+        print("\n".join(lines))
 
 
 def print_judge_grading(metrics: dict[str, Any]) -> None:

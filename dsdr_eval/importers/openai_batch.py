@@ -56,7 +56,8 @@ def read(path: Path, *, batch_input: Path | None = None, problems: ProblemMatche
         bodies.append(settings)
         records.append(SourceRecord(lineno, problem.id, problem.answer, problem.problem, prompt, completions,
                                     reasoning=reasoning, finish_reasons=finish_reasons,
-                                    n_reasoning_tokens=_reasoning_tokens(body, len(completions))))
+                                    n_reasoning_tokens=_reasoning_tokens(body, len(completions)),
+                                    n_completion_tokens=_completion_tokens(body, len(completions))))
     if not records:
         raise DsdrError(f"{path}: no successful request to import ({failed} failed)")
     first = bodies[0]
@@ -106,6 +107,13 @@ def _reasoning_tokens(body: dict[str, Any], n: int) -> tuple[int | None, ...]:
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     details = usage.get("completion_tokens_details") if isinstance(usage.get("completion_tokens_details"), dict) else {}
     count = details.get("reasoning_tokens")
+    return (count,) if n == 1 and isinstance(count, int) and not isinstance(count, bool) and count >= 0 else ()
+
+
+def _completion_tokens(body: dict[str, Any], n: int) -> tuple[int | None, ...]:
+    """The usage's completion token count, for a body of one choice (the budget curve's counts)."""
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    count = usage.get("completion_tokens")
     return (count,) if n == 1 and isinstance(count, int) and not isinstance(count, bool) and count >= 0 else ()
 
 

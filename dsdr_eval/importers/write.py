@@ -23,6 +23,7 @@ from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.grading.extraction import DEFAULT_EXTRACTION, extending_profile, get_profile
 from dsdr_eval.grading.reasoning import parse_reasoning_format
 from dsdr_eval.importers import IMPORTERS, detect, nemo_skills, qwen_math
+from dsdr_eval.importers.tokens import count_tokens
 from dsdr_eval.importers.source import SAMPLING_SETTINGS, ProblemMatcher, SourceRecord, SourceRun
 from dsdr_eval.rundir.jsonl import json_document, jsonl_chunks
 from dsdr_eval.rundir.samples import DEFAULT_BENCHMARK, SAMPLING, Sample, parse_sample
@@ -68,12 +69,13 @@ class _Part(NamedTuple):
 def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: str | None = None,
                label: str | None = None, command: list[str] | None = None, data_dir: str | Path | None = None,
                strict: bool = False, extraction: str | None = None, reasoning_format: str | None = None,
-               **options: Any) -> Imported:
+               tokenizer: str | None = None, **options: Any) -> Imported:
     """Read ``path`` (a file, or a tool's output directory: each result file one benchmark) as ``tool``'s
     format (``auto``: detected) and write the run directory ``out_dir`` (which must not hold samples).
 
     A record whose gold is unusable is skipped with one warning (``strict``: DsdrError). The run
-    directory is written completely or not at all (``_commit``)."""
+    directory is written completely or not at all (``_commit``). ``tokenizer``: count the completion tokens of
+    samples the source gives no count for with this model's tokenizer (``importers.tokens``)."""
     out_dir, path = Path(out_dir), Path(path)
     if (out_dir / rundir.SAMPLES).exists():
         raise DsdrError(f"{out_dir / rundir.SAMPLES}: already exists; import into a new run directory")
@@ -95,6 +97,7 @@ def import_run(tool: str, path: str | Path, out_dir: str | Path, *, benchmark: s
                         "one by one")
     samples = [sample for part in parts for sample in part.samples]
     config = _config(parts, path, label, command, extraction)
+    samples, config["token_counts"] = count_tokens(samples, tokenizer)
     if reasoning_format is not None:  # what `score` splits completions with (absent: auto)
         config["reasoning_format"] = parse_reasoning_format(reasoning_format).spec
     _commit(out_dir, samples, config)

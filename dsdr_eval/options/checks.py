@@ -89,6 +89,13 @@ def nonempty(text: str) -> str:
     return text
 
 
+def stop_string(text: str) -> str:
+    """A stop string: any non-empty text, whitespace included ("\n\n" is a common one)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def port(text: str) -> int:
     """A TCP port to listen on: 1-65535."""
     return integer(1, 65535)(text)  # type: ignore[return-value]

@@ -15,7 +15,7 @@ from dsdr_eval.grading.audit import FLAGS as AUDIT_FLAGS
 from dsdr_eval.grading.extraction import EXTRACTION_PROFILES
 from dsdr_eval.options import endpoint
 from dsdr_eval.options.checks import (avg_metric, integer, names, nonempty, number, output_dir, reasoning_format, shard,
-                                      top_k)
+                                      stop_string, top_k)
 from dsdr_eval.options.schema import FLAG, REPEATED, Option, options_class
 from dsdr_eval.protocols import PROTOCOLS
 
@@ -94,6 +94,17 @@ RUN: tuple[Option, ...] = (
     Option("max_tokens", "--max-tokens", check=integer(1), group=_PROTOCOL,
            help="max response tokens (paper: 4096; Qwen3 runs: 8192)"),
     Option("seed", "--seed", check=integer(0), group=_PROTOCOL, help="run seed; per-request seeds derive from it"),
+    Option("stop", "--stop", kind=REPEATED, default=[], check=stop_string, metavar="STR", group=_PROTOCOL,
+           help="stop string (repeatable): each completion ends before the first one, which is not kept "
+                "(finish reason stop), in every backend; replaces the protocol's `stop`; taken literally (in "
+                "bash a newline is $'\\n'); recorded in config.json's protocol"),
+    Option("thinking_budget", "--thinking-budget", check=integer(1), metavar="N", group=_PROTOCOL,
+           help="budget forcing (s1): the reasoning stops at N tokens, '</think>' and the answer cue 'Final Answer: ' "
+                "are appended and the answer is generated with --answer-budget tokens (a reasoning that closes "
+                "earlier continues into its answer); hf, vllm, openai --api completions; recorded in config.json "
+                "budget_forcing and per sample"),
+    Option("answer_budget", "--answer-budget", default=512, check=integer(1), metavar="M", group=_PROTOCOL,
+           help="with --thinking-budget: the answer's own token budget (default 512)"),
     extraction("default: the one the benchmarks name, else the protocol's (built-in: boxed); recorded in config.json",
                group=_PROTOCOL),
     reasoning("default auto; recorded in config.json", group=_PROTOCOL),
@@ -265,6 +276,9 @@ IMPORT: tuple[Option, ...] = (
     Option("lm_eval_filter", "--lm-eval-filter", metavar="NAME",
            help="lm-eval: the filter whose lines to import (default: the first in the file)"),
     Option("step", "--step", check=integer(0), help="verl with a directory: the step to import (default: the last)"),
+    Option("tokenizer", "--tokenizer", metavar="MODEL",
+           help="count the completion tokens the source file does not give with this model's tokenizer (a local "
+                "dir or hub id), so the run gets a budget curve; recorded in config.json token_counts"),
     Option("batch_input", "--batch-input", metavar="FILE",
            help="openai-batch: the batch's input file (prompts and sampling settings by custom_id)"),
     Option("id_field", "--id-field", default="id", check=nonempty, group=_FIELDS, help="problem id (default id)"),

@@ -56,10 +56,10 @@ class Option:
             if not isinstance(value, bool):
                 raise TypeError("expected True or False")
             return value
-        if self.kind == REPEATED:  # --base-url: one URL (or comma list) or several
+        if self.kind == REPEATED:  # --base-url, --stop, --label: one string or several
             values = [value] if isinstance(value, str) else list(value)
             if not all(isinstance(v, str) and v for v in values):
-                raise TypeError("expected a URL string or a list of them")
+                raise TypeError("expected a non-empty string or a list of them")
             return values
         if isinstance(value, (list, tuple)):  # a comma-list option given as a Python list
             if not all(isinstance(v, str) for v in value):

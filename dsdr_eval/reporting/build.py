@@ -28,6 +28,7 @@ from dsdr_eval.rundir.jsonl import read_json, write_json
 from dsdr_eval.reporting import compare, plots, reference, tables
 from dsdr_eval.reporting.readme import ReportContent, render_readme
 from dsdr_eval.reporting.runs import TrainRun, load_train_run, protocol_differences, protocol_notes
+from dsdr_eval.rundir.budget_curves import budget_curve_records
 from dsdr_eval.rundir.results import (AVERAGE, RunResults, diversity_records, judge_grading_records, judge_records,
                                      load_run, pass_at_k_records)
 
@@ -157,7 +158,7 @@ def _write_tables(options: ReportOptions, runs: list[RunResults], write: Callabl
     write("table1.tex", tables.to_latex(table1, digits=options.digits, with_ci=options.ci))
     write("table1.csv", tables.to_csv(table1))
     records = {"passk": pass_at_k_records(runs), "diversity": diversity_records(runs), "judge": judge_records(runs),
-               "judge_grading": judge_grading_records(runs)}
+               "judge_grading": judge_grading_records(runs), "budget_curve": budget_curve_records(runs)}
     for name, rows in records.items():
         if rows:
             write(f"{name}.csv", tables.records_to_csv(rows))
@@ -238,7 +239,8 @@ def _write_report(options: ReportOptions, command: Sequence[str], runs: list[Run
         if parts.get("comparisons"):
             write("comparison.csv", tables.records_to_csv([c.as_record() for c in parts["comparisons"]]))
         plot_results = [plots.plot_pass_at_k(parts["passk"], out), plots.plot_diversity(parts["diversity"], out),
-                        plots.plot_judge_vs_pass(parts["judge"], parts["passk"], out)]
+                        plots.plot_judge_vs_pass(parts["judge"], parts["passk"], out),
+                        plots.plot_budget_curves(parts["budget_curve"], out)]
         extra = {"avg_metric": avg_metric, "reference": options.reference,
                  "reference_rows": [r.label for r in parts["ref_rows"]], "table1_csv": "table1.csv"}
     if train_runs:

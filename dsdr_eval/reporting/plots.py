@@ -5,6 +5,8 @@
   correct-only rollouts (solid vs hatched bars).
 * ``judge_vs_pass32``: LLM-judge diversity beside Pass@32 per benchmark (the DSDR paper's Figure 5
   layout: two panels of grouped bars, one group per benchmark, one bar per method).
+* ``budget_curve``: accuracy against token budget per benchmark (log2 budget axis), one line per run, with
+  the share of rollouts not finished by each budget dashed (issue 45; dsdr_eval/budget_curve.py).
 * ``training``: training dynamics of ``--train`` runs (reward, entropy, similarity, length, ...).
 
 Every function returns a `PlotResult`: the files written, or why the plot was skipped (the report
@@ -210,6 +212,45 @@ TRAINING_PANELS = (
     ("Policy-gradient loss", ["loss/pg"], "loss"),
     ("All-correct / all-wrong groups", ["groups/all_correct_frac", "groups/all_wrong_frac"], "fraction"),
 )
+
+
+def plot_budget_curves(records: list[dict[str, Any]], out_dir: Path) -> PlotResult:
+    """Accuracy (avg@n of rollouts correct and finished within b) against the token budget b, per benchmark,
+    one colour per run; dashed, same colour: the share not finished by b (truncated at that budget)."""
+    title = "Accuracy at token budget per benchmark"
+    if not records:
+        return PlotResult("budget_curve", title, skipped="no run has a budget curve (metrics.json budget_curve: "
+                                                         "score the run again; imported runs need token counts)")
+    plt = _pyplot()
+    benchmarks = list(dict.fromkeys(r["benchmark"] for r in records))
+    labels = list(dict.fromkeys(r["label"] for r in records))
+    colors = _colors(labels)
+    rows, cols = _grid(len(benchmarks))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, bench in zip(axes.flat, benchmarks):
+        for label in labels:
+            points = sorted((r["budget"], r["accuracy"], r["not_finished"]) for r in records
+                            if r["benchmark"] == bench and r["label"] == label)
+            if not points:
+                continue
+            budgets = [p[0] for p in points]
+            ax.plot(budgets, [100 * p[1] for p in points], marker="o", ms=3, color=colors[label], label=label)
+            ax.plot(budgets, [100 * p[2] for p in points], ls="--", lw=1, color=colors[label], alpha=0.7)
+        ax.set_xscale("log", base=2)
+        ax.set_title(benchmark_title(bench))
+        ax.set_xlabel("token budget b (log2)")
+        ax.set_ylabel("accuracy at b (%); dashed: not finished (%)")
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(benchmarks):]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(names) > 4)))
+    fig.suptitle("Accuracy at token budget, from each run's own samples (dashed: share not finished by b)")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    files = _save(fig, out_dir, "budget_curve")
+    plt.close(fig)
+    return PlotResult("budget_curve", title, files)
 
 
 def ema(values: list[float | None], alpha: float) -> list[float | None]:

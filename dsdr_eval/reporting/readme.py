@@ -46,6 +46,7 @@ class ReportContent:
     diversity: list[dict[str, Any]] = field(default_factory=list)
     judge: list[dict[str, Any]] = field(default_factory=list)
     judge_grading: list[dict[str, Any]] = field(default_factory=list)
+    budget_curve: list[dict[str, Any]] = field(default_factory=list)
     comparisons: list[compare.Comparison] = field(default_factory=list)
     comparison_warnings: list[str] = field(default_factory=list)
     comparison_skipped: str | None = None
@@ -56,7 +57,7 @@ class ReportContent:
 def render_readme(c: ReportContent) -> str:
     lines = _header(c)
     if c.runs:
-        lines += (_protocol_section(c) + _table1_section(c) + _passk_section(c) + _diversity_section(c)
+        lines += (_protocol_section(c) + _table1_section(c) + _passk_section(c) + _budget_section(c) + _diversity_section(c)
                   + _judge_section(c) + _judge_grading_section(c) + _comparison_section(c))
     if c.train_runs:
         lines += _training_section(c)
@@ -262,6 +263,18 @@ def _passk_section(c: ReportContent) -> list[str]:
                   "Unbiased estimator `1 - C(n-c,k)/C(n,k)` over the \"sampling\" rollouts (docs/ALGORITHMS.md §5). "
                   "Data: [passk.csv](passk.csv).", ""]
     return lines + _plot_section(c.plot_results, "passk")
+
+
+def _budget_section(c: ReportContent) -> list[str]:
+    """Accuracy against token budget (issue 45), when a run has a curve."""
+    if not c.budget_curve:
+        return []
+    return ["## Accuracy at token budget", "",
+            "From each run's own samples: at budget b a rollout counts as correct only when it is correct and "
+            "finished (an EOS or stop string) within b tokens, which is the rollout a run at budget b would have "
+            "generated with the same seed (docs/evaluate.md \"Token budgets\": where this is exact and where it is "
+            "a lower bound). Data: [budget_curve.csv](budget_curve.csv).", ""] + \
+        _plot_section(c.plot_results, "budget_curve")
 
 
 def _diversity_section(c: ReportContent) -> list[str]:

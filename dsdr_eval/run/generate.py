@@ -108,6 +108,24 @@ def generate(plan: RunPlan, resume: Resume, backend: Any, *, progress: bool, pre
 
 
 def make_backend(plan: RunPlan, options: RunOptions) -> Any:
+    """The engine the plan names, wrapped in budget forcing with ``--thinking-budget`` (dsdr_eval.run.forcing;
+    recorded as config.json ``budget_forcing``)."""
+    backend = _engine(plan, options)
+    if options.thinking_budget is None:
+        return backend
+    from dsdr_eval.run.forcing import BudgetForcing, ForcingSettings
+
+    settings = ForcingSettings(options.thinking_budget, options.answer_budget)
+    try:
+        wrapped = BudgetForcing(backend, settings)
+    except DsdrError:
+        backend.close()
+        raise
+    plan.config["budget_forcing"] = settings.to_config()
+    return wrapped
+
+
+def _engine(plan: RunPlan, options: RunOptions) -> Any:
     """The engine the plan names (hf, vllm, openai) for its model, built from the backend options (a local
     engine counts each completion's inline reasoning tokens with the run's ``--reasoning-format``)."""
     name, model, kwargs = plan.backend_name, plan.model, plan.chat_template_kwargs
@@ -165,7 +183,8 @@ def plan_requests(benchmarks: Sequence[BenchmarkData], protocol: Protocol, backe
                     n = min(piece, phase.n - start)
                     seed = derive_seed(protocol.seed, bench.name, phase.phase, problem.id, start)
                     request = GenerationRequest(prompt, user_message, n, phase.temperature, phase.top_p,
-                                                protocol.max_tokens, seed, top_k=phase.top_k, min_p=phase.min_p)
+                                                protocol.max_tokens, seed, top_k=phase.top_k, min_p=phase.min_p,
+                                                stop=protocol.stop)
                     plan.append(PlannedRequest(bench.name, problem, phase, start, request))
     return plan
 
@@ -296,7 +315,9 @@ def new_sample(planned: PlannedRequest, j: int, completion: Any) -> Sample:
         n_completion_tokens=completion.n_completion_tokens, temperature=r.temperature, top_p=r.top_p,
         max_tokens=r.max_tokens, seed=completion.seed if completion.seed is not None else r.seed,
         reasoning=None if completion.reasoning is None else clean_text(completion.reasoning),
-        n_reasoning_tokens=completion.n_reasoning_tokens)
+        n_reasoning_tokens=completion.n_reasoning_tokens,
+        # budget forcing: where the reasoning ended (forced at N or natural) and what was inserted
+        extra={"budget_forcing": completion.forcing} if completion.forcing is not None else {})
 
 
 def _collect(plan: Sequence[PlannedRequest], results: list[tuple[int, RequestResult]], done: set[SampleKey],

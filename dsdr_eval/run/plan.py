@@ -54,7 +54,8 @@ def plan_run(options: RunOptions, command: list[str] | None) -> RunPlan:
                                top_p=options.top_p, pass1_temperature=options.pass1_temperature,
                                pass1_top_p=options.pass1_top_p, max_tokens=options.max_tokens, seed=options.seed,
                                phases=options.phases, top_k=options.top_k, min_p=options.min_p,
-                               pass1_top_k=options.pass1_top_k, pass1_min_p=options.pass1_min_p)
+                               pass1_top_k=options.pass1_top_k, pass1_min_p=options.pass1_min_p,
+                               stop=options.stop)
     template = load_template(options.template)
     # every --backend openai argument is checked before anything is resolved or loaded (auto is never openai)
     openai = _openai_options(options) if options.backend == "openai" else None

@@ -123,6 +123,9 @@ def check_config(config: dict[str, Any], path: Path) -> None:
         typed(proto.get("phases"), (list,), "a list of phase objects", f"{path}: protocol.phases")
         for key in ("max_tokens", "seed"):
             typed(proto.get(key), (int,), "an integer", f"{path}: protocol.{key}")
+        typed(proto.get("stop"), (list,), "a list of stop strings", f"{path}: protocol.stop")
+        for i, item in enumerate(proto.get("stop") or []):
+            typed(item, (str,), "a string", f"{path}: protocol.stop[{i}]")
         for i, ph in enumerate(proto.get("phases") or []):
             where = f"{path}: protocol.phases[{i}]"
             if not isinstance(ph, dict) or not isinstance(ph.get("phase"), str):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dsdr_eval.rundir import result_fields as fields
+from dsdr_eval.rundir.budget_curves import read_budget_curve
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError, warn
 from dsdr_eval.protocols import Phase, Protocol
@@ -200,6 +201,10 @@ class BenchmarkResults:
     mean_answer_tokens: float | None = None
     reasoning_tokens_unknown: str | None = None  # why the mean reasoning / answer tokens are unknown
     answers_changed_by_rule: Mapping[str, int] = field(default_factory=dict)
+    # accuracy against token budget (issue 45; dsdr_eval/budget_curve.py): budget -> {accuracy, finished, ...},
+    # or why the benchmark has none
+    budget_curve: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    budget_curve_unavailable: str | None = None
     diversity: DiversityResults | None = None
     judge: JudgeResults | None = None
     judge_grading: JudgeGradingResults | None = None
@@ -224,6 +229,9 @@ class BenchmarkResults:
             answers_changed_by_rule={str(k): fields.count(v, f"{where}.answers_changed_by_rule.{k}") or 0
                                      for k, v in fields.obj(entry.get("answers_changed_by_rule") or {},
                                                             f"{where}.answers_changed_by_rule").items()},
+            budget_curve=read_budget_curve(entry.get("budget_curve"), f"{where}.budget_curve"),
+            budget_curve_unavailable=(str(entry["budget_curve_unavailable"])
+                                      if entry.get("budget_curve_unavailable") is not None else None),
             diversity=(DiversityResults.read(entry["diversity"], f"{where}.diversity")
                        if entry.get("diversity") is not None else None),
             judge=JudgeResults.read(entry["judge"], f"{where}.judge") if entry.get("judge") is not None else None,

@@ -288,3 +288,35 @@ def test_every_file_where_lists_is_in_the_wheel():
     for name, path in packaged_files().items():
         rel = path.relative_to(PACKAGE_DIR).as_posix()
         assert any(fnmatch.fnmatch(rel, g) for g in globs), f"{name} ({rel}) is not shipped in the wheel"
+
+
+def test_stop_strings_are_a_typed_list_from_yaml_overrides_and_config_json(tmp_path):
+    """config key `stop` (issue 42 item 6): a YAML list, a key=value YAML list or one string; recorded in
+    config.json and read back; an empty string or a non-string refused naming the key."""
+    yml = tmp_path / "c.yaml"
+    yml.write_text('stop: ["\\n\\nProblem:", "###"]\n')
+    cfg = C.config_from_sources(yaml_path=str(yml), cli=dict(REQUIRED), overrides={})
+    assert cfg.stop == ("\n\nProblem:", "###")
+    assert build(**C.parse_overrides(['stop=["A:", "B:"]'])).stop == ("A:", "B:")
+    assert build(**C.parse_overrides(["stop=Question:"])).stop == ("Question:",)
+    assert build().stop == ()
+    record = json.loads(json.dumps(cfg.to_dict()))
+    assert record["stop"] == ["\n\nProblem:", "###"]
+    assert C.config_from_dict(record, source="config.json") == cfg
+    for bad in ('stop=[""]', "stop=[3]"):
+        with pytest.raises(DsdrError, match="'stop'"):
+            build(**C.parse_overrides([bad]))
+
+
+def test_trl_engine_passes_stop_to_vllm_and_refuses_it_without(tmp_path):
+    from dsdr_train.integrations.trl.mapping import geometry, grpo_config_kwargs
+
+    cfg = build(**C.parse_overrides(['stop=["Q:"]', "engine=trl", "rollout_engine=vllm", "prompts_per_step=2",
+                                     "mini_batch_prompts=2", "group_size=2"]))
+    geo = geometry(cfg, 1)
+    kwargs = grpo_config_kwargs(cfg, geo, tmp_path, device_type="cuda")
+    assert kwargs["use_vllm"] and kwargs["generation_kwargs"] == {"stop": ["Q:"], "include_stop_str_in_output": False}
+    with pytest.raises(DsdrError, match="'stop'"):
+        grpo_config_kwargs(cfg.replace(rollout_engine="hf"), geo, tmp_path, device_type="cpu")
+    assert "generation_kwargs" not in grpo_config_kwargs(cfg.replace(stop=(), rollout_engine="hf"), geo, tmp_path,
+                                                         device_type="cpu")

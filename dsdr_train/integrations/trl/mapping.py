@@ -125,4 +125,9 @@ def grpo_config_kwargs(cfg: TrainConfig, geo: Geometry, run_dir: Path, *, device
         vllm_max_model_length=cfg.max_prompt_length + cfg.max_response_length,
         vllm_importance_sampling_correction=False, log_completions=False,
     )
+    if cfg.stop:  # TRL hands generation_kwargs to vLLM's SamplingParams (its transformers path cannot stop on text)
+        if not kwargs["use_vllm"]:
+            raise DsdrError("config key 'stop': engine trl stops on strings only with vLLM rollouts (TRL's transformers "
+                            "generation gets no tokenizer); use engine compact, or rollout_engine vllm")
+        kwargs["generation_kwargs"] = {"stop": list(cfg.stop), "include_stop_str_in_output": False}
     return kwargs
