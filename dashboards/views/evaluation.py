@@ -14,7 +14,7 @@ import streamlit as st
 
 from dashboards import charts, data
 from dashboards.views.common import pick_runs, run_results
-from dsdr_eval.rundir import results
+from dsdr_eval.rundir import records, results
 from dsdr_eval.rundir.budget_curves import budget_curve_records
 from dsdr_eval.reporting import reference, tables
 from dsdr_eval.reporting.runs import benchmark_title, protocol_differences, protocol_notes
@@ -82,7 +82,7 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     for note in protocol_notes(loaded):
         st.caption(note)
 
-    passk = results.pass_at_k_records(loaded)
+    passk = records.pass_at_k_records(loaded)
     tab_table, tab_passk, tab_budget, tab_div, tab_judge = st.tabs(["Table 1", "Pass@k", "Token budget", "Diversity",
                                                                      "Judge"])
     with tab_table:
@@ -92,9 +92,9 @@ def render(root: Path, runs: list[data.RunEntry], requested: list[data.RunEntry]
     with tab_budget:
         _budget_tab(loaded)
     with tab_div:
-        _diversity_tab(results.diversity_records(loaded), loaded)
+        _diversity_tab(records.diversity_records(loaded), loaded)
     with tab_judge:
-        _judge_tab(results.judge_records(loaded), passk)
+        _judge_tab(records.judge_records(loaded), passk)
 
 
 def _table1_tab(loaded: list[RunResults]) -> None:

@@ -29,8 +29,8 @@ from dsdr_eval.reporting import compare, plots, reference, tables
 from dsdr_eval.reporting.readme import ReportContent, render_readme
 from dsdr_eval.reporting.runs import TrainRun, load_train_run, protocol_differences, protocol_notes
 from dsdr_eval.rundir.budget_curves import budget_curve_records
-from dsdr_eval.rundir.results import (AVERAGE, RunResults, diversity_records, judge_grading_records, judge_records,
-                                     load_run, pass_at_k_records)
+from dsdr_eval.rundir.records import diversity_records, judge_grading_records, judge_records, pass_at_k_records
+from dsdr_eval.rundir.results import AVERAGE, RunResults, load_run
 
 REPORT_JSON = "report.json"
 README = "README.md"

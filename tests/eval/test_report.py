@@ -361,7 +361,7 @@ def test_report_carries_pass_at_128_of_a_darling_run(tmp_path):
     assert "sampling: n=256, T=0.6, top-p=0.95" in readme and "| 8192 |" in readme
 
     from dashboards import charts
-    from dsdr_eval.rundir.results import pass_at_k_records
+    from dsdr_eval.rundir.records import pass_at_k_records
 
     figure = charts.pass_at_k_figure(pass_at_k_records([load_run(a), load_run(b)]), "aime25", "AIME25")
     assert list(figure.layout.xaxis.tickvals) == [2 ** e for e in range(9)]
