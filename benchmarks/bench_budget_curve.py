@@ -39,8 +39,8 @@ def records(problems: int, n: int, max_tokens: int, seed: int = 0) -> list:
 
 
 def timed(graded: list, n: int, *, curve: bool, repeat: int) -> tuple[float, dict]:
-    from dsdr_eval.budget_curve import BudgetCurveTally
-    from dsdr_eval.metrics import MetricsAccumulator
+    from dsdr_eval.scoring.budget_curve import BudgetCurveTally
+    from dsdr_eval.scoring.metrics import MetricsAccumulator
 
     best, result = float("inf"), {}
     for _ in range(repeat):

@@ -22,7 +22,7 @@ except ImportError:  # `streamlit run dashboards/app.py` from a checkout that is
     from dashboards import data
 
 from dashboards.views import evaluation, samples, training  # noqa: E402
-from dsdr_eval import sweepdir  # noqa: E402
+from dsdr_eval.rundir import sweepdir  # noqa: E402
 
 PAGES = {"training": ("Training dynamics", training.render), "evaluation": ("Evaluation", evaluation.render),
          "samples": ("Samples", samples.render)}

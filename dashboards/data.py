@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from dsdr_eval import sweepdir
+from dsdr_eval.rundir import sweepdir
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import iter_jsonl, iter_jsonl_numbered, read_json

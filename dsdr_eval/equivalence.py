@@ -2,7 +2,7 @@
 
 A leaf module (numpy only): ``dsdr_eval.diversity_metrics.partition`` (the partition metrics and the
 embedding / classifier / answer-formula methods) and ``dsdr_eval.llm_judge.equivalence`` (the LLM
-judge) both build on it, and ``dsdr_eval.partition_methods`` builds any of them by name. Nothing
+judge) both build on it, and ``dsdr_eval.diversity_metrics.partition_methods`` builds any of them by name. Nothing
 here imports either side, so neither can close an import circle through it.
 """
 

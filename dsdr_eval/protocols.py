@@ -8,7 +8,7 @@ tolerant: None = not recorded); ``comparable_key`` is what two runs must share t
 ``dsdr-paper`` is the DSDR paper's Table 3 protocol (docs/ALGORITHMS.md §5):
 * phase ``pass1``: one rollout per problem at T=0.1, top-p 0.9 -> the paper's Pass@1;
 * phase ``sampling``: 64 rollouts at T=0.7, top-p 0.9 -> Avg@16 (first 16), Avg@64 and the
-  unbiased Pass@k for every power of two k <= 64 (computed by dsdr_eval.metrics);
+  unbiased Pass@k for every power of two k <= 64 (computed by dsdr_eval.scoring.metrics);
 * max response length 4096 tokens (8192 for the Qwen3 runs: ``--max-tokens 8192``).
 
 ``darling-paper`` is the DARLING paper's math protocol (docs/ALGORITHMS.md §5): one ``sampling``

@@ -117,7 +117,7 @@ class TrainConfig:
                            "answer-end = its text up to the end of its graded final answer, so text after the answer "
                            "earns no bonus (issue 42, default) | none = the whole text",
                            choices=("answer-end", "none"))
-    darling_partition: str = _f("embedding", "DARLING partition (dsdr_eval.partition_methods.make_equivalence spec): embedding "
+    darling_partition: str = _f("embedding", "DARLING partition (dsdr_eval.diversity_metrics.partition_methods.make_equivalence spec): embedding "
                                 "(cosine >= darling_threshold) | answer-formula | classifier:PATH | judge")
     darling_threshold: float | None = _f(None, "DARLING threshold (embedding cosine / classifier probability; None = dsdr_eval default 0.9 / 0.5)")
     # --- grading ---------------------------------------------------------------------------

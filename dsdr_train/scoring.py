@@ -55,10 +55,10 @@ def groups_of(group_ids: list[int]) -> dict[int, list[int]]:
 
 
 def solutions(batch: RolloutBatch, graded: list[dict], cut: str) -> list[Any]:
-    """Each rollout's solution (``dsdr_eval.diversity_metrics.solution.cut_at_answer``): its text up to the
+    """Each rollout's solution (``dsdr_eval.grading.solution.cut_at_answer``): its text up to the
     end of its graded final answer (``answer_end`` of its graded row) under ``cut`` = "answer-end", so what a
     policy writes after its answer -- a runaway, a dropped ``$`` that opens a span into it -- earns no bonus."""
-    from dsdr_eval.diversity_metrics.solution import check_cut, cut_at_answer
+    from dsdr_eval.grading.solution import check_cut, cut_at_answer
 
     check_cut(cut)
     return [cut_at_answer(text, row.get("answer_end") if row.get("extracted") is not None else None, cut)

@@ -83,7 +83,7 @@ def build_diversity(cfg: TrainConfig, device: torch.device) -> DiversityModels:
         encoder = load_encoder(cfg.encoder, device="cpu" if device.type == "cpu" else str(device),
                                chunked=cfg.encoder_chunked, max_seq_length=cfg.encoder_max_seq_length)
     if reward == "darling":
-        from dsdr_eval.partition_methods import make_equivalence
+        from dsdr_eval.diversity_metrics.partition_methods import make_equivalence
 
         equivalence = make_equivalence(cfg.darling_partition, encoder=encoder, threshold=cfg.darling_threshold,
                                        device=str(device))

@@ -9,7 +9,7 @@ import torch
 
 from dsdr_eval.diversity_metrics import load_encoder
 from dsdr_eval.grading import extract_rows
-from dsdr_eval.partition_methods import make_equivalence
+from dsdr_eval.diversity_metrics.partition_methods import make_equivalence
 from dsdr_train import scoring
 from dsdr_train.config import TrainConfig
 from dsdr_train.core_algos import dsdr_coupling_weights, dsdr_shaped_rewards, objective_config

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboards import charts, data
 from dashboards.views.common import display_labels, pick_runs, run_results, train_frame
-from dsdr_eval import sweepdir
+from dsdr_eval.rundir import sweepdir
 from dsdr_eval.errors import DsdrError
 
 # (title, keys, y-axis title). Similarity = 1 - diversity, as the DSDR paper plots it.

@@ -21,7 +21,7 @@ def run_score(options: ScoreOptions) -> tuple[Path, dict[str, Any]]:
     directory written and its metrics.json content."""
     from dsdr_eval.rundir import directory as rundir
     from dsdr_eval.grading.answer_norm import GradingOptions
-    from dsdr_eval.scoring import score_samples
+    from dsdr_eval.scoring.score import score_samples
 
     path = Path(options.path)
     if path.is_dir():
@@ -95,7 +95,7 @@ def _equivalence(options: DiversityOptions) -> Any:
     """The pair equivalence of ``partition`` (the judge options only apply to ``partition='judge'``).
     Built before the encoder loads, so a bad option costs no model load."""
     from dsdr_eval.options.endpoint import JUDGE_ENDPOINT, endpoint_options, given_endpoint_options
-    from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
+    from dsdr_eval.diversity_metrics.partition_methods import check_partition_spec, make_equivalence
 
     method, _ = check_partition_spec(options.partition)
     given = (["--judge-model"] if options.judge_model else []) + given_endpoint_options(options, prefix="judge-")

@@ -114,7 +114,7 @@ def score(*args: Any, **kwargs: Any) -> RunResults:
 
     With ``judge_grading``: where the CLI exits 1 (a judge call failed), the files are written and a
     ``DsdrError`` says how many verdicts are unavailable."""
-    from dsdr_eval.judge_grading import unavailable_message
+    from dsdr_eval.scoring.judge_grading import unavailable_message
 
     written, metrics = run_score(ScoreOptions(**checked(commands.SCORE, "score", _bind(score, args, kwargs))))
     failed = unavailable_message(metrics)
@@ -190,7 +190,7 @@ def audit(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     flags), ``status``, ``gold``, ``extracted``, ``extraction``, ``finish_reason``, ``problem``,
     ``answer_end`` (the end of the graded answer part); only ``flag`` / ``benchmark`` when given, at
     most ``limit``. The counts per benchmark are in ``load_run(path)``'s metrics (``audit_counts``)."""
-    from dsdr_eval.audit_listing import flagged_samples
+    from dsdr_eval.scoring.audit_listing import flagged_samples
 
     options = AuditOptions(**checked(commands.AUDIT, "audit", _bind(audit, args, kwargs)))
     return list(flagged_samples(options.path, flag=options.flag, benchmark=options.benchmark, limit=options.limit))

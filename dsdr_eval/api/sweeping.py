@@ -1,6 +1,6 @@
 """``dsdr-eval sweep`` as a library call: evaluate the checkpoints of a training run, one run directory
 each, through ``run_evaluation`` (the same code as ``dsdr-eval run``); SWEEP_DIR/sweep.json
-(``dsdr_eval.sweepdir``) records them. A rerun skips finished checkpoints and resumes a partial one.
+(``dsdr_eval.rundir.sweepdir``) records them. A rerun skips finished checkpoints and resumes a partial one.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from dsdr_eval import sweepdir
+from dsdr_eval.rundir import sweepdir
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.run.evaluation import run_evaluation

@@ -1,5 +1,5 @@
 """`dsdr-eval audit`: the audit flags of a scored run (``dsdr_eval.grading.audit``): the counts per
-benchmark from metrics.json, then the flagged samples from graded.jsonl (``dsdr_eval.audit_listing``)."""
+benchmark from metrics.json, then the flagged samples from graded.jsonl (``dsdr_eval.scoring.audit_listing``)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dsdr_eval.audit_listing import flagged_samples, graded_path
+    from dsdr_eval.scoring.audit_listing import flagged_samples, graded_path
     from dsdr_eval.cli.score import print_audit
     from dsdr_eval.rundir import directory as rundir
-    from dsdr_eval.scoring_checks import clip
+    from dsdr_eval.scoring.checks import clip
 
     graded = graded_path(args.path)
     metrics_path = graded.parent / rundir.METRICS

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from dsdr_eval.api.analysis import run_score
     from dsdr_eval.cli.args import from_namespace
-    from dsdr_eval.judge_grading import unavailable_message
+    from dsdr_eval.scoring.judge_grading import unavailable_message
 
     out, metrics = run_score(from_namespace(commands.ScoreOptions, args))
     print_summary(metrics)
@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
 def print_agreement(agreement: dict[str, Any] | None, out: Path | None = None) -> None:
     """Our grader against the source tool's verdicts (an imported run): one clipped line per shown
     disagreement (an extracted answer may be a whole 4 kB response); the full list is in a file."""
-    from dsdr_eval.scoring_checks import clip
+    from dsdr_eval.scoring.checks import clip
 
     if not agreement:
         return
@@ -100,7 +100,7 @@ def print_summary(metrics: dict[str, Any]) -> None:
 def print_audit(metrics: dict[str, Any], title_hint: bool = True) -> None:
     """The samples raising each audit flag (issue 43), per benchmark: a column per flag that any
     benchmark raises; nothing when no sample is flagged."""
-    from dsdr_eval.audit_listing import audit_counts
+    from dsdr_eval.scoring.audit_listing import audit_counts
     from dsdr_eval.cli.tables import Row, numeric_columns, print_table
 
     counts = audit_counts(metrics)
@@ -117,10 +117,10 @@ def print_audit(metrics: dict[str, Any], title_hint: bool = True) -> None:
 
 
 def print_budget_curves(metrics: dict[str, Any]) -> None:
-    """Each benchmark's accuracy against token budget in short (issue 45; dsdr_eval.budget_curve), when some
+    """Each benchmark's accuracy against token budget in short (issue 45; dsdr_eval.scoring.budget_curve), when some
     rollout was cut by its budget or finished late enough for the curve to say something; a benchmark
     without one says why."""
-    from dsdr_eval.budget_curve import short_form
+    from dsdr_eval.scoring.budget_curve import short_form
 
     lines = []
     for name, entry in metrics["benchmarks"].items():

@@ -3,7 +3,7 @@
     dsdr-eval sweep TRAIN_RUN --out SWEEP_DIR [--every K] [--include-final] [dsdr-eval run options]
 
 Each selected checkpoint is evaluated by the code of ``dsdr-eval run`` (``dsdr_eval.api.sweeping.run_sweep``
-calls ``run_evaluation``) into SWEEP_DIR/<checkpoint name>/; SWEEP_DIR/sweep.json (``dsdr_eval.sweepdir``) records the training run,
+calls ``run_evaluation``) into SWEEP_DIR/<checkpoint name>/; SWEEP_DIR/sweep.json (``dsdr_eval.rundir.sweepdir``) records the training run,
 the checkpoints with their steps and status, and the evaluation settings. A rerun skips finished
 checkpoints and resumes a partial one through ``run``'s own resume.
 

@@ -2,7 +2,7 @@
 (arXiv 2509.02534), Vendi scores, Coverage@N, distinct-n, self-BLEU and answer diversity.
 
 An equivalence for the partition metrics is built by name with
-``dsdr_eval.partition_methods.make_equivalence`` (it sits above this package and ``dsdr_eval.llm_judge``).
+``dsdr_eval.diversity_metrics.partition_methods.make_equivalence`` (it sits above this package and ``dsdr_eval.llm_judge``).
 
 Group-level functions (imported by the trainer) load no heavy library at import time;
 torch / sentence-transformers / transformers are imported inside the functions that need them.

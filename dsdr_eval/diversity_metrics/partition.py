@@ -3,7 +3,7 @@ NoveltyBench-style equivalence classes).
 
 A group of G rollouts is partitioned into equivalence classes: pairwise "same strategy / same
 meaning" decisions closed transitively with union-find. The pair decision is pluggable
-(``dsdr_eval.equivalence.Equivalence``; ``dsdr_eval.partition_methods`` builds one by name):
+(``dsdr_eval.equivalence.Equivalence``; ``dsdr_eval.diversity_metrics.partition_methods`` builds one by name):
 
 * ``embedding`` (default): cosine of the unit-norm sentence embeddings >= threshold
   (default ``DEFAULT_COSINE_THRESHOLD``; recorded).

@@ -40,7 +40,7 @@ from dsdr_eval.diversity_metrics.partition import (
     gini_simpson,
 )
 from dsdr_eval.diversity_metrics.semantic import Encoder, embed_texts, load_encoder
-from dsdr_eval.diversity_metrics.solution import (DEFAULT_SOLUTION_CUT, DEFAULT_TEXT_PART, TEXT_PART_DEFINITIONS,
+from dsdr_eval.grading.solution import (DEFAULT_SOLUTION_CUT, DEFAULT_TEXT_PART, TEXT_PART_DEFINITIONS,
                                                   TEXT_PARTS, SolutionText, check_cut, cut_settings, solution_text)
 from dsdr_eval.diversity_metrics.validity import ValidityCounter
 from dsdr_eval.diversity_metrics.vendi import VENDI_ORDERS, embedding_kernel, order_key, partition_vendi_scores, vendi_scores
@@ -286,7 +286,7 @@ def compute_run_diversity(run_dir: str | Path, *, encoder: Any = None, equivalen
 
     encoder: None (all-MiniLM-L6-v2), a name/path, an ``Encoder``, or any object with
     ``encode(list[str]) -> [N, D]``. equivalence: the pair decision of the partition metrics
-    (``dsdr_eval.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
+    (``dsdr_eval.diversity_metrics.partition_methods.make_equivalence`` builds one from a ``--partition`` spec:
     embedding, classifier:PATH, answer-formula, judge); None = embedding cosine >= 0.9. The
     caller keeps ownership (and closes it). graded: RUN_DIR/graded.jsonl's records when the caller
     holds them (not read again). text: the part of each rollout measured (``load_problems``); cut:

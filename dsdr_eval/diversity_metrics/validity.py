@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsdr_eval.diversity_metrics.solution import SolutionText
+from dsdr_eval.grading.solution import SolutionText
 from dsdr_eval.rundir.samples import GradedSample
 
 WARN_SHARE = 0.10

@@ -77,7 +77,7 @@ def grade_samples(rows: list[dict], *, grading_timeout_s: float = 5.0, workers: 
 class PreparedGrading(NamedTuple):
     """Rows grouped into problems, answers extracted, the problems' jobs built: what ``grade_prepared``
     sends to a pool. ``prepare_grading`` makes it with no worker involved, so a caller can prepare the
-    next rows while a pool grades these (``dsdr_eval.scoring`` does, issue 44)."""
+    next rows while a pool grades these (``dsdr_eval.scoring.score`` does, issue 44)."""
 
     graded: list[dict]
     problems: dict[tuple[str, str], dict]

@@ -5,7 +5,7 @@ none, ``import --tokenizer MODEL`` counts the completion text with the model's t
 added), plus one for an EOS when the finish reason is ``stop`` -- the EOS is a generated token in vLLM's and
 dsdr's own counts but is not in the text. A re-tokenization can differ from the engine's own ids by a token
 or so where the text does not round-trip; config.json ``token_counts`` says which samples were counted how.
-Without counts and without a tokenizer a benchmark gets no curve, with the reason (``dsdr_eval.budget_curve``):
+Without counts and without a tokenizer a benchmark gets no curve, with the reason (``dsdr_eval.scoring.budget_curve``):
 characters are never passed off as tokens.
 """
 

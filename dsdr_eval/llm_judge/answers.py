@@ -1,6 +1,6 @@
 """An LLM judge's second opinion on answers: is this extracted answer equivalent to the gold?
 
-``dsdr-eval score --judge-grading rejected|all`` (``dsdr_eval.judge_grading``) asks it beside the
+``dsdr-eval score --judge-grading rejected|all`` (``dsdr_eval.scoring.judge_grading``) asks it beside the
 symbolic grader, for forms no symbolic rule should try to settle (an ODE's general solution with
 its constants renamed, a set described in words). Each distinct (problem, gold, answer) is asked
 once per run; replies go through the same machinery as the other judge requests

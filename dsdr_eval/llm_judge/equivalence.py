@@ -1,7 +1,7 @@
 """An LLM judge as the pairwise equivalence of DARLING partitions (docs/ALGORITHMS.md §4: "the
 partition function is pluggable: an embedding cosine threshold, an LLM judge, ...").
 
-``--partition judge`` (built by ``dsdr_eval.partition_methods``) asks an OpenAI-compatible judge, for pairs of rollouts of one group, "same
+``--partition judge`` (built by ``dsdr_eval.diversity_metrics.partition_methods``) asks an OpenAI-compatible judge, for pairs of rollouts of one group, "same
 approach?" (prompt: ``dsdr_eval.llm_judge.prompt.build_equivalence_messages``; reply
 ``{"equivalent": true|false}``, parsed by ``parse_equivalence``). ``darling_partition`` closes
 the decisions transitively with union-find and only asks for pairs not already in one class.

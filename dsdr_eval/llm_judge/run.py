@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.diversity_metrics.solution import DEFAULT_SOLUTION_CUT, solution_text
+from dsdr_eval.grading.solution import DEFAULT_SOLUTION_CUT, solution_text
 from dsdr_eval.grading.reasoning import split_completion
 from dsdr_eval.llm_judge.cache import JudgeCache
 from dsdr_eval.llm_judge.parse import AXES, JudgeParseError, parse_judge_response

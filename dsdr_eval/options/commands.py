@@ -330,7 +330,7 @@ DIVERSITY: tuple[Option, ...] = (
     Option("text", "--text", default="answer", choices=("answer", "reasoning", "whole"),
            help="the part of each rollout measured: answer (default; a thinking model's reasoning left out, the "
                 "whole completion of any other model), reasoning, or whole; recorded"),
-    # dsdr_eval.diversity_metrics.solution.SOLUTION_CUTS, spelled out for the same reason
+    # dsdr_eval.grading.solution.SOLUTION_CUTS, spelled out for the same reason
     Option("solution_cut", "--solution-cut", default="answer-end", choices=("answer-end", "none"),
            help="where each measured text ends: answer-end (default; at the end of its graded final answer, so text "
                 "written after the answer is not counted as diversity) or none (the whole text, as before); recorded"),

@@ -24,7 +24,7 @@ over benchmarks of which one is few: the stratified mean's t with Welch-Satterth
 freedom), and says so in ``interval`` ("t" / "bootstrap"). Either way the interval is over problems
 of one evaluation of each model: a training seed's variation is not in it (docs/ablation_study.md).
 
-The resampling is the one of ``metrics.json``'s CIs (``dsdr_eval.metrics.stratified_bootstrap_means``):
+The resampling is the one of ``metrics.json``'s CIs (``dsdr_eval.scoring.metrics.stratified_bootstrap_means``):
 each benchmark's problems are resampled from the stream of (seed, benchmark name), the same for every
 metric, so equal-size benchmarks are independent strata and a benchmark's row is the same whether
 or not other benchmarks are compared.
@@ -43,7 +43,7 @@ import numpy as np
 from dsdr_eval.rundir import directory as rundir
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.samples import PASS1, SAMPLING, iter_records, parse_graded
-from dsdr_eval.metrics import pass_at_k, stratified_bootstrap_means
+from dsdr_eval.scoring.metrics import pass_at_k, stratified_bootstrap_means
 from dsdr_eval.rundir.results import AVERAGE, RunResults, order_benchmarks
 
 DEFAULT_METRICS = ("pass1", "avg@16", "avg@n", "pass@8", "pass@32", "pass@64")

@@ -6,7 +6,7 @@
 * ``judge_vs_pass32``: LLM-judge diversity beside Pass@32 per benchmark (the DSDR paper's Figure 5
   layout: two panels of grouped bars, one group per benchmark, one bar per method).
 * ``budget_curve``: accuracy against token budget per benchmark (log2 budget axis), one line per run, with
-  the share of rollouts not finished by each budget dashed (issue 45; dsdr_eval/budget_curve.py).
+  the share of rollouts not finished by each budget dashed (issue 45; dsdr_eval/scoring/budget_curve.py).
 * ``training``: training dynamics of ``--train`` runs (reward, entropy, similarity, length, ...).
 
 Every function returns a `PlotResult`: the files written, or why the plot was skipped (the report

@@ -48,7 +48,7 @@ def finish(plan: RunPlan, resume: Resume, outcome: GenerationOutcome, options: R
            timings: dict[str, float], t_start: float) -> RunOutcome:
     """Grade, score and (unless no_diversity) compute the diversity of the run directory's samples."""
     from dsdr_eval.diversity_metrics.run import compute_run_diversity
-    from dsdr_eval.scoring import score_run_records
+    from dsdr_eval.scoring.score import score_run_records
 
     out, progress = plan.out, not options.no_progress
     timings["generate_s"] = outcome.generate_s

@@ -1,5 +1,5 @@
 """The budget curves of metrics.json as the report and the dashboard read them (issue 45;
-``dsdr_eval/budget_curve.py`` computes them): ``read_budget_curve`` checks a benchmark's ``budget_curve``,
+``dsdr_eval/scoring/budget_curve.py`` computes them): ``read_budget_curve`` checks a benchmark's ``budget_curve``,
 ``budget_curve_records`` flattens the runs' curves into records (one per run x benchmark x budget)."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from dsdr_eval.rundir.jsonl import read_json
 from dsdr_eval.rundir.samples import GradedSample, Sample, iter_records, parse_graded, parse_sample
 
 AVERAGE = "average"  # the benchmark name of the macro-average rows in the records below
-# the metric@k families metrics.json holds per k (dsdr_eval/metrics.py): unbiased pass@k, majority vote, Avg@k
+# the metric@k families metrics.json holds per k (dsdr_eval/scoring/metrics.py): unbiased pass@k, majority vote, Avg@k
 AT_K_FAMILIES = ("pass", "maj", "avg")
 
 
@@ -201,7 +201,7 @@ class BenchmarkResults:
     mean_answer_tokens: float | None = None
     reasoning_tokens_unknown: str | None = None  # why the mean reasoning / answer tokens are unknown
     answers_changed_by_rule: Mapping[str, int] = field(default_factory=dict)
-    # accuracy against token budget (issue 45; dsdr_eval/budget_curve.py): budget -> {accuracy, finished, ...},
+    # accuracy against token budget (issue 45; dsdr_eval/scoring/budget_curve.py): budget -> {accuracy, finished, ...},
     # or why the benchmark has none
     budget_curve: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
     budget_curve_unavailable: str | None = None

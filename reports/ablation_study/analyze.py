@@ -51,7 +51,7 @@ import numpy as np
 from scipy import stats
 
 # Eq. 18 (docs/ALGORITHMS.md §5), the same estimator `dsdr-eval score` reports
-from dsdr_eval.metrics import pass_at_k
+from dsdr_eval.scoring.metrics import pass_at_k
 
 # the hack watch (design 3, issue 47 item 4) lives beside this script; importable however it is loaded
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -90,7 +90,7 @@ def test_no_completion_makes_the_page_load_anything(tmp_path, data_dir):
         pytest.fail(f"{CHROMIUM} not found: `make browser` (apt-get install chromium) installs it")
     from playwright.sync_api import sync_playwright
 
-    from dsdr_eval.scoring import score_run_dir
+    from dsdr_eval.scoring.score import score_run_dir
     from helpers.fixtures_runs import write_eval_samples
 
     runs = tmp_path / "runs"

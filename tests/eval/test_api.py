@@ -104,7 +104,7 @@ def test_api_names_stay_functions_after_the_submodules_load():
     import dsdr_eval.diversity_metrics.semantic  # noqa: F401
     import dsdr_eval.llm_judge.run  # noqa: F401
     import dsdr_eval.reporting.build  # noqa: F401
-    import dsdr_eval.sweepdir  # noqa: F401
+    import dsdr_eval.rundir.sweepdir  # noqa: F401
 
     for name in dsdr_eval.__all__:
         if name != "__version__":

@@ -15,7 +15,7 @@ from dsdr_eval import cli
 from dsdr_eval.grading import grade_samples
 from dsdr_eval.grading.audit import FLAGS, gold_in_text, repetition_loop, several_answers, with_judge_flag
 from dsdr_eval.grading.extraction import Extraction, extract_answer_with_method
-from dsdr_eval.judge_grading import judge_graded
+from dsdr_eval.scoring.judge_grading import judge_graded
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_jsonl
 from dsdr_eval.rundir.samples import GradedSample, parse_sample
 

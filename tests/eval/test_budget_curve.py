@@ -130,7 +130,7 @@ def test_every_budget_matches_the_reference_and_is_monotone(two_budgets):
 
 def test_no_token_counts_no_curve_with_a_reason():
     """An imported file without token counts: no curve, one line saying why (never characters as tokens)."""
-    from dsdr_eval.metrics import compute_metrics
+    from dsdr_eval.scoring.metrics import compute_metrics
 
     rows = [{"benchmark": "b", "phase": "sampling", "problem_id": "p", "sample_idx": i, "completion": "x",
              "gold": "1", "finish_reason": "stop", "n_completion_tokens": None if i == 0 else 5,
@@ -142,7 +142,7 @@ def test_no_token_counts_no_curve_with_a_reason():
 
 
 def test_curve_budgets_are_powers_of_two_and_the_max():
-    from dsdr_eval.budget_curve import curve_budgets
+    from dsdr_eval.scoring.budget_curve import curve_budgets
 
     assert curve_budgets(4096)[-3:] == [1024, 2048, 4096] and len(curve_budgets(4096)) == 13
     assert curve_budgets(3000)[-2:] == [2048, 3000]
@@ -203,7 +203,7 @@ def test_imported_run_curve_needs_token_counts_or_a_tokenizer(tmp_path, data_dir
     from transformers import AutoTokenizer
 
     from dsdr_eval import import_results
-    from dsdr_eval.scoring import score_run_dir
+    from dsdr_eval.scoring.score import score_run_dir
 
     inputs, outputs = src.write_openai_batch(tmp_path / "batch", data_dir)
     common = dict(tool="openai-batch", path=str(outputs), batch_input=str(inputs), benchmark="math500",

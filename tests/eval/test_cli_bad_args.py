@@ -68,10 +68,10 @@ def tripwires(monkeypatch):
     import dsdr_eval.openai_api.client
     import dsdr_eval.reporting.build
     import dsdr_eval.run.evaluation
-    import dsdr_eval.scoring
+    import dsdr_eval.scoring.score
 
     monkeypatch.setattr(dsdr_eval.run.evaluation, "make_backend", _trip("run: built a backend"))
-    monkeypatch.setattr(dsdr_eval.scoring, "score_samples", _trip("score: started grading"))
+    monkeypatch.setattr(dsdr_eval.scoring.score, "score_samples", _trip("score: started grading"))
     monkeypatch.setattr(dsdr_eval.diversity_metrics.semantic, "load_encoder", _trip("diversity: loaded the encoder"))
     monkeypatch.setattr(dsdr_eval.openai_api.client.OpenAICompatClient, "chat_many", _trip("judge: sent requests"))
     monkeypatch.setattr(dsdr_eval.reporting.build, "_write_report", _trip("report: wrote a report"))

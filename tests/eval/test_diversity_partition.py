@@ -19,7 +19,7 @@ from dsdr_eval.diversity_metrics.partition import (
 )
 from dsdr_eval.equivalence import Equivalence, GroupView
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.partition_methods import EQUIVALENCES, make_equivalence, register_equivalence
+from dsdr_eval.diversity_metrics.partition_methods import EQUIVALENCES, make_equivalence, register_equivalence
 
 
 def test_union_find_closes_transitively_and_numbers_by_first_member() -> None:

@@ -16,7 +16,7 @@ import pytest
 from dsdr_eval.diversity_metrics import darling_div, darling_partition, dsdr_diversity
 from dsdr_eval.diversity_metrics.partition import EmbeddingThresholdEquivalence
 from dsdr_eval.diversity_metrics.run import compute_run_diversity
-from dsdr_eval.partition_methods import make_equivalence
+from dsdr_eval.diversity_metrics.partition_methods import make_equivalence
 from dsdr_eval.diversity_metrics.semantic import embed_texts
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
@@ -272,8 +272,8 @@ def test_real_encoder_accepts_lone_surrogates() -> None:
 
 
 def test_samples_scored_then_diversity_then_rescored(tmp_path: Path) -> None:
-    """samples.jsonl -> dsdr_eval.scoring.score_run_dir -> compute_run_diversity -> re-score keeps it."""
-    from dsdr_eval.scoring import score_run_dir
+    """samples.jsonl -> dsdr_eval.scoring.score.score_run_dir -> compute_run_diversity -> re-score keeps it."""
+    from dsdr_eval.scoring.score import score_run_dir
 
     completions = {
         "p1": ["$2+2=4$ so \\boxed{4}", "Adding: \\[2+2=4\\], \\boxed{4}", "I get \\boxed{5}", "\\boxed{4.0}"],

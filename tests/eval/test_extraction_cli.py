@@ -16,7 +16,7 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading.extraction import EXTRACTION_RULES_VERSION
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl
 from dsdr_eval.protocols import PROTOCOLS, load_protocol_file
-from dsdr_eval.scoring import DISAGREEMENTS, score_run_dir
+from dsdr_eval.scoring.score import DISAGREEMENTS, score_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,7 +125,7 @@ def test_the_no_answer_warning_names_the_same_example_whatever_the_file_order():
     """A concurrent engine appends samples in the order its requests finish; the warning's example is
     the first missing sample in key order, so the same run reads the same warning every time."""
     from dsdr_eval.rundir.samples import as_graded
-    from dsdr_eval.scoring_checks import no_answer_warnings
+    from dsdr_eval.scoring.checks import no_answer_warnings
 
     rows = [{"benchmark": "b", "phase": "sampling", "problem_id": f"p{i // 3}", "sample_idx": i % 3, "gold": "1",
              "completion": f"ends {i}", "status": "no_answer", "correct": False, "answer_class": None}

@@ -184,7 +184,7 @@ def test_answer_metadata_is_carried_and_rules_recorded():
 
 
 def test_score_records_the_rounded_fraction_option(tmp_path):
-    from dsdr_eval.scoring import score_samples
+    from dsdr_eval.scoring.score import score_samples
 
     samples = tmp_path / "samples.jsonl"
     samples.write_text(json.dumps({"problem_id": "p", "gold": "\\frac{800}{3}", "completion": "\\boxed{266.6667}"}) + "\n")

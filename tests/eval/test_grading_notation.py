@@ -13,7 +13,7 @@ import pytest
 
 from dsdr_eval.grading import grade_samples
 from dsdr_eval.grading.answer_norm import normalise, prepare_answer, prepare_gold
-from dsdr_eval.scoring import RegistryContext, score_records
+from dsdr_eval.scoring.score import RegistryContext, score_records
 
 from helpers import grading_classes as gc
 

@@ -16,7 +16,7 @@ import pytest
 from helpers.fault_server import FaultServer, response_format_type
 
 from dsdr_eval.diversity_metrics.partition import darling_partition
-from dsdr_eval.partition_methods import check_partition_spec, make_equivalence
+from dsdr_eval.diversity_metrics.partition_methods import check_partition_spec, make_equivalence
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
 from dsdr_eval.llm_judge.cache import JudgeCache
@@ -261,7 +261,7 @@ RUN_PROBLEMS = {
 
 
 def _scored_run_dir(tmp_path: Path) -> Path:
-    from dsdr_eval.scoring import score_run_dir
+    from dsdr_eval.scoring.score import score_run_dir
 
     rows = []
     for problem_id, (gold, rollouts) in RUN_PROBLEMS.items():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dsdr_eval.errors import DsdrError
-from dsdr_eval.metrics import compute_metrics, majority_correct, pass_at_k
+from dsdr_eval.scoring.metrics import compute_metrics, majority_correct, pass_at_k
 
 
 def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
@@ -161,7 +161,7 @@ def test_bootstrap_streams_depend_on_the_benchmark_name_only():
     together = compute_metrics(rows, bootstrap=500, seed=4)["benchmarks"]
     alone = compute_metrics([r for r in rows if r["benchmark"] == "aime25"], bootstrap=500, seed=4)["benchmarks"]
     assert alone["aime25"]["ci95"] == together["aime25"]["ci95"]  # other benchmarks do not shift it
-    from dsdr_eval.metrics import bootstrap_indices, stratified_bootstrap_means
+    from dsdr_eval.scoring.metrics import bootstrap_indices, stratified_bootstrap_means
 
     a, b = bootstrap_indices(4, "aime24", 30, 500), bootstrap_indices(4, "aime25", 30, 500)
     assert a.shape == (500, 30) and not np.array_equal(a, b)
@@ -178,7 +178,7 @@ def test_bootstrap_streams_are_stable_across_processes():
     import subprocess
     import sys
 
-    code = ("import json, sys; from dsdr_eval.metrics import compute_metrics; "
+    code = ("import json, sys; from dsdr_eval.scoring.metrics import compute_metrics; "
             "rows = json.load(sys.stdin); print(json.dumps(compute_metrics(rows, bootstrap=300, seed=2)['benchmarks']"
             "['aime24']['ci95']))")
     rows = json.dumps(_same_five_solved(("aime24", "aime25")))
@@ -188,7 +188,7 @@ def test_bootstrap_streams_are_stable_across_processes():
 
 
 def test_paired_comparison_uses_the_same_stratified_bootstrap():
-    from dsdr_eval.metrics import stratified_bootstrap_means
+    from dsdr_eval.scoring.metrics import stratified_bootstrap_means
     from dsdr_eval.reporting import compare
 
     rng = np.random.default_rng(5)

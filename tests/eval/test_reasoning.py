@@ -13,7 +13,7 @@ from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import grade_samples
 from dsdr_eval.grading.extraction import EXTRACTION_PROFILES, extract_answer_with_method
 from dsdr_eval.grading.reasoning import parse_reasoning_format, split_completion
-from dsdr_eval.metrics import compute_metrics
+from dsdr_eval.scoring.metrics import compute_metrics
 
 SKY = ("<|begin_of_thought|>\n\nTry 5? no, \\boxed{5} is wrong.\n\n<|end_of_thought|>\n\n"
        "<|begin_of_solution|>\n\nThe answer is \\boxed{7}.\n\n<|end_of_solution|>")

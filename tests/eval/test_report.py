@@ -307,7 +307,7 @@ def test_a_run_with_forced_mixed_settings_is_flagged_in_provenance_and_report(tm
     run = tmp_path / "mixed-run"
     from helpers.fixtures_runs import write_eval_samples
     from dsdr_eval.reporting.runs import protocol_notes
-    from dsdr_eval.scoring import score_run_dir
+    from dsdr_eval.scoring.score import score_run_dir
 
     write_eval_samples(run, data_dir, label="mixed", accuracy=0.5, benchmarks={"aime24": 2})
     config = json.loads((run / "config.json").read_text())
@@ -324,7 +324,7 @@ def _darling_run(run_dir: Path, accuracy: float, seed: int) -> Path:
     """A darling-paper run (256 rollouts per problem) from a synthetic graded set: graded.jsonl,
     config.json and the real compute_metrics' metrics.json (no generation, no grading)."""
     from dsdr_eval.rundir.jsonl import write_json, write_jsonl
-    from dsdr_eval.metrics import compute_metrics
+    from dsdr_eval.scoring.metrics import compute_metrics
     from dsdr_eval.protocols import get_protocol
 
     correct = np.random.default_rng(seed).random((3, 256)) < np.array([0.01, accuracy, 0.9])[:, None]

@@ -57,7 +57,7 @@ def test_run_data_dir_reaches_its_scoring_step_and_a_later_score(tmp_path, fake_
         tried.append(str(kwargs.get("data_dir")))
         return real(name, **kwargs)
 
-    monkeypatch.setattr("dsdr_eval.scoring.load_benchmark", spy)
+    monkeypatch.setattr("dsdr_eval.scoring.score.load_benchmark", spy)
     assert _run(fake_model, tmp_path / "r", data_dir, "--protocol", "quick", "--n", "2", "--no-diversity") == 0
     assert "problem texts not available" not in capsys.readouterr().err
     assert tried == [str(data_dir)]

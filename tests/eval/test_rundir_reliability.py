@@ -336,7 +336,7 @@ def test_report_refuses_config_fields_of_the_wrong_type(run_copy, tmp_path, caps
 
 @pytest.mark.parametrize("drop", ["name", "model", "step", "status", "run_dir"])
 def test_sweep_json_entries_missing_a_key_are_refused(tmp_path, drop):
-    from dsdr_eval import sweepdir
+    from dsdr_eval.rundir import sweepdir
 
     record = {"kind": "sweep", "eval": {}, "checkpoints": [
         {"name": "step_000001", "step": 1, "model": "/m", "run_dir": "step_000001", "status": "done"}]}

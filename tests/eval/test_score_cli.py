@@ -14,7 +14,7 @@ import pytest
 from dsdr_eval import cli
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.samples import read_samples as load_samples
-from dsdr_eval.scoring import score_run_dir
+from dsdr_eval.scoring.score import score_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "math_samples.jsonl"

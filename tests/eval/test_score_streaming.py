@@ -7,7 +7,7 @@ import json
 import weakref
 from pathlib import Path
 
-import dsdr_eval.scoring as scoring
+import dsdr_eval.scoring.score as scoring
 from dsdr_eval.rundir.jsonl import read_json
 from dsdr_eval.rundir.samples import SamplesFile, read_graded
 

@@ -20,7 +20,7 @@ import pytest
 
 from dsdr_eval.diversity_metrics.formula import formula_set
 from dsdr_eval.diversity_metrics.run import compute_run_diversity, rollout_solution, rollout_text
-from dsdr_eval.diversity_metrics.solution import solution_text
+from dsdr_eval.grading.solution import solution_text
 from dsdr_eval.grading import extract_rows, grade_samples
 from dsdr_eval.grading.extraction import EXTRACTORS
 from dsdr_eval.rundir.jsonl import read_json, write_jsonl

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dsdr_eval import sweepdir
+from dsdr_eval.rundir import sweepdir
 from dsdr_eval.cli import main
 
 EVAL = ["--backend", "hf", "--device", "cpu", "--benchmarks", "math500", "--limit", "1", "--n", "2",

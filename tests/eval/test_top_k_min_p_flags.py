@@ -163,7 +163,7 @@ TEMPERATURE = 1.0
 def test_a_sweep_keeps_one_value_of_each_cut(tmp_path):
     """Mutant 'top_k / min_p / pass1 twins left out of sweepdir.IDENTITY_OPTIONS': the rerun is accepted."""
     from dsdr_eval.errors import DsdrError
-    from dsdr_eval.sweepdir import check_settings
+    from dsdr_eval.rundir.sweepdir import check_settings
 
     record = {"eval": {"top_k": 20, "min_p": 0.0, "pass1_top_k": 0, "pass1_min_p": 0.05}}
     check_settings(record, dict(record["eval"]), tmp_path)

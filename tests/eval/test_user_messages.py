@@ -104,7 +104,7 @@ def test_no_progress_silences_the_libraries_bars_too(tmp_path, data_dir, monkeyp
 def test_an_empty_completion_is_said_to_be_empty():
     """Mutant 'ends {clip(...)}' for every completion: "ends ''"."""
     from dsdr_eval.rundir.samples import GradedSample, Sample
-    from dsdr_eval.scoring_checks import NoAnswerTally
+    from dsdr_eval.scoring.checks import NoAnswerTally
 
     tally = NoAnswerTally("boxed")
     for i in range(12):

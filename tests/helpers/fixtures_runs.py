@@ -2,7 +2,7 @@
 
 Evaluation fixtures are made the way a real run is: `write_eval_samples` writes config.json and
 samples.jsonl (real benchmark problems and gold answers; completions whose correctness follows a
-per-run accuracy), then the real scoring code (`dsdr_eval.scoring.score_run_dir`) grades them and
+per-run accuracy), then the real scoring code (`dsdr_eval.scoring.score.score_run_dir`) grades them and
 computes metrics.json, and optionally the real diversity code adds the "diversity" key. Nothing
 in metrics.json is hand-written.
 
@@ -114,7 +114,7 @@ def write_eval_samples(run_dir: Path, data_dir: Path, *, label: str, accuracy: f
 def make_scored_run(run_dir: Path, data_dir: Path, *, diversity: bool = False, encoder: Any = None,
                     **kwargs: Any) -> Path:
     """write_eval_samples + the real `score_run_dir` (+ the real `compute_run_diversity`)."""
-    from dsdr_eval.scoring import score_run_dir
+    from dsdr_eval.scoring.score import score_run_dir
 
     write_eval_samples(run_dir, data_dir, **kwargs)
     score_run_dir(run_dir, progress=False, workers=1)

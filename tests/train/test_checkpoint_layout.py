@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from dsdr_eval import sweepdir
+from dsdr_eval.rundir import sweepdir
 from dsdr_train import checkpoint as ckpt
 
 

@@ -67,7 +67,7 @@ def group_rewards(texts: Sequence[str], uids: Sequence[Hashable], accuracy: Tens
     """The objective's rewards and coupling weights of one verl batch, each group = one uid.
 
     ``encoder``: a :func:`dsdr_eval.diversity_metrics.load_encoder` encoder (DSDR's D_emb; DARLING's
-    embedding partition); ``equivalence``: DARLING's partition (``dsdr_eval.partition_methods``)."""
+    embedding partition); ``equivalence``: DARLING's partition (``dsdr_eval.diversity_metrics.partition_methods``)."""
     group_ids = group_ids_from_prompt_index(list(uids))
     batch = RolloutBatch(texts=list(texts), group_ids=group_ids.tolist())
     objective = settings.objective

@@ -55,7 +55,7 @@ class PluginSettings:
     encoder_chunked: bool = False
     encoder_max_seq_length: int | None = None
     formula_rules: str = "extended"
-    solution_cut: str = "answer-end"  # what the diversity terms read (dsdr_eval.diversity_metrics.solution)
+    solution_cut: str = "answer-end"  # what the diversity terms read (dsdr_eval.grading.solution)
     darling_partition: str = "embedding"
     darling_threshold: float | None = None
 

@@ -166,7 +166,7 @@ class DsdrPPOTrainer(PPOTrainerSync):
                 encoder = load_encoder(settings.encoder, device=device, chunked=settings.encoder_chunked,
                                        max_seq_length=settings.encoder_max_seq_length)
             if reward == "darling":
-                from dsdr_eval.partition_methods import make_equivalence
+                from dsdr_eval.diversity_metrics.partition_methods import make_equivalence
 
                 equivalence = make_equivalence(settings.darling_partition, encoder=encoder,
                                                threshold=settings.darling_threshold, device=device)

@@ -24,12 +24,12 @@ from dsdr_eval.grading import GradingPool, default_workers, grader_provenance
 from dsdr_eval.grading.grade import PreparedGrading, grade_prepared, prepare_grading
 from dsdr_eval.grading.reasoning import DEFAULT_REASONING_FORMAT, ReasoningFormat, parse_reasoning_format
 from dsdr_eval.progress import progress_bar
-from dsdr_eval.judge_grading import JUDGE_DISAGREEMENTS, OFF, JudgeTally, check_mode, judge_graded
+from dsdr_eval.scoring.judge_grading import JUDGE_DISAGREEMENTS, OFF, JudgeTally, check_mode, judge_graded
 from dsdr_eval.llm_judge.answers import AnswerJudge
 from dsdr_eval.rundir.jsonl import jsonl_chunks
 from dsdr_eval.rundir.problems import ProblemIndex, iter_groups
-from dsdr_eval.metrics import MetricsAccumulator, TokenCounter
-from dsdr_eval.scoring_checks import AgreementTally, NoAnswerTally
+from dsdr_eval.scoring.metrics import MetricsAccumulator, TokenCounter
+from dsdr_eval.scoring.checks import AgreementTally, NoAnswerTally
 from dsdr_eval.tasks import BENCHMARKS, Problem, load_benchmark
 from dsdr_eval.rundir.samples import (GradedSample, Sample, SamplesFile, graded_from_grader, iter_records,
                                       parse_graded, parse_sample)
@@ -86,7 +86,7 @@ def score_records(samples_path: str | Path, out_dir: str | Path, *, grading_time
     default ``boxed``. ``reasoning_format``: how completions mark their reasoning
     (``dsdr_eval.grading.reasoning``); None: config.json's ``"reasoning_format"``, else ``auto``.
     ``judge`` (an ``AnswerJudge``) and ``judge_mode`` (rejected, all): the judge's second opinion beside
-    the symbolic verdict (``dsdr_eval.judge_grading``), which stays ``correct``. ``data_dir``: where the
+    the symbolic verdict (``dsdr_eval.scoring.judge_grading``), which stays ``correct``. ``data_dir``: where the
     registry benchmarks' files are (``RegistryContext``; None: config.json's, $DSDR_DATA_DIR, the hub)."""
     samples_path, out_dir = Path(samples_path), Path(out_dir)
     extraction = extraction if extraction is not None else run_extraction(samples_path.parent)

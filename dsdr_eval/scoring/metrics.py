@@ -43,9 +43,9 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
-from dsdr_eval.budget_curve import PROVENANCE as BUDGET_CURVE_PROVENANCE
-from dsdr_eval.budget_curve import BudgetCurveTally
-from dsdr_eval.budget_curve import Estimators as BudgetEstimators
+from dsdr_eval.scoring.budget_curve import PROVENANCE as BUDGET_CURVE_PROVENANCE
+from dsdr_eval.scoring.budget_curve import BudgetCurveTally
+from dsdr_eval.scoring.budget_curve import Estimators as BudgetEstimators
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.grading import STATUSES
 from dsdr_eval.grading.grade import ANSWER_RULES
@@ -130,7 +130,7 @@ class _BenchmarkTally:
         self.changed = {rule: 0 for rule in ANSWER_RULES}
         self.audit = dict.fromkeys(AUDIT_FLAGS, 0)  # issue 43: samples raising each flag
         self.audited = [0, 0]  # samples with any flag, samples audited (graded.jsonl with an audit)
-        self.curve = BudgetCurveTally()  # accuracy against token budget (dsdr_eval.budget_curve)
+        self.curve = BudgetCurveTally()  # accuracy against token budget (dsdr_eval.scoring.budget_curve)
 
     def add(self, position: int, phase: str, members: list[GradedSample]) -> None:
         problem_id = members[0].key.problem_id

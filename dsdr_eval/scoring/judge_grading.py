@@ -1,6 +1,6 @@
 """`score --judge-grading rejected|all`: an LLM judge's verdict beside the symbolic one.
 
-The symbolic grader stays the verdict (``correct``, every metric of ``dsdr_eval.metrics``): the
+The symbolic grader stays the verdict (``correct``, every metric of ``dsdr_eval.scoring.metrics``): the
 judge's is stored next to it (graded.jsonl ``judge_verdict``, ``judge_model``, ``judge_note``) and
 compared with it (metrics.json ``benchmarks.<b>.judge_grading``, judge_disagreements.jsonl). Modes:
 

@@ -6,7 +6,7 @@ seed gives the same first b tokens, and nothing before the b-th token depends on
 run at budget B, for every b in :func:`curve_budgets` (powers of two up to B, and B) a sample counts as
 *correct at b* only when it is correct and finished within b tokens, and as *finished at b* when
 ``finish_reason == "stop"`` and ``n_completion_tokens <= b``. The metrics at b are the run's own
-definitions (``dsdr_eval.metrics``) on those verdicts: avg@n (``accuracy``), the unbiased pass@k, maj@k
+definitions (``dsdr_eval.scoring.metrics``) on those verdicts: avg@n (``accuracy``), the unbiased pass@k, maj@k
 (a sample not finished at b does not vote: its text at b tokens is not in this run), the share of
 samples finished by b (``finished``), the mean completion tokens at b (``min(t, b)``), and the mean
 reasoning / answer tokens at b (the reasoning comes first, so ``min(r, b)`` of the first b tokens are
@@ -50,7 +50,7 @@ PROVENANCE = ("per budget b (powers of two up to the run's max_tokens, and it): 
               "is correct and finished (finish_reason stop) within b completion tokens; finished = the share of "
               "samples finished within b; avg@n / pass@k / maj@k on those verdicts (an unfinished sample does not "
               "vote); exact where samples are seeded per request (hf, vllm, seeded servers), a lower bound of a "
-              "b-run's accuracy where it would credit a cut answer; see dsdr_eval/budget_curve.py")
+              "b-run's accuracy where it would credit a cut answer; see dsdr_eval/scoring/budget_curve.py")
 
 
 def curve_budgets(max_tokens: int) -> list[int]:
@@ -80,7 +80,7 @@ def _reasoning_tokens(record: GradedSample) -> int:
 
 
 class Estimators(NamedTuple):
-    """The run's own metric definitions (``dsdr_eval.metrics`` passes its functions: one implementation)."""
+    """The run's own metric definitions (``dsdr_eval.scoring.metrics`` passes its functions: one implementation)."""
 
     k_values: Callable[[int], tuple[int, ...]]
     pass_at_k: Callable[[int, int, int], float]
