@@ -70,6 +70,21 @@ def _colors(labels: list[str]) -> dict[str, Any]:
     return {label: cycle[i % len(cycle)] for i, label in enumerate(labels)}
 
 
+def _finish_grid(fig: Any, axes: Any, n_panels: int, title: str, out_dir: Path, name: str) -> list[str]:
+    """A grid of one panel per benchmark: spare panels hidden, one legend below, saved and closed."""
+    import matplotlib.pyplot as plt
+
+    for ax in list(axes.flat)[n_panels:]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(names) > 4)))
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    files = _save(fig, out_dir, name)
+    plt.close(fig)
+    return files
+
+
 def plot_pass_at_k(records: list[dict[str, Any]], out_dir: Path) -> PlotResult:
     title = "Pass@k per benchmark"
     if not records:
@@ -103,14 +118,8 @@ def plot_pass_at_k(records: list[dict[str, Any]], out_dir: Path) -> PlotResult:
         ax.set_xlabel("k")
         ax.set_ylabel("Pass@k (%)")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(benchmarks):]:
-        ax.set_visible(False)
-    handles, names = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(names) > 4)))
-    fig.suptitle("Pass@k (unbiased estimator, shaded: 95% bootstrap CI)")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    files = _save(fig, out_dir, "passk")
-    plt.close(fig)
+    files = _finish_grid(fig, axes, len(benchmarks), "Pass@k (unbiased estimator, shaded: 95% bootstrap CI)",
+                         out_dir, "passk")
     notes = [f"only one k for {x}: a point, not a curve" for x in single_k]
     return PlotResult("passk", title, files, notes=notes)
 
@@ -242,14 +251,8 @@ def plot_budget_curves(records: list[dict[str, Any]], out_dir: Path) -> PlotResu
         ax.set_ylabel("accuracy at b (%); dashed: not finished (%)")
         ax.set_ylim(-2, 102)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(benchmarks):]:
-        ax.set_visible(False)
-    handles, names = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(names) > 4)))
-    fig.suptitle("Accuracy at token budget, from each run's own samples (dashed: share not finished by b)")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    files = _save(fig, out_dir, "budget_curve")
-    plt.close(fig)
+    files = _finish_grid(fig, axes, len(benchmarks), "Accuracy at token budget, from each run's own samples "
+                         "(dashed: share not finished by b)", out_dir, "budget_curve")
     return PlotResult("budget_curve", title, files)
 
 

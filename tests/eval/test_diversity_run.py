@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +19,9 @@ from dsdr_eval.diversity_metrics.partition_methods import make_equivalence
 from dsdr_eval.diversity_metrics.semantic import embed_texts
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import read_json, read_jsonl, write_json, write_jsonl
+from helpers.encoders import BagOfWordsEncoder
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class BagOfWordsEncoder:
-    """Deterministic fake encoder: hashed word counts in 32 dimensions."""
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 32))
-        for i, text in enumerate(texts):
-            for word in text.split():
-                out[i, zlib.crc32(word.encode()) % 32] += 1.0
-        return out
 
 
 # problem -> list of (completion, correct, answer_class)

@@ -9,7 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-from test_diversity_run import BagOfWordsEncoder  # deterministic and batch-independent
+from helpers.encoders import BagOfWordsEncoder  # deterministic and batch-independent
 
 from dsdr_eval.diversity_metrics.run import compute_run_diversity
 from dsdr_eval.rundir.jsonl import read_json, write_jsonl

@@ -7,7 +7,7 @@ import json
 
 
 from helpers import import_sources as src
-from test_diversity_run import BagOfWordsEncoder  # the suite's fake encoder (no model load)
+from helpers.encoders import BagOfWordsEncoder  # the suite's fake encoder (no model load)
 from dsdr_eval.cli import main
 from dsdr_eval.diversity_metrics.run import compute_run_diversity
 from dsdr_eval.rundir.jsonl import read_jsonl

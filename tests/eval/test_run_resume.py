@@ -309,7 +309,7 @@ def test_one_run_hands_the_graded_records_to_diversity(tmp_path, data_dir, monke
     """Inside one ``dsdr-eval run`` the diversity stage takes the records scoring just wrote; it used
     to read graded.jsonl back (and the run then re-read metrics.json for the summary)."""
     from helpers.fault_server import FaultServer
-    from test_diversity_run import BagOfWordsEncoder
+    from helpers.encoders import BagOfWordsEncoder
 
     import dsdr_eval.diversity_metrics.run as diversity_run
     import dsdr_eval.rundir.problems as problem_reader

@@ -12,7 +12,6 @@ the cut keeps), and bites on a named mutant:
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -25,17 +24,11 @@ from dsdr_eval.grading import extract_rows, grade_samples
 from dsdr_eval.grading.extraction import EXTRACTORS
 from dsdr_eval.rundir.jsonl import read_json, write_jsonl
 from dsdr_eval.rundir.samples import parse_graded
+from helpers.encoders import BagOfWordsEncoder as _BagOfWords
 
 
-class BagOfWordsEncoder:
-    """Deterministic fake encoder: hashed word counts in 64 dimensions."""
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 64))
-        for i, text in enumerate(texts):
-            for word in text.split():
-                out[i, zlib.crc32(word.encode()) % 64] += 1.0
-        return out
+def BagOfWordsEncoder() -> _BagOfWords:  # noqa: N802 - reads like the class it builds
+    return _BagOfWords(64)
 
 
 # extractor -> (text, where its answer statement ends: the text before the marker "|")
