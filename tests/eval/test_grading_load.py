@@ -93,9 +93,18 @@ def _gold_message(verifier: Verifier, gold: str) -> tuple:
 def test_a_gold_that_times_out_is_reported_as_a_timeout_not_as_extracted_nothing(monkeypatch):
     verifier = Verifier(5.0)
     verifier.warm_up()
-    monkeypatch.setattr(grading_task, "GOLD_PARSE_LIMIT_S", 1e-6)  # no gold can parse within it
-    monkeypatch.setattr(verifier, "timeout_s", 1e-6)
+    # the budget timer fires inside math-verify's parse (as it does when a gold's CPU budget runs out);
+    # raised on purpose, not raced against a 1 us CPU timer whose tick a cached parse can beat
+    real_parse = math_verify.parse
+
+    def times_out(text, *args, **kwargs):
+        if "L_{\\odot}" in text:
+            raise math_verify.errors.TimeoutException("budget spent")
+        return real_parse(text, *args, **kwargs)
+
+    monkeypatch.setattr(math_verify, "parse", times_out)
     assert _gold_message(verifier, HEAVY_GOLDS[2]) == ("gold", 0, GOLD_TIMEOUT)
+    monkeypatch.setattr(math_verify, "parse", real_parse)
     monkeypatch.setattr(grading_task, "GOLD_PARSE_LIMIT_S", 30.0)
     assert _gold_message(verifier, r"\text{}") == ("gold", 0, GOLD_EMPTY)  # math-verify reads nothing in it
     assert _gold_message(verifier, "5") == ("gold", 0, None)
