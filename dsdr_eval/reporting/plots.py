@@ -76,7 +76,11 @@ def _finish_grid(fig: Any, axes: Any, n_panels: int, title: str, out_dir: Path, 
 
     for ax in list(axes.flat)[n_panels:]:
         ax.set_visible(False)
-    handles, names = axes.flat[0].get_legend_handles_labels()
+    legend: dict[str, Any] = {}  # every run of every panel, once (a run may miss a panel's benchmark)
+    for ax in list(axes.flat)[:n_panels]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    handles, names = list(legend.values()), list(legend)
     fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(names) > 4)))
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
@@ -246,13 +250,17 @@ def plot_budget_curves(records: list[dict[str, Any]], out_dir: Path) -> PlotResu
             ax.plot(budgets, [100 * p[1] for p in points], marker="o", ms=3, color=colors[label], label=label)
             ax.plot(budgets, [100 * p[2] for p in points], ls="--", lw=1, color=colors[label], alpha=0.7)
         ax.set_xscale("log", base=2)
+        ticks = sorted({r["budget"] for r in records if r["benchmark"] == bench})
+        ax.set_xticks(ticks)  # the budgets themselves, as plain numbers (the log formatter's are mathtext)
+        ax.set_xticklabels([str(t) for t in ticks], rotation=45 if len(ticks) > 6 else 0, fontsize=8)
+        ax.minorticks_off()
         ax.set_title(benchmark_title(bench))
-        ax.set_xlabel("token budget b (log2)")
-        ax.set_ylabel("accuracy at b (%); dashed: not finished (%)")
+        ax.set_xlabel("token budget b (log2 scale)")
+        ax.set_ylabel("% of rollouts")
         ax.set_ylim(-2, 102)
         ax.grid(alpha=0.3)
-    files = _finish_grid(fig, axes, len(benchmarks), "Accuracy at token budget, from each run's own samples "
-                         "(dashed: share not finished by b)", out_dir, "budget_curve")
+    files = _finish_grid(fig, axes, len(benchmarks), "Accuracy at token budget b (solid: correct and finished within b; "
+                         "dashed: not finished by b), from each run's own samples", out_dir, "budget_curve")
     return PlotResult("budget_curve", title, files)
 
 
