@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from helpers.bad_samples import CASES, GOOD, Case
-from dsdr_eval import cli, scoring
+from dsdr_eval import cli
+from dsdr_eval.scoring import score as scoring
 from dsdr_eval.errors import DsdrError
 from dsdr_eval.rundir.jsonl import append_jsonl, iter_jsonl, read_jsonl, repair_truncated_tail, write_json, write_jsonl
 from dsdr_eval.rundir.samples import read_samples

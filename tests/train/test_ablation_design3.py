@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -286,8 +287,15 @@ def test_forms_and_routes_of_hand_written_rollouts():
 
 
 def test_run_sh_refuses_a_draft_registration_before_any_unit(tmp_path):
+    """run.sh on a draft of design 3's study (the registered file with its status set back to draft) stops
+    before any unit, data or registration record; and the committed study is the registered one."""
     import os
-    env = {**os.environ, "STUDY": "reports/ablation_study/design3", "RUNS": str(tmp_path / "runs"),
+    assert yaml.safe_load((STUDY / "design3/study.yaml").read_text())["status"] == "registered"
+    draft = tmp_path / "study"
+    draft.mkdir()
+    text = (STUDY / "design3/study.yaml").read_text()
+    (draft / "study.yaml").write_text(re.sub(r"(?m)^status: registered\b", "status: draft", text))
+    env = {**os.environ, "STUDY": str(draft), "RUNS": str(tmp_path / "runs"),
            "PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     p = subprocess.run(["bash", "reports/ablation_study/run.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=120)
