@@ -77,39 +77,41 @@ def _add1(rng: random.Random) -> Item:
 
 
 def _sum3(rng: random.Random) -> Item:
-    # a + b + c, one digit each: two routes (a + b first, or b + c first); study design 3 (docs/ablation_study.md).
+    """a + b + c, one digit each: two routes (a + b first, or b + c first); study design 3
+    (docs/ablation_study.md)."""
     a, b, c = rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)
     return Item((a, b, c), f"Compute ${a} + {b} + {c}$.", a + b + c)
 
 
 def _sum3s(rng: random.Random) -> Item:
-    # a + b + c, each 1..5 (125 problems): sum3 with sums the 135M model gets right more often; study design 3 candidate.
+    """a + b + c, each 1..5 (125 problems): sum3 with sums the 135M model gets right more often; study design 3
+    candidate."""
     a, b, c = rng.randint(1, 5), rng.randint(1, 5), rng.randint(1, 5)
     return Item((a, b, c), f"Compute ${a} + {b} + {c}$.", a + b + c)
 
 
 def _add1c(rng: random.Random) -> Item:
-    # a + b, one digit each (add1's 81 problems); the worked examples add in either order (a + b, or the larger
-    # first), two formula forms of one route; study design 3 candidate.
+    """a + b, one digit each (add1's 81 problems); the worked examples add in either order (a + b, or the larger
+    first), two formula forms of one route; study design 3 candidate."""
     a, b = rng.randint(1, 9), rng.randint(1, 9)
     return Item((a, b), f"Compute ${a} + {b}$.", a + b)
 
 
 def _timesr(rng: random.Random) -> Item:
-    # a * b, a 2..4, b 2..12 (33 problems): times with the repeated-addition example last, the one the 135M
-    # model copies most (measured on times: it copied the last example's form); study design 3 candidate.
+    """a * b, a 2..4, b 2..12 (33 problems): times with the repeated-addition example last, the one the 135M
+    model copies most (measured on times: it copied the last example's form); study design 3 candidate."""
     a, b = rng.randint(2, 4), rng.randint(2, 12)
     return Item((a, b), f"Compute ${a} \\times {b}$.", a * b)
 
 
 def _distrib(rng: random.Random) -> Item:
-    # a * (b + c), small operands: two routes (sum then product, or distribute); study design 3 candidate.
+    """a * (b + c), small operands: two routes (sum then product, or distribute); study design 3 candidate."""
     a, b, c = rng.randint(2, 5), rng.randint(1, 5), rng.randint(1, 5)
     return Item((a, b, c), f"Compute ${a} \\times ({b} + {c})$.", a * (b + c))
 
 
 def _times(rng: random.Random) -> Item:
-    # a * b, a small: two routes (repeated addition, or the product); study design 3 candidate. 40 problems.
+    """a * b, a small: two routes (repeated addition, or the product); study design 3 candidate. 40 problems."""
     a, b = rng.randint(2, 5), rng.randint(2, 11)
     return Item((a, b), f"Compute ${a} \\times {b}$.", a * b)
 
