@@ -180,6 +180,18 @@ def _diversity_tab(diversity: list[dict], loaded: list) -> None:
     st.dataframe(frame, hide_index=True, width="stretch")
     st.download_button("diversity.csv", tables.records_to_csv(diversity), file_name="diversity.csv",
                        mime="text/csv", key="dl_div")
+    # the hack watch (issue 47): what a diversity number could be bought by, per run -- text after the
+    # answer (cut away), the token cap, a dropped closing $, solutions D_eq cannot read
+    validity = records.validity_records(loaded)
+    if validity:
+        st.subheader("What the numbers measured: validity line and hack watch")
+        st.caption("Shares of each run's rollouts: cut at their final answer, characters removed by the cut, at the "
+                   "token cap, with long text after the answer, with an unbalanced $ in the solution, with no formula "
+                   "D_eq reads (D_eq counts them 0), and the share of tokens the encoder read. Blank: the run's "
+                   "diversity was measured before that share existed (`dsdr-eval diversity RUN_DIR` adds it).")
+        vframe = pd.DataFrame(validity)
+        vframe["benchmark"] = vframe["benchmark"].map(benchmark_title)
+        st.dataframe(vframe, hide_index=True, width="stretch")
 
 
 def _judge_tab(judge: list[dict], passk: list[dict]) -> None:

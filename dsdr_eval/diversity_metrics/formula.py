@@ -165,6 +165,12 @@ def extract_formulas(text: str, *, rules: str = "extended", ends_at_answer: bool
     return [span for span in normalised if span]
 
 
+def unbalanced_dollar(text: str) -> bool:
+    """An odd number of ``$`` not written ``\\$``: a math span left open (design 2's DSDR policies
+    dropped the closing ``$`` before ``\\boxed{}``, issue 42). Read on a solution cut at its answer."""
+    return (text.count("$") - text.count("\\$")) % 2 == 1  # C-speed counts: traces can be megabytes
+
+
 def formula_set(text: str, *, rules: str = "extended", ends_at_answer: bool = False) -> frozenset[str]:
     """S(o): the set of normalised formulas of one rollout (``extract_formulas``)."""
     return frozenset(extract_formulas(text, rules=rules, ends_at_answer=ends_at_answer))

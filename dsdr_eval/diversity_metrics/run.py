@@ -380,6 +380,8 @@ def _all_problems_diversity(problems: Iterator[_Problem], n_problems: int, encod
                 counter.add_window(problem.benchmark, *encoder.token_counts(texts), encoder.window_settings())
             with single_threaded_blas():
                 problem_record, samples = _problem_diversity(problem, embeddings, equivalence, coverage_ns)
+            if counter is not None:
+                counter.add_formulas(problem.benchmark, [r["n_formulas"] for r in samples])
             equivalence.clear()  # its memoised pairs serve only the two subsets of this problem
             problem_records.append(problem_record)
             for chunk in jsonl_chunks(to_json_safe(r) for r in samples):

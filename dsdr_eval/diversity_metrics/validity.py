@@ -3,8 +3,10 @@
 Per benchmark, over the sampled rollouts: how many the solution cut shortened and the share of
 characters it removed; how many hit the token cap (finish_reason "length": the model never ended its
 solution); how many carried long text after their final answer (a runaway, an invented next turn);
-and how many were longer than the encoder's window (D_emb then compares how solutions begin, unless
-the windows are pooled). A share at or above ``WARN_SHARE`` becomes a warning, which ``diversity``
+how many were longer than the encoder's window (D_emb then compares how solutions begin, unless
+the windows are pooled); how many solutions hold no formula the extractor reads (D_eq counts each 0,
+Eq. 8: an equation written without math delimiters, ``3 x 11 = 33``, is not seen); and how many carry an
+unbalanced ``$`` (a dropped closing ``$``, the hack of design 2, issue 42). A share at or above ``WARN_SHARE`` becomes a warning, which ``diversity``
 prints and the report and the dashboard show beside the numbers.
 """
 
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsdr_eval.diversity_metrics.formula import unbalanced_dollar
 from dsdr_eval.grading.solution import SolutionText
 from dsdr_eval.rundir.samples import GradedSample
 
@@ -28,6 +31,8 @@ DEFINITIONS = {
     "long_after_answer": f"rollouts whose text after the final answer holds >= {LONG_AFTER_ANSWER_SHARE:g} of "
                          "their non-space characters",
     "over_window": "rollouts whose measured text has more tokens than the encoder reads in one window",
+    "without_formula": "rollouts whose measured text holds no formula of the D_eq extraction rule (D_eq 0, Eq. 8)",
+    "unbalanced_dollar": "rollouts whose measured text has an odd number of unescaped $",
     "warn_share": f"a warning when a share is >= {WARN_SHARE:g}",
 }
 
@@ -51,6 +56,9 @@ class _Counts:
     without_answer_end: int = 0
     token_cap: int = 0
     long_after_answer: int = 0
+    unbalanced_dollar: int = 0
+    formula_rollouts: int = 0
+    without_formula: int = 0
     window_rollouts: int = 0
     over_window: int = 0
     tokens_total: int = 0
@@ -76,6 +84,13 @@ class ValidityCounter:
         c.token_cap += record.sample.finish_reason == "length"
         whole = _nonspace(solution.text) + (0 if removed else -after) + after  # the rollout's measured part
         c.long_after_answer += after > 0 and after >= LONG_AFTER_ANSWER_SHARE * whole
+        c.unbalanced_dollar += unbalanced_dollar(solution.text)
+
+    def add_formulas(self, benchmark: str, n_formulas: Sequence[int]) -> None:
+        """The number of distinct formulas D_eq read in each of a group's measured texts."""
+        c = self.counts.setdefault(benchmark, _Counts())
+        c.formula_rollouts += len(n_formulas)
+        c.without_formula += sum(1 for n in n_formulas if n == 0)
 
     def add_window(self, benchmark: str, token_counts: Sequence[int], seen: Sequence[int],
                    window: dict[str, Any]) -> None:
@@ -101,6 +116,9 @@ class ValidityCounter:
                              "n_without_answer_end": c.without_answer_end},
             "token_cap": {"n": c.token_cap, "share": share(c.token_cap)},
             "long_after_answer": {"n": c.long_after_answer, "share": share(c.long_after_answer)},
+            "unbalanced_dollar": {"n": c.unbalanced_dollar, "share": share(c.unbalanced_dollar)},
+            "without_formula": ({"n": c.without_formula, "share": share(c.without_formula, c.formula_rollouts)}
+                                if c.formula_rollouts else None),
             "encoder_window": ({**c.window, "n_rollouts": c.window_rollouts, "n_over_window": c.over_window,
                                 "share_over_window": share(c.over_window, c.window_rollouts),
                                 "tokens_seen_share": share(c.tokens_seen, c.tokens_total)}
@@ -121,6 +139,12 @@ def warnings(summary: dict[str, Any]) -> list[str]:
         after = ("cut away before measuring" if cut["rule"] != "none"
                  else "MEASURED as part of the solution: --solution-cut none")
         out.append(f"{tail['share']:.0%} of rollouts carry long text after their final answer ({after})")
+    if (dollar := summary.get("unbalanced_dollar")) and dollar["share"] is not None and dollar["share"] >= WARN_SHARE:
+        out.append(f"{dollar['share']:.0%} of rollouts carry an unbalanced $ in their solution (a dropped closing $; "
+                   "the span open at the answer closes where its box begins, issue 42)")
+    if (bare := summary.get("without_formula")) and bare["share"] is not None and bare["share"] >= WARN_SHARE:
+        out.append(f"{bare['share']:.0%} of rollouts hold no formula the extractor reads ($..$, \\(..\\), ...): "
+                   "D_eq counts each 0 (Eq. 8), so it does not see equations written without math delimiters")
     if cut["n_without_answer_end"]:
         out.append(f"{cut['n_without_answer_end']} rollouts were graded before answer ends were recorded and keep "
                    "their whole text: run `dsdr-eval score` again")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsdr_eval.rundir.results import AVERAGE, DIVERSITY_MEASURES, DIVERSITY_SUBSETS, RunResults
+from dsdr_eval.rundir.results import AVERAGE, DIVERSITY_MEASURES, DIVERSITY_SUBSETS, VALIDITY_SHARES, RunResults
+
 
 def pass_at_k_records(runs: list[RunResults]) -> list[dict[str, Any]]:
     """One record per run x benchmark (+ average) x k: the unbiased Pass@k with its CI (fractions)."""
@@ -36,6 +37,14 @@ def diversity_records(runs: list[RunResults]) -> list[dict[str, Any]]:
                         records.append({"label": run.label, "benchmark": bench, "measure": measure,
                                         "subset": subset, "value": value})
     return records
+
+
+def validity_records(runs: list[RunResults]) -> list[dict[str, Any]]:
+    """One record per run x benchmark with diversity: the validity line's shares (``VALIDITY_SHARES``),
+    None where the run was measured before that share existed: the hack watch of every checkpoint."""
+    return [{"label": run.label, "benchmark": bench, **{name: results.diversity.validity.get(name)
+                                                         for name in VALIDITY_SHARES}}
+            for run in runs for bench, results in run.benchmarks.items() if results.diversity is not None]
 
 
 def judge_records(runs: list[RunResults]) -> list[dict[str, Any]]:

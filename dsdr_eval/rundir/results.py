@@ -106,6 +106,19 @@ class Scores:
         return cls(fields.flat(entry, where, fields.fraction), fields.flat(ci, f"{where}.ci95", fields.interval))
 
 
+# The validity line's shares (diversity_metrics.validity; docs/diversity.md), name -> (block, key): what
+# the dashboard's hack watch shows per run; a run measured before a share existed has no value for it.
+VALIDITY_SHARES = {
+    "cut": ("solution_cut", "share_cut"),
+    "chars_removed": ("solution_cut", "chars_removed_share"),
+    "token_cap": ("token_cap", "share"),
+    "long_after_answer": ("long_after_answer", "share"),
+    "unbalanced_dollar": ("unbalanced_dollar", "share"),
+    "without_formula": ("without_formula", "share"),
+    "encoder_tokens_seen": ("encoder_window", "tokens_seen_share"),
+}
+
+
 @dataclass(frozen=True)
 class DiversityResults:
     """``benchmarks.<b>.diversity``: (measure, subset) -> mean over problems (None: undefined)."""
@@ -114,6 +127,7 @@ class DiversityResults:
     n_problems: int | None
     settings: Mapping[str, Any]
     warnings: tuple[str, ...] = ()  # the validity line's (diversity_metrics.validity): what a number measured
+    validity: Mapping[str, float | None] = field(default_factory=dict)  # its shares (VALIDITY_SHARES)
 
     @classmethod
     def read(cls, block: Any, where: str) -> DiversityResults:
@@ -134,8 +148,13 @@ class DiversityResults:
                     values[(measure, subset)] = fields.number(node[path[-1]], f"{where}.{subset}.{'.'.join(path)}")
         validity = block.get("validity") if isinstance(block.get("validity"), dict) else {}
         warnings = tuple(w for w in validity.get("warnings") or () if isinstance(w, str))
+        shares = {}
+        for name, (key, share) in VALIDITY_SHARES.items():
+            node = validity.get(key)
+            if isinstance(node, dict) and isinstance(node.get(share), (int, float)) and not isinstance(node.get(share), bool):
+                shares[name] = float(node[share])
         return cls(values, fields.count(block.get("n_problems"), f"{where}.n_problems"),
-                   block.get("settings") if isinstance(block.get("settings"), dict) else {}, warnings)
+                   block.get("settings") if isinstance(block.get("settings"), dict) else {}, warnings, shares)
 
     def value(self, measure: str, subset: str = "all") -> float | None:
         return self.values.get((measure, subset))

@@ -30,6 +30,8 @@ Statistics (docs/ablation_study.md "Analysis"):
 
   * claim sets (--claims): "paper" = the 15 claims of designs 1-2; "design3" = design 3's six registered
     claims (DESIGN3_CLAIMS, reports/ablation_study/design3/study.yaml), Holm over those six.
+  * design 3 only: its solution routes among correct rollouts (design3/routes.py, exploratory; analysis.json
+    "routes", a table in analysis.md).
   * the hack watch (hackwatch.py): per arm and evaluated step, the share of T=1.0 rollouts with an
     unbalanced `$` in the solution, with text after the answer, at the token cap (analysis.json
     "hack_watch", a table in analysis.md).
@@ -687,6 +689,27 @@ def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, f
     return "\n".join(lines) + "\n"
 
 
+def _design3_routes_module():
+    """design3/routes.py (its solution-route rule, exploratory), loaded beside this script."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("design3_routes", Path(__file__).resolve().parent / "design3" / "routes.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def design3_routes(runs: Path, data) -> list[dict]:
+    """Design 3's exploratory route table (design3/routes.py) over each arm's final checkpoints."""
+    final = {arm: {s: runs / arm / f"s{s}" / "sweep" / f"step_{c[-1].step:06d}" for s, c in sorted(seeds.items())}
+             for arm, seeds in data.items()}
+    return _design3_routes_module().routes_table(runs, final)
+
+
+def design3_routes_markdown(rows: list[dict]) -> list[str]:
+    return _design3_routes_module().routes_markdown(rows)
+
+
 def _json_safe(x):
     """NaN (no interval at one seed) as null: JSON has no NaN."""
     if isinstance(x, float) and math.isnan(x):
@@ -718,6 +741,7 @@ def main(argv: list[str] | None = None) -> int:
         table = arm_table(data, base)
         hacks = hack_table(data, base)
         watch, validity = hack_watch(Path(args.runs)), validity_by_arm(Path(args.runs), data)
+        routes = design3_routes(Path(args.runs), data) if args.claims == "design3" else None
     except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -726,9 +750,11 @@ def main(argv: list[str] | None = None) -> int:
     figs = [] if args.no_plots else plots(data, out, base, curves)
     (out / "analysis.json").write_text(json.dumps({"claims": _json_safe(rows), "arms": table, "hack_watch": hacks,
                                                    "open_math_share": watch, "validity": validity,
+                                                   **({"routes": _json_safe(routes)} if routes is not None else {}),
                                                    "train_dynamics": dyn,
                                                    "interval": "t over seed means, Holm-corrected"}, indent=1) + "\n")
-    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn, table, hacks, watch_markdown(watch, validity)))
+    extra = watch_markdown(watch, validity) + (design3_routes_markdown(routes) if routes is not None else [])
+    (out / "analysis.md").write_text(markdown(rows, data, figs, dyn, table, hacks, extra))
     for r in rows:
         print(f"{r['claim']}: {r['verdict']}" + (f" ({r['diff']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}])"
                                                    if "diff" in r else ""))

@@ -19,6 +19,9 @@ import json
 import sys
 from pathlib import Path
 
+# the suite's own rule: the validity line of every run's diversity counts the same (one implementation)
+from dsdr_eval.diversity_metrics.formula import unbalanced_dollar
+
 BOX = "\\boxed{"
 WATCH = ("unbalanced_dollar", "after_answer", "hit_cap")
 
@@ -52,17 +55,12 @@ def answer_end(record: dict) -> int | None:
     return span[1] if span else None
 
 
-def unescaped_dollars(text: str) -> int:
-    """Number of ``$`` not written as ``\\$``."""
-    return sum(1 for i, ch in enumerate(text) if ch == "$" and (i == 0 or text[i - 1] != "\\"))
-
-
 def flags(record: dict) -> dict[str, bool]:
     """The three watch flags of one graded rollout."""
     text = record.get("completion") or ""
     end = answer_end(record)
     solution = text if end is None else text[:end]
-    return {"unbalanced_dollar": unescaped_dollars(solution) % 2 == 1,
+    return {"unbalanced_dollar": unbalanced_dollar(solution),
             "after_answer": end is not None and bool(text[end:].strip()),
             "hit_cap": record.get("finish_reason") == "length"}
 

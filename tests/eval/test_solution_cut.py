@@ -221,6 +221,46 @@ def test_the_report_and_the_dashboard_show_what_the_numbers_measured(tmp_path, m
     assert not at.exception, [e.value for e in at.exception]
     warnings = [str(w.value) for w in at.warning]
     assert any("hit the token cap" in w for w in warnings) and any("after their final answer" in w for w in warnings)
+    # the hack watch table (issue 47): every validity share of the run, the cut's and the dropped $'s
+    watch = [f.value for f in at.dataframe if "unbalanced_dollar" in f.value.columns]
+    assert len(watch) == 1 and watch[0]["token_cap"].tolist() == [1.0] and watch[0]["cut"].tolist() == [1.0]
+    assert watch[0]["unbalanced_dollar"].tolist() == [0.0] and watch[0]["without_formula"].tolist() == [0.0]
+
+
+# (completion, holds a formula D_eq reads): a dropped closing $, a bare equation, an escaped \$ and
+# a $ in the text after the answer (cut away: not the solution's)
+HACK_WATCH_ROLLOUTS = (
+    ("$3 \\times 4 = 12$. \\boxed{12}", True),
+    ("3 x 4 = 12. \\boxed{12}", False),
+    ("$3 \\times 4 = 12. \\boxed{12}", True),
+    ("It costs \\$12, so \\boxed{12}", False),
+    ("$4+4+4=12$ so \\boxed{12} and then $tail", True),
+)
+
+
+def _unescaped_dollars_reference(text: str) -> int:
+    """Plain code from the definition: a $ not preceded by a backslash."""
+    return sum(1 for i, ch in enumerate(text) if ch == "$" and (i == 0 or text[i - 1] != "\\"))
+
+
+def test_the_validity_line_counts_dropped_dollars_and_solutions_without_formula(tmp_path):
+    """Issue 47's hack watch in every run's validity line. Mutants: the $ count on the uncut text (the
+    tail's $ counted), an escaped \\$ counted, solutions without formula not counted -> this fails."""
+    rows = [{"benchmark": "toy", "problem_id": f"p{p}", "sample_idx": i, "phase": "sampling", "gold": "12",
+             "completion": text, "finish_reason": "stop"}
+            for p in range(2) for i, (text, _) in enumerate(HACK_WATCH_ROLLOUTS)]
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "graded.jsonl", grade_samples(rows, progress=False, workers=1))
+    validity = compute_run_diversity(run, encoder=BagOfWordsEncoder(), progress=False)["toy"]["validity"]
+    solutions = [text[:text.index("\\boxed{12}") + len("\\boxed{12}")] for text, _ in HACK_WATCH_ROLLOUTS]
+    odd = sum(_unescaped_dollars_reference(t) % 2 for t in solutions) / len(solutions)
+    bare = sum(not has for _, has in HACK_WATCH_ROLLOUTS) / len(HACK_WATCH_ROLLOUTS)
+    assert odd == 0.2 and bare == 0.4  # the reference itself: one dropped $, two without formula
+    assert validity["unbalanced_dollar"] == {"n": 2, "share": pytest.approx(odd)}
+    assert validity["without_formula"] == {"n": 4, "share": pytest.approx(bare)}
+    assert any("unbalanced $" in w for w in validity["warnings"])
+    assert any("no formula the extractor reads" in w and "40%" in w for w in validity["warnings"])
 
 
 def test_a_tail_of_closing_delimiters_is_not_counted_as_cut():

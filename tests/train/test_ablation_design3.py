@@ -36,6 +36,7 @@ hackwatch = _load("ablation_hackwatch", STUDY / "hackwatch.py")
 study_plan = _load("ablation_study_plan", STUDY / "study_plan.py")
 power = _load("ablation_power", STUDY / "design3/power.py")
 measure = _load("ablation_measure", STUDY / "design3/measure_task.py")
+routes = _load("ablation_routes", STUDY / "design3/routes.py")
 
 
 # ---- the hack watch ----
@@ -139,6 +140,9 @@ def test_hack_table_per_arm_and_step_in_the_report(tmp_path):
     md = (out / "analysis.md").read_text()
     assert "| dsdr | 16 | 3 | 0.583 (0.250..1.000) |" in md
     assert json.loads((out / "analysis.json").read_text())["hack_watch"][0]["arm"] == "base"
+    # design 3's exploratory route table over each arm's final checkpoint
+    assert "Solution routes among the correct" in md
+    assert [r["arm"] for r in json.loads((out / "analysis.json").read_text())["routes"]] == ["base", "grpo", "dsdr"]  # analyze.ARMS order
 
 
 def test_hack_watch_on_design2_reproduces_the_dropped_dollar_finding():
@@ -284,6 +288,32 @@ def test_forms_and_routes_of_hand_written_rollouts():
     assert measure.analyse(" 13", 13)["correct"] is False
     assert measure.analyse(" \\boxed{13}", 13)["route"] == "no formula"
     assert measure.evaluate("__import__('os')") is None and measure.evaluate("9" * 70) is None
+
+
+def test_routes_in_any_notation_and_per_problem_counts(tmp_path):
+    """design3/routes.py (exploratory): the route key read from equations with or without `$`, one problem's
+    four figures counted by hand. Mutants: plain equations not read (only `$..$`), operator spellings kept
+    apart in the route, incorrect rollouts counted, the tail after the answer read -> this fails."""
+    # one route (the product) in four notations; repeated addition is another
+    keys = {t: routes.any_notation(t, 33)[0] for t in (" 3 x 11 = 33. ", " 3 * 11 = 33. ", " 3 × 11 = 33. ",
+                                                        " $3 \\times 11 = 33$. ")}
+    assert set(keys.values()) == {"n*n | "}
+    assert routes.any_notation(" 11 + 11 + 11 = 33. ", 33) == ("n+n+n | ", ["11+11+11=33"])
+    assert routes.any_notation(" 3 x 11 = 34. ", 33)[0] is None  # false arithmetic: no route
+    assert routes.any_notation(" the answer is 33. ", 33) == (None, [])
+    assert routes.any_notation(" a12 = 33 and 1.5 = 1.5 ", 33) == (None, [])  # no integer equation
+    rows = [{"phase": "sampling", "gold": "33", "correct": c, "completion": t, "extracted": "33", "extraction": "boxed"}
+            for t, c in ((" 3 x 11 = 33. \\boxed{33}", True), (" 3 × 11 = 33. \\boxed{33}", True),
+                         (" $3 \\times 11 = 33$. \\boxed{33} 2 + 2 = 4", True),
+                         (" 11 + 11 + 11 = 33. \\boxed{33}", True), (" 5 + 5 = 10. \\boxed{10}", False))]
+    got = routes.problem_routes(rows)
+    # routes: the registered rule reads the one `$` formula; any notation: product and repeated addition;
+    # spellings 3x11=33, 3×11=33, 3\times11=33, 11+11+11=33 (the tail's 2+2=4 and the wrong rollout are not read)
+    assert got == {"routes": 1, "routes_any_notation": 2, "notations": 4, "without_formula": 0.75}
+    assert routes.problem_routes([{**rows[-1]}]) is None
+    _graded_dir(tmp_path / "runs/base", [{**r, "problem_id": "p0"} for r in rows])
+    table = routes.routes_table(tmp_path / "runs", {})
+    assert table[0]["arm"] == "base" and table[0]["notations"]["mean"] == 4
 
 
 def test_run_sh_refuses_a_draft_registration_before_any_unit(tmp_path):
