@@ -53,7 +53,7 @@ test-fast: $(STAMP)
 
 # a run, its diversity, report directories and the dashboard command (examples/demo.py; ~3 min on 2 cores)
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py --data-dir $(DSDR_DATA_DIR) --examples reports/ablation_study/runs reports/ablation_study/design2/runs --out runs/demo
+	$(BIN)/python examples/demo.py --data-dir $(DSDR_DATA_DIR) --examples reports/ablation_study/runs reports/ablation_study/design2/runs reports/ablation_study/design3/runs --out runs/demo
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache

@@ -1,6 +1,6 @@
 """`make demo`: the product in about three minutes on 2 CPU cores.
 
-    python examples/demo.py --data-dir DIR --examples reports/ablation_study/runs reports/ablation_study/design2/runs --out runs/demo
+    python examples/demo.py --data-dir DIR --examples reports/ablation_study/runs reports/ablation_study/design2/runs reports/ablation_study/design3/runs --out runs/demo
 
 1. ``dsdr-eval run``: SmolLM2-135M-Instruct on a few MATH500 problems (protocol ``quick``, short
    max tokens so it fits the time; ``--backend auto`` picks the engine and says why), which
@@ -11,8 +11,9 @@
    SmolLM2 trained on CPU with GRPO, DAPO, DSDR, DSDR w/o GD, DSDR w/o GC and DARLING on a generated
    linear-equation task: design 1). The base model's and each arm's seed-0 final checkpoint's
    samples.jsonl are copied into the demo directory and re-scored from them.
-3. Copies every training log of both study designs (config.json and metrics.jsonl of each arm and
-   seed, one line per step; design 2 = the easy addition task where DSDR's global term acts), so the
+3. Copies every training log of the three study designs (config.json and metrics.jsonl of each arm and
+   seed, one line per step; design 2 = the easy addition task where DSDR's global term acts; design 3 =
+   the pre-registered multiplication task where solutions can differ), so the
    dashboard's "Training dynamics" page has real curves to overlay.
 4. Prints each design's precomputed claims table (t intervals over seeds, Holm-corrected) and copies
    its report page and plots (pass@k with CI bands, metric vs step, training dynamics).
@@ -171,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/demo", help="demo directory (default runs/demo; rerunning resumes)")
     parser.add_argument("--data-dir", default=None, help="benchmarks directory (default $DSDR_DATA_DIR)")
     parser.add_argument("--examples", nargs="+", default=["reports/ablation_study/runs",
-                                                          "reports/ablation_study/design2/runs"],
+                                                          "reports/ablation_study/design2/runs",
+                                                          "reports/ablation_study/design3/runs"],
                         help="the ablation study's runs directories, one per design (base/, <arm>/s<seed>/{train,sweep}, "
                              "report/); the first one's evaluations are re-scored when the demo run is degenerate")
     args = parser.parse_args(argv)

@@ -72,11 +72,29 @@ if [ "$REGISTERED" = 1 ]; then
   $PY $HERE/study_plan.py "$STUDY/study.yaml" --train-config "$TRAIN_CONFIG" || exit 2
   while IFS= read -r -d '' s; do STOPS+=(--stop "$s"); done < <($PY $HERE/study_plan.py "$STUDY/study.yaml" --stop)
 fi
+# The writers record absolute paths (the checkpoint, the encoder, the command, the samples file); in git a
+# run names the checkout's files relative to its root and the home directory as ~ (tests/test_repo_hygiene.py:
+# no path of this machine in a tracked file). Text files only; a file without either prefix is not rewritten.
+relativise() {
+  $PY - "$1" "$PWD/" "$HOME/" <<'PY'
+import sys
+from pathlib import Path
+root, checkout, home = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+for path in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        continue
+    new = text.replace(checkout, "").replace(home, "~/") if home != "/" else text.replace(checkout, "")
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+PY
+}
 # One commit at a time (units finish side by side): only PATH's files go into the commit.
 commit_path() {
   [ "$COMMIT" = 1 ] || return 0
   # the lock lives in the git directory: never committed itself
-  ( flock 9; git add -- "$1" && { git diff --cached --quiet -- "$1" || git commit -q -m "$2" -- "$1"; } ) 9> "$(git rev-parse --git-dir)/dsdr-study-commit.lock"
+  ( flock 9; relativise "$1" && git add -- "$1" && { git diff --cached --quiet -- "$1" || git commit -q -m "$2" -- "$1"; } ) 9> "$(git rev-parse --git-dir)/dsdr-study-commit.lock"
 }
 T0=$(date +%s)
 stamp() { date -u +%H:%M:%S; }

@@ -360,3 +360,26 @@ def test_run_sh_smoke_of_the_registered_study_end_to_end(tmp_path):
     assert [r["claim"] for r in report["claims"]] == [c["claim"] for c in study["claims"]]
     assert {(h["arm"], h["step"]) for h in report["hack_watch"]} >= {("base", 0), ("dsdr", 2), ("grpo", 2)}
     assert not (runs / "registration.json").exists()  # a smoke run is no start of the study
+
+
+def test_run_sh_commits_run_records_without_machine_paths(tmp_path):
+    """run.sh's relativise (run before every commit_path): the checkout's prefix is dropped and the home
+    directory written ~ in every text file of a unit, binary files untouched. Mutants: the prefix kept
+    (relativise a no-op), the home prefix kept -> this fails; design 3's first units went into git with
+    /.../checkout paths before it existed."""
+    import os
+
+    checkout, home = tmp_path / "checkout", tmp_path / "home"
+    unit = checkout / "runs" / "dsdr" / "s0"
+    unit.mkdir(parents=True)
+    home.mkdir()
+    (unit / "config.json").write_text(json.dumps({"command": [f"{checkout}/.venv/bin/dsdr-eval", "sweep"],
+                                                  "encoder": {"path": f"{home}/.cache/dsdr/minilm"}}))
+    (unit / "weights.bin").write_bytes(b"\xff\xfe" + f"{checkout}/".encode())
+    body = re.search(r"^relativise\(\) \{.*?^\}$", (STUDY / "run.sh").read_text(), re.S | re.M).group(0)
+    script = f"PY={sys.executable}\n{body}\nrelativise runs/dsdr/s0\n"
+    env = {**os.environ, "HOME": str(home)}
+    subprocess.run(["bash", "-c", script], cwd=checkout, env=env, check=True, timeout=120)
+    assert json.loads((unit / "config.json").read_text()) == {"command": [".venv/bin/dsdr-eval", "sweep"],
+                                                             "encoder": {"path": "~/.cache/dsdr/minilm"}}
+    assert (unit / "weights.bin").read_bytes() == b"\xff\xfe" + f"{checkout}/".encode()
