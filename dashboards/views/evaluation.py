@@ -165,7 +165,8 @@ def _diversity_tab(diversity: list[dict], loaded: list) -> None:
     for run in loaded:
         for bench, result in run.benchmarks.items():
             for warning in result.diversity.warnings if result.diversity is not None else ():
-                st.warning(f"{run.label} / {benchmark_title(bench)}: {warning}")
+                # shown as written: a warning quotes delimiters ($..$), which Markdown would render as math
+                st.warning(tables.md_prose(f"{run.label} / {benchmark_title(bench)}: {warning}"))
     frame = pd.DataFrame(diversity)
     frame["benchmark"] = frame["benchmark"].map(benchmark_title)
     frame["subset"] = frame["subset"].map({"all": "all", "correct": "correct only"})

@@ -301,7 +301,8 @@ def _validity_lines(runs: list[RunResults]) -> list[str]:
                     for run in runs for r in run.benchmarks.values() if r.diversity is not None})
     lines = [f"Measured text of each rollout: solution cut {', '.join(rules)} (answer-end: the text up to the end of "
              "its graded final answer; docs/diversity.md, \"What text each metric sees\").", ""]
-    warned = [f"- **{run.label} / {benchmark_title(bench)}**: {warning}" for run in runs
+    # a warning quotes delimiters ($..$) and commands: shown as written, not rendered as math
+    warned = [f"- **{md(run.label)} / {md(benchmark_title(bench))}**: {md_prose(warning)}" for run in runs
               for bench, r in run.benchmarks.items() if r.diversity is not None for warning in r.diversity.warnings]
     return lines + (["**Validity warnings** (read these numbers with them):", "", *warned, ""] if warned else [])
 

@@ -12,6 +12,7 @@ the cut keeps), and bites on a named mutant:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -196,7 +197,8 @@ def _scored_runaway_run(tmp_path: Path) -> Path:
     from dsdr_eval.cli import main as cli
 
     rows = [{"benchmark": "toy", "problem_id": f"p{p}", "sample_idx": i, "gold": "7", "finish_reason": "length",
-             "completion": f"We compute $a+b=7$ so \\boxed{{7}} Question {p}-{i}: $q_{{{p}{i}}}$ word{i}"}
+             # the solution's equation without delimiters (D_eq reads none): the without-formula warning
+             "completion": f"We compute a+b=7 so \\boxed{{7}} Question {p}-{i}: $q_{{{p}{i}}}$ word{i}"}
             for p in range(3) for i in range(4)]
     write_jsonl(tmp_path / "in.jsonl", rows)
     assert cli(["score", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "runs" / "run"), "--no-progress"]) == 0
@@ -221,10 +223,14 @@ def test_the_report_and_the_dashboard_show_what_the_numbers_measured(tmp_path, m
     assert not at.exception, [e.value for e in at.exception]
     warnings = [str(w.value) for w in at.warning]
     assert any("hit the token cap" in w for w in warnings) and any("after their final answer" in w for w in warnings)
+    # a warning that quotes delimiters is shown as written: every $ escaped, never rendered as math
+    quoting = [w for w in warnings if "no formula the extractor reads" in w]
+    assert len(quoting) == 1 and "\\$..\\$" in quoting[0] and not re.search(r"(?<!\\)\$", quoting[0])
+    assert "no formula the extractor reads (\\$..\\$" in readme
     # the hack watch table (issue 47): every validity share of the run, the cut's and the dropped $'s
     watch = [f.value for f in at.dataframe if "unbalanced_dollar" in f.value.columns]
     assert len(watch) == 1 and watch[0]["token_cap"].tolist() == [1.0] and watch[0]["cut"].tolist() == [1.0]
-    assert watch[0]["unbalanced_dollar"].tolist() == [0.0] and watch[0]["without_formula"].tolist() == [0.0]
+    assert watch[0]["unbalanced_dollar"].tolist() == [0.0] and watch[0]["without_formula"].tolist() == [1.0]
 
 
 # (completion, holds a formula D_eq reads): a dropped closing $, a bare equation, an escaped \$ and
