@@ -5,9 +5,10 @@ characters it removed; how many hit the token cap (finish_reason "length": the m
 solution); how many carried long text after their final answer (a runaway, an invented next turn);
 how many were longer than the encoder's window (D_emb then compares how solutions begin, unless
 the windows are pooled); how many solutions hold no formula the extractor reads (D_eq counts each 0,
-Eq. 8: an equation written without math delimiters, ``3 x 11 = 33``, is not seen); and how many carry an
-unbalanced ``$`` (a dropped closing ``$``, the hack of design 2, issue 42). A share at or above ``WARN_SHARE`` becomes a warning, which ``diversity``
-prints and the report and the dashboard show beside the numbers.
+Eq. 8: an equation written without math delimiters, ``3 x 11 = 33``, is not seen); and how many carry
+an unbalanced ``$`` (a dropped closing ``$``, the hack of design 2, issue 42). A share at or above
+``WARN_SHARE`` becomes a warning, which ``diversity`` prints and the report and the dashboard show
+beside the numbers.
 """
 
 from __future__ import annotations
