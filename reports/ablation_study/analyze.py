@@ -42,6 +42,7 @@ Statistics (docs/ablation_study.md "Analysis"):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -689,6 +690,7 @@ def markdown(rows: list[dict], data, figs: list[str], dyn: dict[str, dict[str, f
     return "\n".join(lines) + "\n"
 
 
+@functools.cache  # loaded once: the table and its markdown both come from it
 def _design3_routes_module():
     """design3/routes.py (its solution-route rule, exploratory), loaded beside this script."""
     import importlib.util
